@@ -1,0 +1,49 @@
+"""The ``recpipe`` command line. Each module in this package adds one or more subcommands.
+
+A command module defines ``register(subparsers)``, which adds its parsers and sets
+``func=run`` on them; ``run(args)`` returns the exit status. Only this package prints.
+"""
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="recpipe", description="Pack, read and decode MXNet RecordIO image datasets.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more log output (-v info, -vv debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args) or 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (OSError, ValueError) as e:
+        print(f"recpipe {args.command}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Exception types of recpipe: builtin subclasses carrying where the problem is."""
+
+__all__ = ["RecordFormatError", "DecodeError", "RecordTooLargeError"]
+
+
+def _where(path, offset, record):
+    parts = []
+    if record is not None:
+        parts.append(f"record {record}")
+    if offset is not None:
+        parts.append(f"byte offset {offset}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+class RecordFormatError(ValueError):
+    """A RecordIO, ``.idx`` or ``.lst`` file is malformed.
+
+    ``path``, ``offset`` (byte offset in the file) and ``record`` (position of the record in the
+    file, or line number for text files) say where; any of them may be ``None`` when unknown.
+    """
+
+    def __init__(self, message, *, path=None, offset=None, record=None):
+        self.reason = message
+        self.path = path
+        self.offset = offset
+        self.record = record
+        prefix = f"{path}: " if path else ""
+        super().__init__(f"{prefix}{message}{_where(path, offset, record)}")
+
+    def __reduce__(self):
+        return _rebuild_format_error, (self.reason, self.path, self.offset, self.record)
+
+
+def _rebuild_format_error(message, path, offset, record):
+    return RecordFormatError(message, path=path, offset=offset, record=record)
+
+
+class RecordTooLargeError(ValueError):
+    """A payload exceeds RecordIO's 2**29 - 1 byte limit; nothing was written."""
+
+
+class DecodeError(ValueError):
+    """An image could not be decoded."""
+
+    def __init__(self, message, *, path=None, record=None):
+        self.reason = message
+        self.path = path
+        self.record = record
+        prefix = f"{path}: " if path else ""
+        super().__init__(f"{prefix}{message}{_where(path, None, record)}")
+
+    def __reduce__(self):
+        return _rebuild_decode_error, (self.reason, self.path, self.record)
+
+
+def _rebuild_decode_error(message, path, record):
+    return DecodeError(message, path=path, record=record)

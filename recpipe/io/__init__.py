@@ -1,0 +1,29 @@
+"""RecordIO reading and writing through fsspec, byte-compatible with MXNet."""
+
+from .format import MAGIC, MAX_RECORD_SIZE, frame
+from .header import HEADER_SIZE, IRHeader, pack, pack_img, unpack, unpack_header, unpack_img
+from .index import ListEntry, format_list_line, index_url_for, read_index, read_list
+from .reader import RecordReader
+from .sources import open_source
+from .writer import RecordWriter
+
+__all__ = [
+    "MAGIC",
+    "MAX_RECORD_SIZE",
+    "HEADER_SIZE",
+    "IRHeader",
+    "ListEntry",
+    "RecordReader",
+    "RecordWriter",
+    "format_list_line",
+    "frame",
+    "index_url_for",
+    "open_source",
+    "pack",
+    "pack_img",
+    "read_index",
+    "read_list",
+    "unpack",
+    "unpack_header",
+    "unpack_img",
+]

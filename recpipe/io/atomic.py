@@ -1,0 +1,77 @@
+"""Outputs published atomically: written under a temporary name, renamed into place on commit."""
+
+import logging
+import os
+import uuid
+
+from fsspec.implementations.local import LocalFileSystem
+
+from .sources import url_to_fs
+
+__all__ = ["AtomicOutput", "temporary_name"]
+
+log = logging.getLogger(__name__)
+
+
+def temporary_name(path, tag=None):
+    """A hidden sibling of ``path``: ``dir/.name.<tag>.tmp``."""
+    head, name = path.rsplit("/", 1) if "/" in path else ("", path)
+    tag = tag or uuid.uuid4().hex[:12]
+    return f"{head}/.{name}.{tag}.tmp" if head else f".{name}.{tag}.tmp"
+
+
+class AtomicOutput:
+    """A binary file that appears at ``url`` only when ``commit()`` is called.
+
+    Until then the bytes live at ``temp_path`` (a hidden sibling). ``discard()`` removes them.
+    ``append=True`` continues an existing temporary file (local filesystems only), for resuming.
+    """
+
+    def __init__(self, url, storage_options=None, *, temp_tag=None, append=False):
+        self.url = str(url)
+        self.fs, self.path = url_to_fs(url, storage_options)
+        self.local = isinstance(self.fs, LocalFileSystem)
+        self.temp_path = temporary_name(self.path, temp_tag)
+        parent = self.path.rsplit("/", 1)[0] if "/" in self.path else ""
+        if parent:
+            self.fs.makedirs(parent, exist_ok=True)
+        if self.local:
+            self.file = open(self.temp_path, "ab" if append else "wb", buffering=1 << 20)
+        else:
+            if append:
+                raise ValueError(f"cannot append to a temporary object on {self.url}")
+            self.file = self.fs.open(self.temp_path, "wb")
+        self.done = False
+
+    def write(self, data):
+        self.file.write(data)
+
+    def flush(self):
+        self.file.flush()
+        if self.local:
+            os.fsync(self.file.fileno())
+
+    def commit(self):
+        """Close the file and move it to its final name."""
+        if self.done:
+            return
+        self.file.close()
+        if self.local:
+            os.replace(self.temp_path, self.path)
+        else:
+            self.fs.mv(self.temp_path, self.path)
+        self.done = True
+        log.debug("published %s", self.url)
+
+    def discard(self):
+        """Close the file and remove it; the final name is never touched."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.file.close()
+        finally:
+            try:
+                self.fs.rm(self.temp_path)
+            except FileNotFoundError:
+                pass

@@ -1,0 +1,91 @@
+"""MXNet's image record header (``IRHeader``) and the ``pack``/``unpack`` helpers of ``mx.recordio``.
+
+Payload = ``<IfQQ`` header (flag, label, id, id2; 24 bytes) + ``flag`` float32 labels + image bytes.
+A scalar label means flag 0; any sequence (even of length 1) means ``flag = len(labels)``.
+"""
+
+import numbers
+import struct
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import DecodeError, RecordFormatError
+
+__all__ = ["IRHeader", "HEADER_SIZE", "pack", "unpack", "unpack_header", "pack_img", "unpack_img"]
+
+_IR_FORMAT = struct.Struct("<IfQQ")
+HEADER_SIZE = _IR_FORMAT.size
+
+
+class IRHeader(NamedTuple):
+    """Image record header. ``label`` is a float, or a float32 array when ``flag > 0``."""
+
+    flag: int
+    label: Any
+    id: int
+    id2: int
+
+
+def pack(header, s):
+    """Prefix ``s`` (bytes) with ``header``, as ``mx.recordio.pack`` does."""
+    header = IRHeader(*header)
+    if isinstance(header.label, numbers.Number):
+        header = header._replace(flag=0)
+    else:
+        label = np.asarray(header.label, dtype=np.float32)
+        header = header._replace(flag=label.size, label=0)
+        s = label.tobytes() + bytes(s)
+    return _IR_FORMAT.pack(*header) + bytes(s)
+
+
+def unpack_header(s, *, path=None, record=None):
+    """Return ``(header, labels_end)`` where ``s[labels_end:]`` is the image."""
+    if len(s) < HEADER_SIZE:
+        raise RecordFormatError(
+            f"payload of {len(s)} bytes is shorter than the {HEADER_SIZE}-byte image header",
+            path=path, record=record)
+    header = IRHeader(*_IR_FORMAT.unpack_from(s))
+    if header.flag == 0:
+        return header, HEADER_SIZE
+    end = HEADER_SIZE + 4 * header.flag
+    if end > len(s):
+        raise RecordFormatError(
+            f"header says {header.flag} labels but the payload has {len(s)} bytes",
+            path=path, record=record)
+    label = np.frombuffer(s, np.float32, header.flag, HEADER_SIZE)
+    return header._replace(label=label), end
+
+
+def unpack(s):
+    """Split a payload into ``(IRHeader, image bytes)``, as ``mx.recordio.unpack`` does."""
+    header, end = unpack_header(s)
+    return header, s[end:]
+
+
+def pack_img(header, img, quality=95, img_fmt=".jpg"):
+    """Encode ``img`` (an OpenCV BGR array) and pack it with ``header``, like ``mx.recordio.pack_img``."""
+    import cv2
+
+    fmt = img_fmt.lower()
+    if fmt in (".jpg", ".jpeg"):
+        params = [cv2.IMWRITE_JPEG_QUALITY, quality]
+    elif fmt == ".png":
+        params = [cv2.IMWRITE_PNG_COMPRESSION, min(max(quality, 0), 9)]
+    else:
+        params = []
+    ok, buf = cv2.imencode(img_fmt, img, params)
+    if not ok:
+        raise ValueError(f"failed to encode image as {img_fmt}")
+    return pack(header, buf.tobytes())
+
+
+def unpack_img(s, iscolor=-1):
+    """Unpack a payload and decode its image with OpenCV (BGR), like ``mx.recordio.unpack_img``."""
+    import cv2
+
+    header, img = unpack(s)
+    decoded = cv2.imdecode(np.frombuffer(img, dtype=np.uint8), iscolor)
+    if decoded is None:
+        raise DecodeError(f"OpenCV could not decode the {len(img)}-byte image (id {header.id})")
+    return header, decoded

@@ -1,0 +1,129 @@
+"""The text files beside a ``.rec``: ``.idx`` (key, byte offset) and im2rec's ``.lst``.
+
+``.idx`` lines are ``key<TAB>offset``; MXNet's Python reader takes ``key_type(column 0)`` and keeps
+file order in ``keys`` (the last duplicate wins in lookups). ``.lst`` lines are
+``index<TAB>label...<TAB>path`` with labels printed ``%f``; im2rec skips lines with fewer than
+three fields or that do not parse. See ``shared/docs/recordio-compat.md`` section 2.
+"""
+
+import logging
+from typing import NamedTuple, Tuple
+
+from ..errors import RecordFormatError
+from .sources import url_to_fs
+
+__all__ = [
+    "ListEntry",
+    "read_index",
+    "parse_index",
+    "format_index_line",
+    "index_url_for",
+    "read_list",
+    "parse_list",
+    "format_list_line",
+]
+
+log = logging.getLogger(__name__)
+
+
+def index_url_for(rec_url):
+    """The conventional ``.idx`` beside a ``.rec`` (``x.rec`` -> ``x.idx``, else ``x`` + ``.idx``)."""
+    rec_url = str(rec_url)
+    stem = rec_url[:-4] if rec_url.endswith(".rec") else rec_url
+    return stem + ".idx"
+
+
+def _read_text(url, storage_options):
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        with fs.open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {url}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecordFormatError(f"not a text file ({e.reason})", path=str(url), offset=e.start) from e
+
+
+def parse_index(text, *, path=None, key_type=int):
+    """Parse ``.idx`` text into ``(keys, offsets)`` lists in file order. Blank lines are skipped."""
+    keys = []
+    offsets = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise RecordFormatError(
+                f"index line {lineno} has {len(fields)} fields, expected 'key<TAB>offset': {line!r}",
+                path=path)
+        try:
+            key = key_type(fields[0])
+        except ValueError:
+            raise RecordFormatError(
+                f"index line {lineno}: key {fields[0]!r} is not {key_type.__name__} "
+                f"(pass key_type=str for string keys)", path=path) from None
+        try:
+            offset = int(fields[1])
+        except ValueError:
+            raise RecordFormatError(
+                f"index line {lineno}: offset {fields[1]!r} is not an integer", path=path) from None
+        if offset < 0:
+            raise RecordFormatError(f"index line {lineno}: negative offset {offset}", path=path)
+        keys.append(key)
+        offsets.append(offset)
+    return keys, offsets
+
+
+def read_index(url, storage_options=None, *, key_type=int):
+    """Read a ``.idx`` file; return ``(keys, offsets)``."""
+    return parse_index(_read_text(url, storage_options), path=str(url), key_type=key_type)
+
+
+def format_index_line(key, offset):
+    return f"{key}\t{offset}\n"
+
+
+class ListEntry(NamedTuple):
+    """One ``.lst`` line: the record index, its labels and the image path relative to the root."""
+
+    index: int
+    labels: Tuple[float, ...]
+    path: str
+
+
+def parse_list(text, *, path=None):
+    """Parse ``.lst`` text with im2rec's rules; return ``(entries, skipped_line_numbers)``.
+
+    A line needs at least three tab-separated fields (index, one or more labels, path); lines that
+    do not parse are skipped and their numbers returned, as im2rec skips them.
+    """
+    entries = []
+    skipped = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        fields = [field.strip() for field in line.strip().split("\t")]
+        if len(fields) < 3:
+            if line.strip():
+                log.warning("%s: line %d has fewer than 3 tab-separated fields, skipped: %r",
+                            path, lineno, line)
+                skipped.append(lineno)
+            continue
+        try:
+            entry = ListEntry(int(fields[0]), tuple(float(x) for x in fields[1:-1]), fields[-1])
+        except ValueError as e:
+            log.warning("%s: line %d does not parse (%s), skipped: %r", path, lineno, e, line)
+            skipped.append(lineno)
+            continue
+        entries.append(entry)
+    return entries, skipped
+
+
+def read_list(url, storage_options=None):
+    """Read a ``.lst`` file; return ``(entries, skipped_line_numbers)``."""
+    return parse_list(_read_text(url, storage_options), path=str(url))
+
+
+def format_list_line(index, labels, path):
+    """One ``.lst`` line exactly as im2rec writes it."""
+    return "%d\t" % index + "".join("%f\t" % label for label in labels) + path + "\n"

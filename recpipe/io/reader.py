@@ -1,0 +1,121 @@
+"""``RecordReader``: random and sequential access to a ``.rec`` file at any fsspec URL."""
+
+import bisect
+import logging
+
+from ..errors import RecordFormatError
+from .index import index_url_for, read_index
+from .scan import Window, iter_records, read_record
+from .sources import exists, open_source
+
+__all__ = ["RecordReader"]
+
+log = logging.getLogger(__name__)
+
+
+class RecordReader:
+    """Read records of a RecordIO file by position, by index key, or in file order.
+
+    ``index_url=None`` uses the ``.idx`` beside the ``.rec`` when one exists; ``index_url=False``
+    never reads an index. Without an index the file is scanned once (heads only) to find the
+    records, and keys are positions ``0..N-1``. Reads are thread-safe and fork-safe.
+
+    >>> with RecordReader("train.rec") as reader:        # doctest: +SKIP
+    ...     first = reader[0]
+    ...     payload = reader.read_key(42)
+    """
+
+    def __init__(self, url, index_url=None, storage_options=None, *, key_type=int):
+        self.url = str(url)
+        self.storage_options = storage_options
+        self._source = open_source(url, storage_options)
+        if index_url is None:
+            candidate = index_url_for(self.url)
+            index_url = candidate if candidate != self.url and exists(candidate, storage_options) else None
+        self.index_url = str(index_url) if index_url else None
+        if self.index_url:
+            self.keys, self.offsets = read_index(self.index_url, storage_options, key_type=key_type)
+            self._check_offsets()
+        else:
+            self.offsets = [pos for pos, _ in iter_records(self._source, keep_payload=False)]
+            self.keys = list(range(len(self.offsets)))
+        self._position_of_key = {key: i for i, key in enumerate(self.keys)}
+        self._sorted_offsets = sorted(set(self.offsets))
+
+    def _check_offsets(self):
+        size = self._source.size
+        for i, offset in enumerate(self.offsets):
+            if offset >= size or offset % 4:
+                why = "past the end of the file" if offset >= size else "not 4-byte aligned"
+                raise RecordFormatError(
+                    f"index {self.index_url} line {i + 1}: offset {offset} is {why} "
+                    f"(file size {size})", path=self.url, offset=offset, record=i)
+
+    @property
+    def size(self):
+        """Size of the ``.rec`` file in bytes."""
+        return self._source.size
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def span(self, position):
+        """Byte range ``(start, end)`` holding record ``position``: up to the next indexed offset."""
+        start = self.offsets[position]
+        following = bisect.bisect_right(self._sorted_offsets, start)
+        end = self._sorted_offsets[following] if following < len(self._sorted_offsets) else self.size
+        return start, end
+
+    def __getitem__(self, position):
+        if not -len(self) <= position < len(self):
+            raise IndexError(f"record position {position} out of range for {len(self)} records")
+        position %= len(self)
+        start, end = self.span(position)
+        window = Window(self._source, start=start, preload=end - start)
+        payload, next_pos = read_record(window, start, record=position)
+        if next_pos > end:
+            raise RecordFormatError(
+                f"record runs to byte {next_pos}, past the next indexed record at {end}: "
+                f"the index does not match the file", path=self.url, offset=start, record=position)
+        return payload
+
+    def read_key(self, key):
+        """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
+        try:
+            position = self._position_of_key[key]
+        except KeyError:
+            raise KeyError(f"key {key!r} not in {self.index_url or self.url}") from None
+        return self[position]
+
+    def __iter__(self):
+        """Payloads in index order (with an index) or file order (without one)."""
+        if not self.offsets:
+            return
+        if self.offsets != self._sorted_offsets:  # index not in file order: random reads
+            for position in range(len(self)):
+                yield self[position]
+            return
+        position = 0
+        for pos, payload in iter_records(self._source, start=self.offsets[0]):
+            if pos == self.offsets[position]:
+                yield payload
+                position += 1
+                if position == len(self.offsets):
+                    return
+            elif pos > self.offsets[position]:
+                raise RecordFormatError(
+                    "indexed offset is not at a record head (the file's records are at "
+                    f"{pos} and before)", path=self.url, offset=self.offsets[position],
+                    record=position)
+
+    def close(self):
+        self._source.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"RecordReader({self.url!r}, records={len(self)}, index={self.index_url!r})"

@@ -1,0 +1,77 @@
+"""Turning one image file into a record payload with im2rec's exact image semantics.
+
+im2rec (``mxnet/tools/im2rec.py``) reads with ``cv2.imread(path, color)``, optionally crops the
+central square, resizes the shorter edge to ``resize`` (other edge ``long*resize//short``,
+bilinear) and re-encodes with ``cv2.imencode`` (JPEG quality, or PNG compression clamped to 9).
+"""
+
+import numpy as np
+
+from ..errors import DecodeError
+from ..io.header import IRHeader, pack
+
+__all__ = ["decode_image", "center_crop", "resize_shorter", "encode_image", "make_header", "transcode"]
+
+
+def make_header(index, labels, pack_label=False):
+    """im2rec's header: all labels when ``pack_label`` and there are several, else the first."""
+    if pack_label and len(labels) > 1:
+        return IRHeader(0, list(labels), index, 0)
+    return IRHeader(0, labels[0], index, 0)
+
+
+def decode_image(data, color=1, *, path=None):
+    """Decode file bytes like ``cv2.imread(path, color)``: BGR (or gray) uint8 array."""
+    import cv2
+
+    img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), color)
+    if img is None:
+        raise DecodeError("OpenCV cannot decode this file", path=path)
+    return img
+
+
+def center_crop(img):
+    """The central square of side ``min(h, w)``."""
+    h, w = img.shape[:2]
+    if h > w:
+        margin = (h - w) // 2
+        return img[margin:margin + w]
+    margin = (w - h) // 2
+    return img[:, margin:margin + h]
+
+
+def resize_shorter(img, size, interpolation=None):
+    """Resize so the shorter edge is ``size``; the other is ``long * size // short``."""
+    import cv2
+
+    h, w = img.shape[:2]
+    new_size = (size, h * size // w) if h > w else (w * size // h, size)
+    return cv2.resize(img, new_size, interpolation=cv2.INTER_LINEAR if interpolation is None
+                      else interpolation)
+
+
+def encode_image(img, quality=95, encoding=".jpg"):
+    """Encode like ``mx.recordio.pack_img``: JPEG quality, or PNG compression clamped to 0..9."""
+    import cv2
+
+    if encoding in (".jpg", ".jpeg"):
+        params = [cv2.IMWRITE_JPEG_QUALITY, quality]
+    elif encoding == ".png":
+        params = [cv2.IMWRITE_PNG_COMPRESSION, min(max(quality, 0), 9)]
+    else:
+        raise ValueError(f"unsupported encoding {encoding!r}: use .jpg or .png")
+    ok, buf = cv2.imencode(encoding, img, params)
+    if not ok:
+        raise DecodeError(f"OpenCV could not encode the image as {encoding}")
+    return buf.tobytes()
+
+
+def transcode(data, header, *, color=1, center=False, resize=0, quality=95, encoding=".jpg",
+              path=None):
+    """File bytes -> record payload, re-encoded with im2rec's semantics."""
+    img = decode_image(data, color, path=path)
+    if center:
+        img = center_crop(img)
+    if resize:
+        img = resize_shorter(img, resize)
+    return pack(header, encode_image(img, quality, encoding))
