@@ -11,5 +11,5 @@ def thread_police():
     leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     for t in leftover:
         t.join(timeout=5)
-    leftover = [t for t in leftover if t.is_alive() and not t.daemon]
+    leftover = [t for t in leftover if t.is_alive()]
     assert not leftover, f"threads left running: {[t.name for t in leftover]}"
