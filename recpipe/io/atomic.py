@@ -55,6 +55,8 @@ class AtomicOutput:
         """Close the file and move it to its final name."""
         if self.done:
             return
+        if self.local:
+            self.flush()  # the bytes are on disk before the name appears
         self.file.close()
         if self.local:
             os.replace(self.temp_path, self.path)

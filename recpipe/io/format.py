@@ -16,6 +16,7 @@ __all__ = [
     "MAX_RECORD_SIZE",
     "HEAD_SIZE",
     "frame",
+    "check_size",
     "decode_head",
     "padded",
 ]
@@ -46,12 +47,32 @@ def _aligned_magic_offsets(payload):
     return offsets
 
 
-def frame(payload):
-    """Return the on-disk bytes of one record, byte-identical to MXNet's writer."""
-    size = len(payload)
+def check_size(size):
+    """Raise RecordTooLargeError when a payload of ``size`` bytes cannot be one record."""
     if size > MAX_RECORD_SIZE:
         raise RecordTooLargeError(
             f"RecordIO records are limited to {MAX_RECORD_SIZE} bytes (2**29 - 1); got {size}")
+
+
+def _as_bytes(payload):
+    """``payload`` as bytes/bytearray after checking its size (so nothing big is copied first)."""
+    if isinstance(payload, (bytes, bytearray)):
+        check_size(len(payload))
+        return payload
+    if isinstance(payload, str) or payload is None:
+        raise TypeError(f"a record payload must be bytes-like, not {type(payload).__name__}")
+    view = memoryview(payload)
+    check_size(view.nbytes)
+    return view.tobytes()
+
+
+def frame(payload):
+    """Return the on-disk bytes of one record, byte-identical to MXNet's writer.
+
+    ``payload`` is any bytes-like object; more than 2**29 - 1 bytes raises RecordTooLargeError.
+    """
+    payload = _as_bytes(payload)
+    size = len(payload)
     cuts = _aligned_magic_offsets(payload)
     if not cuts:
         return b"".join((_HEAD.pack(MAGIC, size), payload, _PADDING[size % 4]))

@@ -85,7 +85,12 @@ def unpack_img(s, iscolor=-1):
     import cv2
 
     header, img = unpack(s)
-    decoded = cv2.imdecode(np.frombuffer(img, dtype=np.uint8), iscolor)
+    decoded = None
+    if len(img):  # OpenCV asserts on an empty buffer instead of returning None
+        try:
+            decoded = cv2.imdecode(np.frombuffer(img, dtype=np.uint8), iscolor)
+        except cv2.error:
+            decoded = None
     if decoded is None:
         raise DecodeError(f"OpenCV could not decode the {len(img)}-byte image (id {header.id})")
     return header, decoded

@@ -51,7 +51,9 @@ def parse_index(text, *, path=None, key_type=int):
     keys = []
     offsets = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
+        fields = line.strip().split("\t")  # MXNet splits on tabs (string keys may hold spaces)
+        if len(fields) != 2:
+            fields = line.split()  # dmlc reads any whitespace
         if not fields:
             continue
         if len(fields) != 2:
@@ -82,6 +84,11 @@ def read_index(url, storage_options=None, *, key_type=int):
 
 
 def format_index_line(key, offset):
+    """One ``.idx`` line, as ``MXIndexedRecordIO.write_idx`` writes it (``str(key)``)."""
+    key = str(key)
+    if not key or "\t" in key or "\n" in key or "\r" in key or key != key.strip():
+        raise ValueError(f"index key {key!r} cannot be written to a .idx line "
+                         "(empty, or has tabs, newlines or surrounding spaces)")
     return f"{key}\t{offset}\n"
 
 

@@ -2,10 +2,11 @@
 
 import bisect
 import logging
+import operator
 
 from ..errors import RecordFormatError
 from .index import index_url_for, read_index
-from .scan import Window, iter_records, read_record
+from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
 from .sources import exists, open_source
 
 __all__ = ["RecordReader"]
@@ -29,6 +30,15 @@ class RecordReader:
         self.url = str(url)
         self.storage_options = storage_options
         self._source = open_source(url, storage_options)
+        try:
+            self._load_index(index_url, storage_options, key_type)
+        except BaseException:
+            self._source.close()
+            raise
+        self._position_of_key = {key: i for i, key in enumerate(self.keys)}
+        self._sorted_offsets = sorted(set(self.offsets))
+
+    def _load_index(self, index_url, storage_options, key_type):
         if index_url is None:
             candidate = index_url_for(self.url)
             index_url = candidate if candidate != self.url and exists(candidate, storage_options) else None
@@ -39,8 +49,6 @@ class RecordReader:
         else:
             self.offsets = [pos for pos, _ in iter_records(self._source, keep_payload=False)]
             self.keys = list(range(len(self.offsets)))
-        self._position_of_key = {key: i for i, key in enumerate(self.keys)}
-        self._sorted_offsets = sorted(set(self.offsets))
 
     def _check_offsets(self):
         size = self._source.size
@@ -67,11 +75,13 @@ class RecordReader:
         return start, end
 
     def __getitem__(self, position):
+        position = operator.index(position)
         if not -len(self) <= position < len(self):
             raise IndexError(f"record position {position} out of range for {len(self)} records")
         position %= len(self)
         start, end = self.span(position)
-        window = Window(self._source, start=start, preload=end - start)
+        # the span is exact with a full index; a partial one may leave big gaps: do not read them
+        window = Window(self._source, start=start, preload=min(end - start, DEFAULT_BLOCK_SIZE))
         payload, next_pos = read_record(window, start, record=position)
         if next_pos > end:
             raise RecordFormatError(

@@ -3,12 +3,25 @@
 ``iter_records`` streams a file (or a byte range of it) in large blocks and yields each record's
 offset and payload; ``read_record`` parses the record at one offset. Both check every length
 field against the bytes that exist before reading, so a corrupt length never allocates more.
+``scan_records`` walks a possibly corrupt file: after a bad record it resynchronises on the next
+aligned record head (``find_next_head``, dmlc's ``FindNextRecordIOHead``) and reports the skipped
+byte range instead of stopping.
 """
+
+from typing import NamedTuple, Optional
 
 from ..errors import RecordFormatError
 from .format import HEAD_SIZE, MAGIC, MAGIC_BYTES, decode_head, padded
 
-__all__ = ["Window", "read_record", "iter_records", "DEFAULT_BLOCK_SIZE"]
+__all__ = [
+    "Window",
+    "ScanItem",
+    "read_record",
+    "iter_records",
+    "find_next_head",
+    "scan_records",
+    "DEFAULT_BLOCK_SIZE",
+]
 
 DEFAULT_BLOCK_SIZE = 4 << 20
 
@@ -62,13 +75,15 @@ def read_record(window, pos, *, record=None, keep_payload=True):
                 f"multi-part record interrupted: expected a continuation part (cflag 2 or 3), "
                 f"found cflag {cflag}", path=path, offset=pos, record=record)
         body = pos + HEAD_SIZE
-        if body + length > size:
+        if body + padded(length) > size:
+            what = "its zero padding" if body + length <= size else "its bytes"
             raise RecordFormatError(
-                f"truncated record: length field says {length} bytes but only {size - body} "
-                f"remain in the file", path=path, offset=pos, record=record)
+                f"truncated record: length field says {length} bytes (padded to "
+                f"{padded(length)}) but only {size - body} remain in the file; {what} are missing",
+                path=path, offset=pos, record=record)
         if keep_payload:
             pieces.append(window.get(body, length))
-        pos = min(body + padded(length), size)
+        pos = body + padded(length)
         if cflag in (0, 3):
             if not keep_payload:
                 return None, pos
@@ -88,5 +103,61 @@ def iter_records(source, start=0, end=None, *, first_record=0, keep_payload=True
     while pos < end:
         payload, next_pos = read_record(window, pos, record=record, keep_payload=keep_payload)
         yield pos, payload
+        pos = next_pos
+        record += 1
+
+
+def find_next_head(source, start, end=None, *, block_size=DEFAULT_BLOCK_SIZE):
+    """Offset of the first 4-byte-aligned record head at or after ``start``, or None.
+
+    A head is the magic word followed by an lrec whose cflag is 0 or 1; in a valid file every
+    aligned magic word is a part head, so this is where reading can resume after a bad record.
+    """
+    end = source.size if end is None else min(end, source.size)
+    pos = (start + 3) & ~3
+    step = 1 << 16  # grows up to block_size: a nearby head costs a small read
+    while pos + HEAD_SIZE <= end:
+        block = bytes(source.read(pos, step + 4))
+        hit = block.find(MAGIC_BYTES)
+        while 0 <= hit < step:
+            if (pos + hit) % 4 == 0 and hit + HEAD_SIZE <= len(block) and pos + hit + HEAD_SIZE <= end:
+                if decode_head(block, hit)[1] in (0, 1):
+                    return pos + hit
+            hit = block.find(MAGIC_BYTES, hit + 1)
+        pos += step
+        step = min(step * 2, max(block_size & ~3, 1 << 16))
+    return None
+
+
+class ScanItem(NamedTuple):
+    """One step of ``scan_records``: a record, or a bad byte range ``[offset, end)`` skipped.
+
+    ``error`` is None for a good record (then ``record`` is its position among the good records
+    and ``payload`` its bytes when kept); for a bad range ``error`` is the RecordFormatError that
+    stopped reading at ``offset`` and ``record`` the position the record would have had.
+    """
+
+    offset: int
+    end: int
+    record: int
+    payload: Optional[bytes]
+    error: Optional[RecordFormatError]
+
+
+def scan_records(source, *, keep_payload=True, block_size=DEFAULT_BLOCK_SIZE):
+    """Yield a ``ScanItem`` for every record and every unreadable byte range, in file order."""
+    window = Window(source, block_size)
+    pos = 0
+    record = 0
+    while pos < source.size:
+        try:
+            payload, next_pos = read_record(window, pos, record=record, keep_payload=keep_payload)
+        except RecordFormatError as error:
+            resume = find_next_head(source, pos + 4, block_size=block_size)
+            end = source.size if resume is None else resume
+            yield ScanItem(pos, end, record, None, error)
+            pos = end
+            continue
+        yield ScanItem(pos, next_pos, record, payload, None)
         pos = next_pos
         record += 1

@@ -76,6 +76,8 @@ class LocalSource(Source):
         self._pid = os.getpid()
 
     def _descriptor(self):
+        if self._fd is None:
+            raise ValueError(f"read from a closed source: {self.url}")
         if self._pid != os.getpid():  # forked child: do not share the parent's descriptor
             with self._lock:
                 if self._pid != os.getpid():

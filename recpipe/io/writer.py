@@ -41,12 +41,15 @@ class RecordWriter:
 
     def write(self, payload, key=None):
         """Append one record; return its byte offset. A payload over 2**29-1 bytes raises
-        RecordTooLargeError and writes nothing."""
+        RecordTooLargeError and writes nothing; so does a key that cannot be an ``.idx`` key."""
         data = frame(payload)
         offset = self.offset
+        line = None
+        if self._idx is not None:  # a bad key raises before anything is written
+            line = format_index_line(self.count if key is None else key, offset).encode()
         self._rec.write(data)
-        if self._idx is not None:
-            self._idx.write(format_index_line(self.count if key is None else key, offset).encode())
+        if line is not None:
+            self._idx.write(line)
         self.offset += len(data)
         self.count += 1
         return offset

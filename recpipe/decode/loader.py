@@ -1,0 +1,333 @@
+"""``ImageLoader``: RecordIO records in, augmented numpy batches out, decoded by a thread pool.
+
+Worker threads decode and augment each sample straight into its slot of a preallocated batch
+array. The consumer thread issues batches ahead of itself (``prefetch``), waits for the next one
+in order, and raises worker errors with their original traceback.
+"""
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from ..errors import DecodeError, RecordFormatError
+from ..io.header import unpack_header
+from ..io.reader import RecordReader
+from .augment import AugmentConfig, Augmenter, sample_rng
+from .decoders import get_decoder
+from .order import epoch_order, split_batches
+from .pool import WorkerPool
+from .stats import PipelineStats
+
+__all__ = ["ImageLoader", "ON_ERROR"]
+
+log = logging.getLogger(__name__)
+ON_ERROR = ("raise", "skip", "replace")
+_REPLACE_TRIES = 10
+_WAIT_SLICE = 0.1
+
+
+class _Batch:
+    """One batch being filled: buffers, slots left to fill, and the first error."""
+
+    def __init__(self, plan, images, labels):
+        self.positions = plan.positions
+        self.pad = plan.pad
+        self.images = images
+        self.labels = labels
+        self.failed = []
+        self.error = None
+        self.cancelled = False
+        self._remaining = len(plan.positions)
+        self._lock = threading.Lock()
+        self.done = threading.Event()
+
+    def finish_slot(self):
+        with self._lock:
+            self._remaining -= 1
+            if self._remaining == 0:
+                self.done.set()
+
+
+class ImageLoader:
+    """Iterate ``(images, labels)`` numpy batches from a RecordIO file.
+
+    Augmentation keywords are ImageRecordIter's (``resize``, ``rand_crop``,
+    ``random_resized_crop``, ``min_random_area``, ``max_aspect_ratio``, ``rand_mirror``,
+    ``mean_r``, ``std_r``, ``scale``, ``inter_method``, ...). Each ``iter(loader)`` is one epoch;
+    the shuffle and the augmentation are deterministic for a given ``seed`` and epoch, whatever
+    the number of threads.
+
+    ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
+    ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
+    ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
+    deterministic other record takes the slot); skipped and replaced samples are counted in
+    ``stats()``.
+
+    >>> with ImageLoader("val.rec", 128, (3, 224, 224), resize=256) as loader:  # doctest: +SKIP
+    ...     for images, labels in loader:
+    ...         train_step(images, labels)
+    """
+
+    def __init__(self, url, batch_size, data_shape, index_url=None, storage_options=None, *,
+                 threads=2, dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
+                 num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
+                 decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
+                 **augment):
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
+        if label_width < 1:
+            raise ValueError(f"label_width={label_width} must be at least 1")
+        if prefetch < 1:
+            raise ValueError(f"prefetch={prefetch} must be at least 1")
+        self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
+                                                layout=layout, **augment)
+        self.augmenter = Augmenter(self.config)
+        self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample)
+        self.reader = RecordReader(url, index_url, storage_options)
+        self.batch_size = batch_size
+        self.label_width = label_width
+        self.on_error = on_error
+        self.prefetch = prefetch
+        self.timeout = timeout
+        self.seed = seed
+        self.part_index = part_index
+        self.num_parts = num_parts
+        self.last_batch = last_batch
+        self.shuffle = self._shuffle_mode(shuffle)
+        self.epoch = -1
+        self.last_pad = 0
+        self._stats = PipelineStats(trace=trace)
+        self._current = None
+        self._pool = None
+        len(self)  # validates batch_size, last_batch and the parts now
+        self._pool = WorkerPool(self._process, threads, stats=self._stats)
+
+    def _shuffle_mode(self, shuffle):
+        if shuffle is True:
+            return "full" if self.reader.index_url else "block"
+        if shuffle is False or shuffle is None:
+            return "none"
+        return shuffle
+
+    # -- public surface -------------------------------------------------------------------
+
+    @property
+    def threads(self):
+        """The current number of decode threads."""
+        return self._pool.threads
+
+    def set_threads(self, threads):
+        """Change the number of decode threads while the loader runs."""
+        self._pool.resize(threads)
+
+    def stats(self):
+        """Images/s, consumer wait, per-stage seconds and error counts since the loader started."""
+        return self._stats.snapshot()
+
+    @property
+    def trace_spans(self):
+        """``(thread, stage, start, end)`` spans when created with ``trace=True``."""
+        return list(self._stats.trace or [])
+
+    def set_epoch(self, epoch):
+        """Make the next ``iter(loader)`` epoch number ``epoch``."""
+        self.epoch = epoch - 1
+
+    def _batches(self, epoch):
+        order = epoch_order(len(self.reader), shuffle=self.shuffle, seed=self.seed, epoch=epoch,
+                            part_index=self.part_index, num_parts=self.num_parts)
+        return split_batches(order, self.batch_size, self.last_batch)
+
+    def __len__(self):
+        """Batches per epoch (the same on every part)."""
+        return len(self._batches(0))
+
+    def __iter__(self):
+        if self._pool is None:
+            raise RuntimeError("the loader is closed")
+        if self._current is not None:
+            self._current.cancel()
+        self.epoch += 1
+        self._current = _Epoch(self, self._batches(self.epoch), self.epoch)
+        return self._current
+
+    def close(self):
+        """Stop and join every decode thread and close the file."""
+        if self._current is not None:
+            self._current.cancel()
+            self._current = None
+        pool, self._pool = self._pool, None
+        try:
+            if pool is not None:
+                pool.close()
+        finally:
+            self.reader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close(timeout=1.0)
+
+    # -- worker side ----------------------------------------------------------------------
+
+    def _process(self, task, clock):
+        batch, slot, epoch = task
+        try:
+            if not batch.cancelled:
+                self._fill_slot(batch, slot, batch.positions[slot], epoch, clock)
+        except Exception as exc:  # routed to the consumer by the error policy
+            self._on_sample_error(batch, slot, epoch, exc, clock)
+        finally:
+            batch.finish_slot()
+
+    def _fill_slot(self, batch, slot, position, epoch, clock):
+        t0 = time.perf_counter()
+        payload = self.reader[position]
+        header, start = unpack_header(payload, path=self.reader.url, record=position)
+        self._write_label(batch.labels, slot, header, position)
+        data = memoryview(payload)[start:]
+        t1 = time.perf_counter()
+        clock.add("read", t0, t1)
+        try:
+            height, width = self.decoder.size(data)
+            plan = self.augmenter.plan(height, width, sample_rng(self.seed, epoch, position))
+            scale = self.augmenter.decode_scale(plan, self.decoder.scales)
+            img = self.decoder.decode(data, scale=scale, channels=self.config.data_shape[0])
+        except DecodeError as exc:
+            raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
+        t2 = time.perf_counter()
+        clock.add("decode", t1, t2)
+        self.augmenter.apply(img, plan, batch.images[slot])
+        clock.add("augment", t2, time.perf_counter())
+        clock.samples += 1
+
+    def _write_label(self, labels, slot, header, position):
+        width = self.label_width
+        if header.flag == 0:
+            if width != 1:
+                raise RecordFormatError(
+                    f"record has a single label but label_width={width}",
+                    path=self.reader.url, record=position)
+            labels[slot] = header.label
+        elif header.flag < width:
+            raise RecordFormatError(
+                f"record has {header.flag} packed labels but label_width={width}",
+                path=self.reader.url, record=position)
+        else:
+            labels[slot] = header.label[:width] if width > 1 else header.label[0]
+
+    def _on_sample_error(self, batch, slot, epoch, exc, clock):
+        self._stats.errors += 1
+        if self.on_error == "replace" and self._replace(batch, slot, epoch, exc, clock):
+            return
+        if self.on_error in ("skip", "replace"):
+            log.warning("skipping %s", exc)
+            self._stats.skipped += 1
+            batch.failed.append(slot)
+            return
+        if batch.error is None:
+            batch.error = exc
+
+    def _replace(self, batch, slot, epoch, exc, clock):
+        n = len(self.reader)
+        position = batch.positions[slot]
+        for attempt in range(1, min(_REPLACE_TRIES, n - 1) + 1):
+            other = (position + attempt) % n
+            try:
+                self._fill_slot(batch, slot, other, epoch, clock)
+            except Exception:
+                continue
+            log.warning("replaced with record %d: %s", other, exc)
+            self._stats.replaced += 1
+            return True
+        return False
+
+
+class _Epoch:
+    """The consumer side of one epoch: issues batches ahead and hands them out in order."""
+
+    def __init__(self, loader, plans, epoch):
+        self.loader = loader
+        self.plans = plans
+        self.epoch = epoch
+        self.issued = {}
+        self.next_index = 0
+        self.issue_index = 0
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.plans)
+
+    def _allocate(self, plan):
+        config = self.loader.config
+        images = np.empty((len(plan.positions),) + config.out_shape, dtype=config.dtype)
+        label_shape = (len(plan.positions),) if self.loader.label_width == 1 else (
+            len(plan.positions), self.loader.label_width)
+        return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32))
+
+    def _issue_ahead(self):
+        loader = self.loader
+        limit = min(len(self.plans), self.next_index + loader.prefetch)
+        while self.issue_index < limit:
+            batch = self._allocate(self.plans[self.issue_index])
+            self.issued[self.issue_index] = batch
+            for slot in range(len(batch.positions)):
+                loader._pool.submit((batch, slot, self.epoch))
+            self.issue_index += 1
+
+    def _wait(self, batch):
+        loader = self.loader
+        deadline = time.monotonic() + loader.timeout
+        last_samples = loader._stats.snapshot()["samples"]
+        while not batch.done.wait(_WAIT_SLICE):
+            if loader._pool is None:
+                raise RuntimeError("the loader was closed")
+            if loader._pool.error is not None:
+                raise RuntimeError("a decode worker died") from loader._pool.error
+            samples = loader._stats.snapshot()["samples"]
+            if samples != last_samples:
+                last_samples = samples
+                deadline = time.monotonic() + loader.timeout
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"no sample decoded for {loader.timeout} s")
+
+    def __next__(self):
+        if self.next_index >= len(self.plans):
+            raise StopIteration
+        if self.loader._current is not self:
+            raise RuntimeError("this epoch was superseded by a newer iter(loader)")
+        t0 = time.perf_counter()
+        self._issue_ahead()
+        batch = self.issued.pop(self.next_index)
+        t1 = time.perf_counter()
+        self._wait(batch)
+        waited = time.perf_counter() - t1
+        self.next_index += 1
+        if batch.error is not None:
+            self.cancel()
+            raise batch.error
+        images, labels = batch.images, batch.labels
+        if batch.failed:
+            keep = np.setdiff1d(np.arange(len(images)), batch.failed)
+            images, labels = images[keep], labels[keep]
+        self.loader.last_pad = batch.pad
+        stats = self.loader._stats
+        stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
+        stats.consumer.add("batch", t0, t1)
+        return images, labels
+
+    def cancel(self):
+        for batch in self.issued.values():
+            batch.cancelled = True
+        self.issued.clear()
+        self.next_index = len(self.plans)

@@ -1,0 +1,101 @@
+"""``WorkerPool``: the one owner of the decode threads, resizable while it runs.
+
+Threads take tasks from a queue and call ``work(task, clock)``. ``resize(n)`` starts threads at
+once; surplus threads retire after their current task. ``close()`` stops and joins every thread
+within a deadline. Threads are daemons only as a safety net for a loader that is never closed
+(they would otherwise keep the interpreter alive); ``close()`` still joins them.
+"""
+
+import logging
+import queue
+import threading
+import time
+
+from .stats import PipelineStats
+
+__all__ = ["WorkerPool"]
+
+log = logging.getLogger(__name__)
+_POLL_SECONDS = 0.05
+
+
+class WorkerPool:
+    def __init__(self, work, threads, *, stats=None, name="recpipe-decode"):
+        if threads < 1:
+            raise ValueError(f"threads={threads} must be at least 1")
+        self._work = work
+        self._stats = stats or PipelineStats()
+        self._name = name
+        self._tasks = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._target = 0
+        self._live = []
+        self._started = []
+        self._serial = 0
+        self.error = None
+        self.resize(threads)
+
+    @property
+    def threads(self):
+        """The number of threads the pool is running towards."""
+        return self._target
+
+    def submit(self, task):
+        self._tasks.put(task)
+
+    def resize(self, threads):
+        """Run ``threads`` worker threads from now on."""
+        if threads < 1:
+            raise ValueError(f"threads={threads} must be at least 1")
+        if self._stop.is_set():
+            raise RuntimeError("the worker pool is closed")
+        with self._lock:
+            self._target = threads
+            self._started = [t for t in self._started if t.is_alive()]
+            while len(self._live) < threads:
+                self._serial += 1
+                thread_name = f"{self._name}-{self._serial}"
+                thread = threading.Thread(target=self._run, name=thread_name,
+                                          args=(self._stats.clock(thread_name),), daemon=True)
+                self._live.append(thread)
+                self._started.append(thread)
+                thread.start()
+        log.debug("worker pool resized to %d threads", threads)
+
+    def _should_retire(self):
+        if len(self._live) <= self._target:
+            return False
+        with self._lock:
+            if len(self._live) > self._target:
+                self._live.remove(threading.current_thread())
+                return True
+        return False
+
+    def _run(self, clock):
+        while not self._stop.is_set() and not self._should_retire():
+            try:
+                task = self._tasks.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                continue
+            try:
+                self._work(task, clock)
+            except BaseException as exc:  # the work function reports its own errors; this is a bug
+                log.exception("decode worker failed")
+                self.error = exc
+                return
+
+    def close(self, timeout=10.0):
+        """Stop every thread and join it; raise RuntimeError if one does not end in ``timeout``."""
+        self._stop.set()
+        with self._lock:
+            threads = list(self._started)
+            self._live.clear()
+        stuck = []
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                stuck.append(thread.name)
+        if stuck:
+            raise RuntimeError(f"decode threads did not stop within {timeout} s: {stuck}")

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build (or reuse) .venv-mxnet/ in the repository root: the real mxnet 1.9.1 for the cross-checks
+# in tests/mxnet. Idempotent: a venv that already imports mxnet 1.9.1, numpy and cv2 is kept.
+# Prints the venv's python path on stdout (everything else goes to stderr).
+#
+#   tools/setup_mxnet_venv.sh            # uses python3.11 (mxnet 1.9.1 + numpy<1.24 need <= 3.11)
+#   PYTHON=/usr/bin/python3.10 tools/setup_mxnet_venv.sh
+#   RECPIPE_MXNET_VENV=/some/dir tools/setup_mxnet_venv.sh
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${RECPIPE_MXNET_VENV:-$repo_root/.venv-mxnet}"
+base_python="${PYTHON:-python3.11}"
+venv_python="$venv/bin/python"
+packages=("mxnet==1.9.1" "numpy<1.24" "opencv-python-headless<4.11")
+
+check() {
+    "$venv_python" - <<'PY' >/dev/null 2>&1
+import warnings
+warnings.simplefilter("ignore")
+import cv2, numpy, mxnet
+assert mxnet.__version__ == "1.9.1", mxnet.__version__
+mxnet.recordio.MXRecordIO  # noqa: B018
+PY
+}
+
+if [ -x "$venv_python" ] && check; then
+    echo "$venv_python"
+    exit 0
+fi
+
+if ! command -v "$base_python" >/dev/null 2>&1; then
+    echo "setup_mxnet_venv: $base_python not found; mxnet 1.9.1 needs Python <= 3.11 (set PYTHON=...)" >&2
+    exit 1
+fi
+
+echo "setup_mxnet_venv: building $venv with ${packages[*]} ..." >&2
+rm -rf "$venv"
+"$base_python" -m venv "$venv"
+"$venv_python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+"$venv_python" -m pip install --quiet --disable-pip-version-check "${packages[@]}" >&2
+
+if ! check; then
+    echo "setup_mxnet_venv: $venv was built but 'import mxnet, cv2' fails in it:" >&2
+    "$venv_python" -c "import cv2, numpy, mxnet" >&2 || true
+    exit 1
+fi
+echo "$venv_python"
