@@ -34,6 +34,11 @@ if ! command -v "$base_python" >/dev/null 2>&1; then
     exit 1
 fi
 
+if [ -e "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
+    echo "setup_mxnet_venv: $venv exists and is not a virtual environment; not touching it" >&2
+    exit 1
+fi
+
 echo "setup_mxnet_venv: building $venv with ${packages[*]} ..." >&2
 rm -rf "$venv"
 "$base_python" -m venv "$venv"

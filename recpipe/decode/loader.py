@@ -61,6 +61,8 @@ class ImageLoader:
 
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
+    ``lookahead``: near the end of an epoch, start decoding the next one (as if ``iter`` had
+    been called; a ``set_epoch`` to another number discards that work).
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
@@ -74,7 +76,7 @@ class ImageLoader:
                  threads=2, dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
-                 **augment):
+                 lookahead=True, **augment):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
         if label_width < 1:
@@ -91,6 +93,7 @@ class ImageLoader:
         self.on_error = on_error
         self.prefetch = prefetch
         self.timeout = timeout
+        self.lookahead = lookahead
         self.seed = seed
         self.part_index = part_index
         self.num_parts = num_parts
@@ -100,6 +103,7 @@ class ImageLoader:
         self.last_pad = 0
         self._stats = PipelineStats(trace=trace)
         self._current = None
+        self._next = None
         self._pool = None
         len(self)  # validates batch_size, last_batch and the parts now
         self._pool = WorkerPool(self._process, threads, stats=self._stats)
@@ -147,17 +151,29 @@ class ImageLoader:
     def __iter__(self):
         if self._pool is None:
             raise RuntimeError("the loader is closed")
+        self.epoch += 1
+        ahead, self._next = self._next, None
         if self._current is not None:
             self._current.cancel()
-        self.epoch += 1
-        self._current = _Epoch(self, self._batches(self.epoch), self.epoch)
+        if ahead is not None and ahead.epoch != self.epoch:
+            ahead.cancel()
+            ahead = None
+        self._current = ahead or _Epoch(self, self._batches(self.epoch), self.epoch)
         return self._current
+
+    def _prefetch_next_epoch(self, batches):
+        """Start decoding the first ``batches`` batches of the next epoch while this one ends."""
+        if self._next is None:
+            epoch = self.epoch + 1
+            self._next = _Epoch(self, self._batches(epoch), epoch)
+        self._next.issue_until(batches)
 
     def close(self):
         """Stop and join every decode thread and close the file."""
-        if self._current is not None:
-            self._current.cancel()
-            self._current = None
+        for epoch in (self._current, self._next):
+            if epoch is not None:
+                epoch.cancel()
+        self._current = self._next = None
         pool, self._pool = self._pool, None
         try:
             if pool is not None:
@@ -276,8 +292,15 @@ class _Epoch:
         return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32))
 
     def _issue_ahead(self):
+        wanted = self.next_index + self.loader.prefetch
+        self.issue_until(wanted)
+        if wanted > len(self.plans) and self.loader.lookahead:
+            self.loader._prefetch_next_epoch(wanted - len(self.plans))
+
+    def issue_until(self, count):
+        """Submit the samples of every batch before index ``count``."""
         loader = self.loader
-        limit = min(len(self.plans), self.next_index + loader.prefetch)
+        limit = min(len(self.plans), count)
         while self.issue_index < limit:
             batch = self._allocate(self.plans[self.issue_index])
             self.issued[self.issue_index] = batch

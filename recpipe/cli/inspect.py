@@ -1,0 +1,132 @@
+"""``recpipe inspect``, ``recpipe verify`` and ``recpipe index``: look at, check and re-index a ``.rec``."""
+
+import json
+import sys
+
+from ..io.index import index_url_for
+from ..io.sources import exists
+from ..io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
+
+__all__ = ["register", "run_inspect", "run_verify", "run_index"]
+
+
+def register(subparsers):
+    p = subparsers.add_parser("inspect", help="summarise a .rec: records, labels, image formats",
+                              description="Summarise a RecordIO file: record count and sizes, "
+                                          "IRHeader ids and labels, and the format and size of "
+                                          "a seeded sample of its images.")
+    p.add_argument("file", help=".rec file (path or fsspec URL)")
+    p.add_argument("--sample", type=int, default=64, metavar="N",
+                   help="images to sniff for format and size (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run_inspect)
+
+    p = subparsers.add_parser("verify", help="check every record and the .idx; exit 1 on problems",
+                              description="Check every record of a RecordIO file (resuming after "
+                                          "bad ones), the .idx beside it, and optionally decode "
+                                          "every image. Exit status 0 when clean, 1 otherwise.")
+    p.add_argument("file", help=".rec file (path or fsspec URL)")
+    p.add_argument("--index", metavar="IDX", help=".idx to check (default: the one beside FILE)")
+    p.add_argument("--no-index", action="store_true", help="do not check any .idx")
+    p.add_argument("--decode", action="store_true", help="also decode every image with OpenCV")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run_verify)
+
+    p = subparsers.add_parser("index", help="rebuild a lost or broken .idx",
+                              description="Write a fresh .idx for a RecordIO file. Keys are the "
+                                          "IRHeader ids when every record has one and they are "
+                                          "unique, else positions 0..N-1.")
+    p.add_argument("file", help=".rec file (path or fsspec URL)")
+    p.add_argument("-o", "--output", metavar="OUT.idx", help="index to write (default: beside FILE)")
+    p.add_argument("--positions", action="store_true",
+                   help="key by position 0..N-1 like mxnet's tools/rec2idx.py")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="index only the readable records of a corrupt file")
+    p.add_argument("--force", action="store_true", help="replace an existing index")
+    p.set_defaults(func=run_index)
+
+
+def run_inspect(args):
+    summary = inspect(args.file, sample=args.sample, seed=args.seed)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
+    return 0
+
+
+def _print_summary(s):
+    payload = s["payload_bytes"]
+    print(f"{s['url']}: {s['records']} records, {s['bytes']} bytes")
+    if payload["min"] is not None:
+        print(f"  payload bytes: min {payload['min']}, mean {payload['mean']}, max {payload['max']}")
+    if s["bad_ranges"]:
+        print(f"  UNREADABLE: {s['bad_ranges']} byte ranges, {s['skipped_bytes']} bytes skipped "
+              "(run `recpipe verify` for details)")
+    h = s["headers"]
+    print(f"  IRHeader: {h['with_header']} records with one, {h['without_header']} without; "
+          f"ids {h['id_min']}..{h['id_max']}, {'unique' if h['ids_unique'] else 'NOT unique'}")
+    labels = s["labels"]
+    print(f"  labels: {labels['scalar']} scalar (flag 0), {labels['packed']} packed "
+          f"(widths {labels['widths']}); {labels['distinct']} distinct values")
+    if labels["histogram"]:
+        shown = ", ".join(f"{k}: {n}" for k, n in labels["histogram"].items())
+        more = " ..." if labels["histogram_truncated"] else ""
+        print(f"  {labels['histogram_of']} histogram: {shown}{more}")
+    for note in labels["notes"]:
+        print(f"  note: {note}")
+    im = s["images"]
+    if im["sampled"]:
+        print(f"  images (sample of {im['sampled']}, seed {im['seed']}): formats {im['formats']}")
+        w, h = im["width"], im["height"]
+        if w["min"] is not None:
+            print(f"    width {w['min']}..{w['max']} (mean {w['mean']}), "
+                  f"height {h['min']}..{h['max']} (mean {h['mean']}), channels {im['channels']}")
+        print(f"    progressive {im['progressive']}, cmyk {im['cmyk']}, "
+              f"grayscale {im['grayscale']}, exif-rotated {im['exif_rotated'] or 0}")
+
+
+def run_verify(args):
+    index_url = False if args.no_index else args.index
+    report = verify(args.file, index_url, decode=args.decode)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        _print_report(report)
+    return 0 if report.ok else 1
+
+
+def _print_report(report):
+    index = report.index_url or "no index"
+    print(f"{report.url}: {report.records} readable records, {report.size} bytes ({index})")
+    if report.decoded is not None:
+        print(f"  decoded {report.decoded} images, {report.decode_failures} failed")
+    for p in report.problems:
+        where = f"byte {p.offset}" if p.offset is not None else "-"
+        if p.end is not None:
+            where += f"..{p.end}"
+        record = f"record {p.record}" if p.record is not None else ""
+        print(f"  {p.kind:24} {where:>24} {record:>14}  {p.reason}")
+    for kind, count in sorted(report.counts.items()):
+        listed = sum(1 for p in report.problems if p.kind == kind)
+        if listed < count:
+            print(f"  ... {count - listed} more {kind} ({PROBLEM_KINDS[kind]})")
+    if report.ok:
+        print("  OK")
+    else:
+        total = sum(report.counts.values())
+        print(f"  {total} problem(s); {report.skipped_bytes} bytes unreadable")
+
+
+def run_index(args):
+    output = args.output or index_url_for(args.file)
+    if exists(output) and not args.force:
+        print(f"recpipe index: {output} exists; pass --force to replace it", file=sys.stderr)
+        return 1
+    result = rebuild_index(args.file, output, positions=args.positions, skip_bad=args.skip_bad)
+    print(f"wrote {result.index_url}: {result.records} entries keyed by {result.keys} "
+          f"({result.reason})")
+    if result.skipped:
+        print(f"  skipped {result.skipped} unreadable byte range(s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,129 @@
+"""Throughput measurements behind ``recpipe bench``: bare decode, full pipeline, thread sweep.
+
+All rates are images per second measured in this process; compare them as ratios within one
+run (the machines are noisy). ``TRAIN`` and ``VAL`` are the standard ImageNet configurations.
+"""
+
+import logging
+import os
+import resource
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..io.header import unpack_header
+from ..io.reader import RecordReader
+from .decoders import get_decoder
+from .loader import ImageLoader
+
+__all__ = ["TRAIN", "VAL", "CONFIGS", "usable_cores", "peak_rss_mb", "load_images",
+           "bare_decode_rate", "pipeline_rate", "thread_sweep"]
+
+log = logging.getLogger(__name__)
+
+TRAIN = dict(data_shape=(3, 224, 224), random_resized_crop=True, min_random_area=0.08,
+             max_random_area=1.0, min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3, rand_mirror=True)
+VAL = dict(data_shape=(3, 224, 224), resize=256)
+CONFIGS = {"train": TRAIN, "val": VAL}
+
+
+def usable_cores():
+    """Cores this process may run on (affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def peak_rss_mb():
+    """Peak resident set size of this process so far, in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load_images(url, limit=None, storage_options=None):
+    """The image bytes of the first ``limit`` records, in memory (so decode is timed alone)."""
+    with RecordReader(url, storage_options=storage_options) as reader:
+        count = len(reader) if limit is None else min(limit, len(reader))
+        images = []
+        for position in range(count):
+            payload = reader[position]
+            _, start = unpack_header(payload, path=url, record=position)
+            images.append(memoryview(payload)[start:])
+    return images
+
+
+def bare_decode_rate(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1)):
+    """Images/s of ``threads`` threads decoding the in-memory ``images`` at full size, nothing else."""
+    dec = get_decoder(decoder)
+    stop = threading.Event()
+    counts = [0] * threads
+
+    def run(worker):
+        i = worker
+        while not stop.is_set():
+            dec.decode(images[i % len(images)], scale=scale)
+            counts[worker] += 1
+            i += threads
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="recpipe-bench") as pool:
+        start = time.perf_counter()
+        futures = [pool.submit(run, w) for w in range(threads)]
+        time.sleep(seconds)
+        stop.set()
+        for future in futures:
+            future.result()
+        elapsed = time.perf_counter() - start
+    return sum(counts) / elapsed
+
+
+def pipeline_rate(url, config, threads, *, batch_size=128, batches=None, seconds=3.0,
+                  warmup_batches=1, dtype="uint8", trace=False, **loader_kwargs):
+    """Run the loader and return a dict: images_per_s, stage_seconds (per image), wait, rss.
+
+    Runs whole epochs until ``batches`` batches (or ``seconds``) have been timed after a warm-up.
+    """
+    settings = dict(config)
+    settings.update(loader_kwargs)
+    data_shape = settings.pop("data_shape")
+    with ImageLoader(url, batch_size, data_shape, threads=threads, dtype=dtype, trace=trace,
+                     shuffle=True, **settings) as loader:
+        stream = _endless(loader)
+        for _ in range(warmup_batches):
+            next(stream)
+        before = loader.stats()
+        start = time.perf_counter()
+        images = timed = 0
+        while not _finished(timed, batches, start, seconds):
+            images += len(next(stream)[0])
+            timed += 1
+        elapsed = time.perf_counter() - start
+        stream.close()
+        after = loader.stats()
+        spans = loader.trace_spans if trace else None
+    samples = max(1, after["samples"] - before["samples"])
+    stage = {k: (after["stage_seconds"][k] - before["stage_seconds"][k]) / samples
+             for k in after["stage_seconds"]}
+    return {
+        "threads": threads,
+        "images_per_s": images / elapsed,
+        "stage_ms_per_image": {k: v * 1e3 for k, v in stage.items()},
+        "wait_fraction": (after["wait_seconds"] - before["wait_seconds"]) / elapsed,
+        "peak_rss_mb": peak_rss_mb(),
+        "trace": spans,
+    }
+
+
+def _endless(loader):
+    while True:
+        yield from loader
+
+
+def _finished(timed, batches, start, seconds):
+    if batches:
+        return timed >= batches
+    return timed > 0 and time.perf_counter() - start >= seconds
+
+
+def thread_sweep(url, config, thread_counts, **kwargs):
+    """``pipeline_rate`` for each thread count, in order."""
+    return [pipeline_rate(url, config, n, **kwargs) for n in thread_counts]

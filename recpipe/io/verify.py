@@ -1,0 +1,461 @@
+"""Dataset health: ``verify`` a ``.rec``/``.idx`` pair, ``rebuild_index``, ``inspect`` the contents.
+
+``verify`` walks the whole file with resynchronisation (a bad record does not hide the ones
+after it), checks the index against the record heads it found and, on request, decodes every
+image. ``rebuild_index`` writes a fresh ``.idx`` atomically, keyed by ``IRHeader.id`` when those
+are usable (as im2rec does) or by position (as mxnet's ``tools/rec2idx.py`` does). ``inspect``
+summarises records, labels and, over a seeded sample, image formats and sizes.
+"""
+
+import bisect
+import collections
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import List, NamedTuple, Optional
+
+import numpy as np
+
+from ..errors import RecordFormatError
+from .atomic import AtomicOutput
+from .header import HEADER_SIZE, unpack_header
+from .index import format_index_line, index_url_for, read_index
+from .scan import Window, read_record, scan_records
+from .sources import exists, open_source
+
+__all__ = [
+    "PROBLEM_KINDS",
+    "Problem",
+    "VerifyReport",
+    "IndexRebuild",
+    "verify",
+    "rebuild_index",
+    "inspect",
+]
+
+log = logging.getLogger(__name__)
+
+_SAMPLE_BLOCK = 1 << 16  # reads for sampled records: about one image, not a whole scan block
+
+# problem kind -> what it means; the codes are stable, for counting and JSON reports
+PROBLEM_KINDS = {
+    "bad-record": "a record that cannot be read; bytes [offset, end) are skipped up to the next "
+                  "record head",
+    "index-unreadable": "the .idx file does not parse",
+    "index-past-end": "an .idx offset at or past the end of the .rec",
+    "index-not-at-head": "an .idx offset that is not the first byte of a readable record",
+    "index-duplicate-key": "a key listed more than once in the .idx (lookups get the last one)",
+    "index-duplicate-offset": "two .idx entries pointing at the same record",
+    "not-in-index": "a readable record that no .idx entry points at",
+    "bad-header": "a payload too short for its IRHeader and packed labels",
+    "decode-failed": "an image that does not decode",
+}
+
+
+class Problem(NamedTuple):
+    """One finding. ``offset`` is a byte offset in the ``.rec``; ``record`` the record's position
+    in the file (for ``index-*`` kinds: the entry's position in the ``.idx``); ``end`` closes the
+    skipped byte range of a ``bad-record``."""
+
+    kind: str
+    offset: Optional[int]
+    record: Optional[int]
+    reason: str
+    end: Optional[int] = None
+
+    def to_dict(self):
+        return {name: value for name, value in self._asdict().items() if value is not None}
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify`` found. ``ok`` is true when there is no problem of any kind.
+
+    ``problems`` lists at most ``limit`` findings per kind; ``counts`` has the full numbers.
+    """
+
+    url: str
+    index_url: Optional[str]
+    size: int
+    records: int = 0
+    skipped_bytes: int = 0
+    index_entries: Optional[int] = None
+    decoded: Optional[int] = None
+    decode_failures: Optional[int] = None
+    problems: List[Problem] = field(default_factory=list)
+    counts: collections.Counter = field(default_factory=collections.Counter)
+    limit: int = 1000
+
+    @property
+    def ok(self):
+        return not self.counts
+
+    def add(self, kind, offset, record, reason, end=None):
+        self.counts[kind] += 1
+        if self.counts[kind] <= self.limit:
+            self.problems.append(Problem(kind, offset, record, reason, end))
+
+    def to_dict(self):
+        return {
+            "url": self.url,
+            "index_url": self.index_url,
+            "ok": self.ok,
+            "bytes": self.size,
+            "records": self.records,
+            "skipped_bytes": self.skipped_bytes,
+            "index_entries": self.index_entries,
+            "decoded": self.decoded,
+            "decode_failures": self.decode_failures,
+            "counts": dict(sorted(self.counts.items())),
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+def _resolve_index(url, index_url, storage_options):
+    """The ``.idx`` to use: the given one, else the one beside the ``.rec`` if it exists."""
+    if index_url is None:
+        candidate = index_url_for(url)
+        if candidate != str(url) and exists(candidate, storage_options):
+            return candidate
+        return None
+    return str(index_url) if index_url else None
+
+
+def verify(url, index_url=None, *, decode=False, storage_options=None, limit=1000):
+    """Check every record of ``url``, its index and (``decode=True``) every image.
+
+    ``index_url=None`` checks the ``.idx`` beside the ``.rec`` when there is one; ``False``
+    checks no index. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
+    ``index_url``) cannot be opened.
+    """
+    url = str(url)
+    index_url = _resolve_index(url, index_url, storage_options)
+    with open_source(url, storage_options) as source:
+        report = VerifyReport(url, index_url, source.size, limit=limit)
+        decoder = _ImageChecker(report) if decode else None
+        heads = []
+        for item in scan_records(source, keep_payload=decode):
+            if item.error is not None:
+                report.skipped_bytes += item.end - item.offset
+                report.add("bad-record", item.offset, item.record,
+                           f"{item.error.reason}, at byte {item.error.offset}", item.end)
+                continue
+            heads.append(item.offset)
+            if decoder is not None:
+                decoder.check(item)
+        report.records = len(heads)
+    if index_url:
+        _check_index(report, index_url, heads, storage_options)
+    if decoder is not None:
+        report.decoded, report.decode_failures = decoder.decoded, decoder.failures
+    log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
+    return report
+
+
+class _ImageChecker:
+    """Decodes each record's image with OpenCV and files the failures in a report."""
+
+    def __init__(self, report):
+        import cv2
+
+        self.cv2 = cv2
+        self.report = report
+        self.decoded = 0
+        self.failures = 0
+
+    def check(self, item):
+        try:
+            _, start = unpack_header(item.payload)
+        except RecordFormatError as e:
+            self.failures += 1
+            self.report.add("bad-header", item.offset, item.record, e.reason)
+            return
+        image = np.frombuffer(item.payload, np.uint8, offset=start)
+        decoded = None
+        if image.size:
+            try:
+                decoded = self.cv2.imdecode(image, self.cv2.IMREAD_UNCHANGED)
+            except self.cv2.error:
+                decoded = None
+        if decoded is None:
+            self.failures += 1
+            self.report.add("decode-failed", item.offset, item.record,
+                            f"OpenCV could not decode the {image.size}-byte image")
+        else:
+            self.decoded += 1
+
+
+def _check_index(report, index_url, heads, storage_options):
+    """Compare the ``.idx`` entries with the record heads found by the scan."""
+    try:
+        keys, offsets = read_index(index_url, storage_options, key_type=str)
+    except RecordFormatError as e:
+        report.add("index-unreadable", None, None, str(e))
+        return
+    report.index_entries = len(offsets)
+    position_of_head = {offset: i for i, offset in enumerate(heads)}
+    for entry, (key, offset) in enumerate(zip(keys, offsets)):
+        if offset >= report.size:
+            report.add("index-past-end", offset, entry,
+                       f"index entry {entry} (key {key}): offset {offset} is past the end of "
+                       f"the file ({report.size} bytes)")
+        elif offset not in position_of_head:
+            report.add("index-not-at-head", offset, entry,
+                       f"index entry {entry} (key {key}): offset {offset} is "
+                       f"{_where_in_file(offset, heads)}")
+    for key, entries in _repeats(keys):
+        report.add("index-duplicate-key", offsets[entries[0]], entries[0],
+                   f"key {key} appears {len(entries)} times in the index (entries "
+                   f"{_some(entries)})")
+    for offset, entries in _repeats(offsets):
+        report.add("index-duplicate-offset", offset, entries[0],
+                   f"{len(entries)} index entries point at offset {offset} (entries "
+                   f"{_some(entries)})")
+    indexed = set(offsets)
+    for position, head in enumerate(heads):
+        if head not in indexed:
+            report.add("not-in-index", head, position,
+                       f"record {position} at offset {head} has no index entry")
+
+
+def _repeats(values):
+    """``(value, entry positions)`` for each value listed more than once, in first-seen order."""
+    entries = collections.defaultdict(list)
+    for position, value in enumerate(values):
+        entries[value].append(position)
+    return [(value, where) for value, where in entries.items() if len(where) > 1]
+
+
+def _some(numbers, shown=5):
+    text = ", ".join(str(n) for n in numbers[:shown])
+    return text + ", ..." if len(numbers) > shown else text
+
+
+def _where_in_file(offset, heads):
+    if offset % 4:
+        return "not 4-byte aligned"
+    j = bisect.bisect_right(heads, offset) - 1
+    if j < 0:
+        return "before the first readable record"
+    return f"inside record {j}, which starts at offset {heads[j]}"
+
+
+class IndexRebuild(NamedTuple):
+    """What ``rebuild_index`` wrote: ``keys`` is ``"header.id"`` or ``"position"``."""
+
+    index_url: str
+    records: int
+    keys: str
+    reason: str
+    skipped: int = 0
+
+
+def rebuild_index(url, index_url=None, *, positions=False, skip_bad=False, storage_options=None):
+    """Write a fresh ``.idx`` for ``url`` atomically and return an ``IndexRebuild``.
+
+    Keys are ``IRHeader.id`` when every record has a header and the ids are unique (im2rec's
+    keys), else ``0..N-1``; ``positions=True`` forces ``0..N-1`` like mxnet's ``tools/rec2idx.py``.
+    A bad record raises RecordFormatError unless ``skip_bad=True``, which indexes the readable
+    records only. ``index_url=None`` writes beside the ``.rec`` (``x.rec`` -> ``x.idx``).
+    """
+    url = str(url)
+    index_url = str(index_url) if index_url else index_url_for(url)
+    if index_url == url:
+        raise ValueError(f"the index would overwrite the record file {url}")
+    offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions)
+    keys, kind, reason = _choose_keys(offsets, ids, positions)
+    output = AtomicOutput(index_url, storage_options)
+    try:
+        output.write("".join(format_index_line(k, o) for k, o in zip(keys, offsets)).encode())
+        output.commit()
+    except BaseException:
+        output.discard()
+        raise
+    log.info("wrote %s: %d entries keyed by %s (%s)", index_url, len(offsets), kind, reason)
+    return IndexRebuild(index_url, len(offsets), kind, reason, skipped)
+
+
+def _collect_heads(url, skip_bad, storage_options, *, need_ids):
+    """Offsets of the readable records and, when wanted, their header ids (None if no header)."""
+    offsets, ids, skipped = [], [], 0
+    with open_source(url, storage_options) as source:
+        for item in scan_records(source, keep_payload=need_ids):
+            if item.error is not None:
+                if not skip_bad:
+                    raise item.error
+                log.warning("%s: skipping bytes %d..%d: %s", url, item.offset, item.end,
+                            item.error.reason)
+                skipped += 1
+                continue
+            offsets.append(item.offset)
+            if need_ids:
+                ids.append(_header_id(item.payload))
+    return offsets, ids, skipped
+
+
+def _header_id(payload):
+    try:
+        header, _ = unpack_header(payload)
+    except RecordFormatError:
+        return None
+    return header.id
+
+
+def _choose_keys(offsets, ids, positions):
+    if positions:
+        return range(len(offsets)), "position", "positions requested"
+    if any(i is None for i in ids):
+        return range(len(offsets)), "position", "some records have no IRHeader"
+    if len(set(ids)) != len(ids):
+        return range(len(offsets)), "position", "IRHeader ids are not unique"
+    return ids, "header.id", "every record has an IRHeader with a unique id"
+
+
+def inspect(url, *, sample=64, seed=0, storage_options=None, max_labels=50):
+    """Summarise ``url`` as a JSON-ready dict: sizes, headers, labels and sampled image facts.
+
+    The whole file is scanned once for the headers (bad byte ranges are skipped and counted);
+    ``sample`` records, drawn with ``random.Random(seed)``, are sniffed for image format and size.
+    """
+    url = str(url)
+    with open_source(url, storage_options) as source:
+        stats = _RecordStats(max_labels)
+        for item in scan_records(source):
+            stats.add(item)
+        rng = random.Random(seed)
+        chosen = sorted(rng.sample(range(len(stats.offsets)), min(sample, len(stats.offsets))))
+        images = _sample_images(source, [stats.offsets[i] for i in chosen])
+    return {"url": url, "bytes": source.size, **stats.summary(),
+            "images": {"sampled": len(chosen), "seed": seed, **images}}
+
+
+class _RecordStats:
+    """Running counts over the records of a scan: sizes, header ids and labels."""
+
+    def __init__(self, max_labels):
+        self.max_labels = max_labels
+        self.offsets = []
+        self.sizes = []
+        self.bad_ranges = 0
+        self.skipped_bytes = 0
+        self.no_header = 0
+        self.ids = []
+        self.id2_nonzero = 0
+        self.widths = collections.Counter()
+        self.labels = collections.Counter()
+
+    def add(self, item):
+        if item.error is not None:
+            self.bad_ranges += 1
+            self.skipped_bytes += item.end - item.offset
+            return
+        self.offsets.append(item.offset)
+        self.sizes.append(len(item.payload))
+        try:
+            header, _ = unpack_header(item.payload)
+        except RecordFormatError:
+            self.no_header += 1
+            return
+        self.ids.append(header.id)
+        self.id2_nonzero += header.id2 != 0
+        self.widths[header.flag] += 1
+        label = header.label if header.flag == 0 else header.label[0]
+        self.labels[float(label)] += 1
+
+    def summary(self):
+        sizes = np.asarray(self.sizes, dtype=np.int64)
+        return {
+            "records": len(self.offsets),
+            "bad_ranges": self.bad_ranges,
+            "skipped_bytes": self.skipped_bytes,
+            "payload_bytes": {"total": int(sizes.sum()), **_spread(sizes)},
+            "headers": self._headers(),
+            "labels": self._labels(),
+        }
+
+    def _headers(self):
+        ids = self.ids
+        return {
+            "with_header": len(ids),
+            "without_header": self.no_header,
+            "ids_unique": len(set(ids)) == len(ids),
+            "id_min": min(ids) if ids else None,
+            "id_max": max(ids) if ids else None,
+            "id2_nonzero": self.id2_nonzero,
+        }
+
+    def _labels(self):
+        scalar = self.widths.get(0, 0)
+        packed = sum(n for width, n in self.widths.items() if width > 0)
+        common = self.labels.most_common(self.max_labels)
+        return {
+            "scalar": scalar,
+            "packed": packed,
+            "widths": {str(w): n for w, n in sorted(self.widths.items())},
+            "distinct": len(self.labels),
+            "histogram": {_label_text(v): n for v, n in sorted(common)},
+            "histogram_of": "label" if not packed else ("label[0]" if not scalar else
+                                                          "label, or label[0] when packed"),
+            "histogram_truncated": len(self.labels) > len(common),
+            "notes": self._label_notes(scalar, packed),
+        }
+
+    def _label_notes(self, scalar, packed):
+        notes = []
+        if scalar and packed:
+            notes.append("mixed: some records have a scalar label (flag 0), others packed labels")
+        elif packed:
+            notes.append("packed multi-labels (flag > 0): ImageRecordIter needs label_width == flag")
+        if packed and len([w for w in self.widths if w > 0]) > 1:
+            notes.append("packed label widths differ between records")
+        if self.labels and set(self.labels) == {0.0} and len(self.ids) > 1:
+            notes.append("every label is 0.0: the labels may be missing")
+        return notes
+
+
+def _label_text(value):
+    return format(value, "g")
+
+
+def _spread(values):
+    if not len(values):
+        return {"min": None, "max": None, "mean": None}
+    return {"min": int(values.min()), "max": int(values.max()),
+            "mean": round(float(values.mean()), 1)}
+
+
+def _sample_images(source, offsets):
+    """Format, size and colour facts of the images in the records at ``offsets``."""
+    from ..imageinfo import sniff
+
+    formats = collections.Counter()
+    channels = collections.Counter()
+    orientation = collections.Counter()
+    flags = collections.Counter()
+    widths, heights = [], []
+    for offset in offsets:
+        payload, _ = read_record(Window(source, _SAMPLE_BLOCK), offset)
+        try:
+            _, start = unpack_header(payload)
+        except RecordFormatError:
+            start = 0  # a record without an IRHeader: sniff the whole payload
+        info = sniff(memoryview(payload)[start:])
+        formats[info.format] += 1
+        if info.width is not None and info.height is not None:
+            widths.append(info.width)
+            heights.append(info.height)
+        if info.channels is not None:
+            channels[str(info.channels)] += 1
+        if info.exif_orientation not in (None, 1):
+            orientation[str(info.exif_orientation)] += 1
+        flags.update(name for name in ("progressive", "cmyk", "grayscale") if getattr(info, name))
+    return {
+        "formats": dict(formats.most_common()),
+        "width": _spread(np.asarray(widths, dtype=np.int64)),
+        "height": _spread(np.asarray(heights, dtype=np.int64)),
+        "channels": dict(sorted(channels.items())),
+        "progressive": flags["progressive"],
+        "cmyk": flags["cmyk"],
+        "grayscale": flags["grayscale"],
+        "exif_rotated": dict(sorted(orientation.items())),
+    }

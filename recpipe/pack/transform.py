@@ -1,0 +1,151 @@
+"""One item -> one record payload: read the file, sniff it, and pass it through or re-encode it.
+
+This is the per-image work the packer runs in worker processes. Re-encoding follows im2rec
+(``cv2`` decode, optional central square crop, shorter side resized to ``resize`` with the other
+``long * resize // short``, bilinear, ``cv2.imencode``), with one speed-up: when the target is at
+most half the source's shorter side, libjpeg decodes at 1/2, 1/4 or 1/8 scale (DCT scaling,
+``cv2.IMREAD_REDUCED_*``) and the result is resized to exactly the size im2rec would produce.
+``exact=True`` turns that off for pixel-identical im2rec output. Pass-through never imports cv2.
+"""
+
+import logging
+import posixpath
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Tuple
+
+from fsspec.implementations.local import LocalFileSystem
+
+from ..imageinfo import sniff, unusual_reasons
+from ..io.header import pack
+from ..io.sources import url_to_fs
+from .encode import center_crop, encode_image, make_header
+from .items import join_url
+
+__all__ = ["ImageOptions", "ItemResult", "ItemProcessor", "reduced_scale", "target_size"]
+
+log = logging.getLogger(__name__)
+
+_REDUCED_SCALES = (8, 4, 2)
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """How images become payloads (all of it part of the pack plan)."""
+
+    pass_through: bool = False
+    resize: int = 0
+    center_crop: bool = False
+    quality: int = 95
+    encoding: str = ".jpg"
+    color: int = 1
+    pack_label: bool = False
+    exact: bool = False
+
+
+class ItemResult(NamedTuple):
+    """What became of one item: ``payload`` (None on error), unusual ``reasons`` and ``error``."""
+
+    payload: Optional[bytes]
+    reasons: Tuple[str, ...]
+    error: Optional[str]
+    input_bytes: int
+
+
+def target_size(height, width, resize, crop):
+    """``(width, height)`` im2rec produces from a ``height`` x ``width`` image."""
+    if crop:
+        height = width = min(height, width)
+    if not resize:
+        return width, height
+    if height > width:
+        return resize, height * resize // width
+    return width * resize // height, resize
+
+
+def reduced_scale(height, width, resize, crop):
+    """The largest DCT scale divisor (1, 2, 4, 8) that keeps the shorter side >= ``resize``."""
+    if not resize:
+        return 1
+    shorter = min(height, width)
+    for scale in _REDUCED_SCALES:
+        if -(-shorter // scale) >= resize:
+            return scale
+    return 1
+
+
+_REDUCED_FLAGS = {1: {1: 1, 0: 0}, 2: {1: 17, 0: 16}, 4: {1: 33, 0: 32}, 8: {1: 65, 0: 64}}
+
+
+class ItemProcessor:
+    """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes."""
+
+    def __init__(self, root, options, storage_options=None):
+        self.root = str(root)
+        self.options = options
+        self.storage_options = storage_options
+        self._fs = None
+        self._base = None
+
+    def __getstate__(self):
+        return {"root": self.root, "options": self.options, "storage_options": self.storage_options}
+
+    def __setstate__(self, state):
+        self.__init__(state["root"], state["options"], state["storage_options"])
+
+    def read(self, relpath):
+        if self._fs is None:
+            self._fs, self._base = url_to_fs(self.root, self.storage_options)
+            self._local = isinstance(self._fs, LocalFileSystem)
+        path = join_url(self._base, relpath)
+        if self._local:
+            with open(path, "rb") as f:
+                return f.read()
+        return self._fs.cat_file(path)
+
+    def __call__(self, item):
+        try:
+            data = self.read(item.path)
+        except OSError as e:
+            return ItemResult(None, ("unreadable",), f"cannot read: {e}", 0)
+        info = sniff(data)
+        reasons = tuple(unusual_reasons(info, posixpath.splitext(item.path)[1]))
+        header = make_header(item.index, item.labels, self.options.pack_label)
+        if self.options.pass_through:
+            return ItemResult(pack(header, data), reasons, None, len(data))
+        try:
+            payload = pack(header, self.reencode(data, info))
+        except Exception as e:  # noqa: BLE001 - any codec failure is reported per item
+            return ItemResult(None, reasons, f"{type(e).__name__}: {e}", len(data))
+        return ItemResult(payload, reasons, None, len(data))
+
+    def reencode(self, data, info):
+        import cv2
+        import numpy as np
+
+        opts = self.options
+        scale = 1
+        if (not opts.exact and info.format == "jpeg" and info.width and opts.color in (0, 1)
+                and info.exif_orientation in (None, 1)):
+            scale = reduced_scale(info.height, info.width, opts.resize, opts.center_crop)
+        flag = _REDUCED_FLAGS[scale][opts.color] if opts.color in (0, 1) else opts.color
+        img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
+        if img is None:
+            raise ValueError("OpenCV cannot decode this file")
+        if scale == 1:
+            return self._crop_resize_encode(img, cv2)
+        width, height = target_size(info.height, info.width, opts.resize, opts.center_crop)
+        if opts.center_crop:
+            img = center_crop(img)
+        img = cv2.resize(img, (width, height), interpolation=cv2.INTER_LINEAR)
+        return encode_image(img, opts.quality, opts.encoding)
+
+    def _crop_resize_encode(self, img, cv2):
+        """im2rec's exact path on a full-size decode."""
+        opts = self.options
+        if opts.center_crop:
+            img = center_crop(img)
+        if opts.resize:
+            height, width = img.shape[:2]
+            img = cv2.resize(img, target_size(height, width, opts.resize, False),
+                             interpolation=cv2.INTER_LINEAR)
+        return encode_image(img, opts.quality, opts.encoding)
