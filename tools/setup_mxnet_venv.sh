@@ -3,14 +3,13 @@
 # in tests/mxnet. Idempotent: a venv that already imports mxnet 1.9.1, numpy and cv2 is kept.
 # Prints the venv's python path on stdout (everything else goes to stderr).
 #
-#   tools/setup_mxnet_venv.sh            # uses python3.11 (mxnet 1.9.1 + numpy<1.24 need <= 3.11)
+#   tools/setup_mxnet_venv.sh            # python3.11 (or 3.8-3.10): mxnet 1.9.1 + numpy<1.24 need <= 3.11
 #   PYTHON=/usr/bin/python3.10 tools/setup_mxnet_venv.sh
 #   RECPIPE_MXNET_VENV=/some/dir tools/setup_mxnet_venv.sh
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${RECPIPE_MXNET_VENV:-$repo_root/.venv-mxnet}"
-base_python="${PYTHON:-python3.11}"
 venv_python="$venv/bin/python"
 packages=("mxnet==1.9.1" "numpy<1.24" "opencv-python-headless<4.11")
 
@@ -29,8 +28,21 @@ if [ -x "$venv_python" ] && check; then
     exit 0
 fi
 
-if ! command -v "$base_python" >/dev/null 2>&1; then
-    echo "setup_mxnet_venv: $base_python not found; mxnet 1.9.1 needs Python <= 3.11 (set PYTHON=...)" >&2
+# mxnet 1.9.1 and numpy<1.24 have wheels up to CPython 3.11: prefer 3.11, accept 3.8-3.10.
+pick_python() {
+    local candidate
+    for candidate in ${PYTHON:-} python3.11 python3.10 python3.9 python3.8 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+           "$candidate" -c 'import sys; sys.exit(not (3, 8) <= sys.version_info[:2] <= (3, 11))'; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if ! base_python="$(pick_python)"; then
+    echo "setup_mxnet_venv: no Python 3.8-3.11 found (mxnet 1.9.1 needs one); set PYTHON=..." >&2
     exit 1
 fi
 
@@ -42,7 +54,6 @@ fi
 echo "setup_mxnet_venv: building $venv with ${packages[*]} ..." >&2
 rm -rf "$venv"
 "$base_python" -m venv "$venv"
-"$venv_python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
 "$venv_python" -m pip install --quiet --disable-pip-version-check "${packages[@]}" >&2
 
 if ! check; then

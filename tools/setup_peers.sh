@@ -22,16 +22,20 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
-has() { "$venv/bin/python" -c "import $1" >/dev/null 2>&1; }
+# Probe imports from / so the repo's own recpipe/ folder in the cwd cannot fake an install.
+has() { (cd / && "$venv/bin/python" -c "import $1") >/dev/null 2>&1; }
+quiet() { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-"${pip[@]}" install -q --upgrade pip setuptools wheel
-has numpy && has cv2 || "${pip[@]}" install -q numpy opencv-python-headless
-has torch && has torchvision || "${pip[@]}" install -q "$torch_req" "$torchvision_req"
-has nvidia.dali || "${pip[@]}" install -q "$dali_req"
-has recpipe || "${pip[@]}" install -q -e "$repo_root[turbo]"
+install() { "${pip[@]}" install -q "$@" 2>&1 | quiet; return "${PIPESTATUS[0]}"; }
+
+has pip && has setuptools || install --upgrade pip setuptools wheel
+has numpy && has cv2 || install numpy opencv-python-headless
+has torch && has torchvision || install "$torch_req" "$torchvision_req"
+has nvidia.dali || install "$dali_req"
+has recpipe && has turbojpeg && has simplejpeg || install -e "$repo_root[turbo]"
 
 # DALI must run without a GPU: a CPU-only pipeline is built with device_id=None.
-"$venv/bin/python" - <<'EOF'
+cd / && "$venv/bin/python" - <<'EOF'
 import numpy, cv2, torch, torchvision, recpipe
 from nvidia.dali import pipeline_def, fn, types  # noqa: F401
 import nvidia.dali as dali

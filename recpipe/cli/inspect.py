@@ -1,4 +1,4 @@
-"""``recpipe inspect``, ``recpipe verify`` and ``recpipe index``: look at, check and re-index a ``.rec``."""
+"""``recpipe inspect``, ``verify`` and ``index``: look at, check and re-index a ``.rec``."""
 
 import json
 import sys

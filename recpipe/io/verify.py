@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import RecordFormatError
 from .atomic import AtomicOutput
-from .header import HEADER_SIZE, unpack_header
+from .header import unpack_header
 from .index import format_index_line, index_url_for, read_index
 from .scan import Window, read_record, scan_records
 from .sources import exists, open_source
@@ -133,9 +133,10 @@ def verify(url, index_url=None, *, decode=False, storage_options=None, limit=100
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_url, source.size, limit=limit)
         decoder = _ImageChecker(report) if decode else None
-        heads = []
+        heads, bad_ranges = [], []
         for item in scan_records(source, keep_payload=decode):
             if item.error is not None:
+                bad_ranges.append((item.offset, item.end))
                 report.skipped_bytes += item.end - item.offset
                 report.add("bad-record", item.offset, item.record,
                            f"{item.error.reason}, at byte {item.error.offset}", item.end)
@@ -145,7 +146,7 @@ def verify(url, index_url=None, *, decode=False, storage_options=None, limit=100
                 decoder.check(item)
         report.records = len(heads)
     if index_url:
-        _check_index(report, index_url, heads, storage_options)
+        _check_index(report, index_url, heads, bad_ranges, storage_options)
     if decoder is not None:
         report.decoded, report.decode_failures = decoder.decoded, decoder.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
@@ -185,7 +186,7 @@ class _ImageChecker:
             self.decoded += 1
 
 
-def _check_index(report, index_url, heads, storage_options):
+def _check_index(report, index_url, heads, bad_ranges, storage_options):
     """Compare the ``.idx`` entries with the record heads found by the scan."""
     try:
         keys, offsets = read_index(index_url, storage_options, key_type=str)
@@ -202,7 +203,7 @@ def _check_index(report, index_url, heads, storage_options):
         elif offset not in position_of_head:
             report.add("index-not-at-head", offset, entry,
                        f"index entry {entry} (key {key}): offset {offset} is "
-                       f"{_where_in_file(offset, heads)}")
+                       f"{_where_in_file(offset, heads, bad_ranges)}")
     for key, entries in _repeats(keys):
         report.add("index-duplicate-key", offsets[entries[0]], entries[0],
                    f"key {key} appears {len(entries)} times in the index (entries "
@@ -231,9 +232,12 @@ def _some(numbers, shown=5):
     return text + ", ..." if len(numbers) > shown else text
 
 
-def _where_in_file(offset, heads):
+def _where_in_file(offset, heads, bad_ranges):
     if offset % 4:
         return "not 4-byte aligned"
+    k = bisect.bisect_right(bad_ranges, (offset, float("inf"))) - 1
+    if k >= 0 and bad_ranges[k][0] <= offset < bad_ranges[k][1]:
+        return f"in the unreadable byte range {bad_ranges[k][0]}..{bad_ranges[k][1]}"
     j = bisect.bisect_right(heads, offset) - 1
     if j < 0:
         return "before the first readable record"

@@ -5,7 +5,9 @@ This is the per-image work the packer runs in worker processes. Re-encoding foll
 ``long * resize // short``, bilinear, ``cv2.imencode``), with one speed-up: when the target is at
 most half the source's shorter side, libjpeg decodes at 1/2, 1/4 or 1/8 scale (DCT scaling,
 ``cv2.IMREAD_REDUCED_*``) and the result is resized to exactly the size im2rec would produce.
-``exact=True`` turns that off for pixel-identical im2rec output. Pass-through never imports cv2.
+``exact=True`` turns that off for pixel-identical im2rec output. Plain full-size JPEG decodes go
+through simplejpeg when it is installed (the same libjpeg-turbo pixels as cv2, with less
+overhead); anything it declines falls back to cv2. Pass-through never imports cv2.
 """
 
 import logging
@@ -76,6 +78,31 @@ def reduced_scale(height, width, resize, crop):
 _REDUCED_FLAGS = {1: {1: 1, 0: 0}, 2: {1: 17, 0: 16}, 4: {1: 33, 0: 32}, 8: {1: 65, 0: 64}}
 
 
+def _decode_cv2(data, flag):
+    import cv2
+    import numpy as np
+
+    img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
+    if img is None:
+        raise ValueError("OpenCV cannot decode this file")
+    return img
+
+
+def _decode_simplejpeg(data, color):
+    """Full-size decode with simplejpeg (same libjpeg-turbo output as cv2, less overhead), or
+    None when simplejpeg is missing or declines the file (then cv2 decodes it)."""
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    try:
+        if color == 0:
+            return simplejpeg.decode_jpeg(data, "GRAY")[:, :, 0]
+        return simplejpeg.decode_jpeg(data, "BGR")
+    except ValueError:
+        return None
+
+
 class ItemProcessor:
     """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes."""
 
@@ -120,19 +147,19 @@ class ItemProcessor:
 
     def reencode(self, data, info):
         import cv2
-        import numpy as np
 
         opts = self.options
+        plain_jpeg = (info.format == "jpeg" and info.width and opts.color in (0, 1)
+                      and not info.cmyk and info.exif_orientation in (None, 1))
         scale = 1
-        if (not opts.exact and info.format == "jpeg" and info.width and opts.color in (0, 1)
-                and info.exif_orientation in (None, 1)):
+        if plain_jpeg and not opts.exact:
             scale = reduced_scale(info.height, info.width, opts.resize, opts.center_crop)
-        flag = _REDUCED_FLAGS[scale][opts.color] if opts.color in (0, 1) else opts.color
-        img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
-        if img is None:
-            raise ValueError("OpenCV cannot decode this file")
         if scale == 1:
+            img = (_decode_simplejpeg(data, opts.color) if plain_jpeg else None)
+            if img is None:
+                img = _decode_cv2(data, opts.color)
             return self._crop_resize_encode(img, cv2)
+        img = _decode_cv2(data, _REDUCED_FLAGS[scale][opts.color])
         width, height = target_size(info.height, info.width, opts.resize, opts.center_crop)
         if opts.center_crop:
             img = center_crop(img)

@@ -42,12 +42,20 @@ def loader_kwargs(args, threads):
     return kwargs
 
 
-def open_loader(args, threads):
+def image_loader_class():
     import recpipe
 
+    if hasattr(recpipe, "ImageLoader"):
+        return recpipe.ImageLoader
+    from recpipe.decode.loader import ImageLoader
+
+    return ImageLoader
+
+
+def open_loader(args, threads):
     kwargs = loader_kwargs(args, threads)
     size = args.config_spec["size"]
-    loader = recpipe.ImageLoader(args.rec, args.batch, (3, size, size), **kwargs)
+    loader = image_loader_class()(args.rec, args.batch, (3, size, size), **kwargs)
     return loader, kwargs
 
 

@@ -1,0 +1,143 @@
+"""``recpipe pack SRC OUT``: pack a folder of class subfolders or an im2rec .lst into RecordIO."""
+
+import json
+import sys
+import time
+
+__all__ = ["register", "run"]
+
+EXIT_OK = 0
+EXIT_ITEMS_FAILED = 1
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "pack", help="pack images into .rec/.idx (parallel, sharded, resumable)",
+        description="Pack SRC (a folder of class subfolders, or an im2rec .lst) into RecordIO "
+                    "files named from the prefix OUT (any fsspec URL): OUT.rec + OUT.idx + "
+                    "OUT.labels.json; OUT-00000-of-0000N.rec/.idx with shards; OUT_train / "
+                    "OUT_val with --val-ratio. Files appear only when complete.")
+    p.add_argument("src", metavar="SRC", help="folder of class subfolders, or a .lst file")
+    p.add_argument("out", metavar="OUT", help="output prefix, e.g. out/train or s3://b/train")
+    p.add_argument("--root", help="folder the .lst paths are relative to (default: its folder)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes (default: usable cores; 0 for --pass-through)")
+    p.add_argument("--pass-through", action="store_true",
+                   help="store the file bytes as they are (no decode)")
+    p.add_argument("--resize", type=int, default=0, metavar="S",
+                   help="resize the shorter side to S pixels (im2rec semantics)")
+    p.add_argument("--center-crop", action="store_true", help="keep the central square")
+    p.add_argument("--quality", type=int, default=95,
+                   help="JPEG quality, or PNG compression level (default 95)")
+    p.add_argument("--encoding", choices=(".jpg", ".png"), default=".jpg")
+    p.add_argument("--color", type=int, choices=(-1, 0, 1), default=1,
+                   help="1 color, 0 grayscale, -1 unchanged (cv2.imread flag; default 1)")
+    p.add_argument("--pack-label", action="store_true",
+                   help="store all labels of a multi-label .lst line (im2rec --pack-label)")
+    p.add_argument("--exact", action="store_true",
+                   help="always decode at full size (pixel-identical to im2rec; slower for "
+                        "large images with a small --resize)")
+    shards = p.add_mutually_exclusive_group()
+    shards.add_argument("--shards", type=int, default=0, metavar="N", help="write N shards")
+    shards.add_argument("--shard-size", default=None, metavar="SIZE",
+                        help="cut shards at about SIZE input bytes, e.g. 256MB")
+    p.add_argument("--shuffle", dest="shuffle", action="store_true", default=None,
+                   help="shuffle the items (default for folders)")
+    p.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                   help="keep the listed order (default for .lst files)")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed (default 0)")
+    p.add_argument("--val-ratio", type=float, default=0.0, metavar="R",
+                   help="put a fraction R of the items into OUT_val (rest: OUT_train)")
+    p.add_argument("--on-error", choices=("skip", "raise"), default="skip",
+                   help="skip and report bad images (default), or stop at the first")
+    p.add_argument("--tolerate-errors", action="store_true",
+                   help="exit 0 even when some images were skipped")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run of the same command")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+class _ProgressBar:
+    """A tqdm bar on stderr showing images/s and input MB/s; created on the first update."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.bar = None
+        self.started = None
+        self.last_postfix = 0.0
+
+    def __call__(self, done, total, input_bytes):
+        if not self.enabled:
+            return
+        if self.bar is None:
+            import tqdm
+
+            tqdm.tqdm.monitor_interval = 0  # no monitor thread
+            self.bar = tqdm.tqdm(total=total, unit="img", file=sys.stderr, leave=False,
+                                 dynamic_ncols=True, mininterval=0.2)
+            self.started = time.perf_counter()
+        self.bar.update(done - self.bar.n)
+        now = time.perf_counter()
+        if now - self.last_postfix > 0.5:
+            self.last_postfix = now
+            self.bar.set_postfix_str(f"{input_bytes / 1e6 / max(now - self.started, 1e-9):.1f} MB/s",
+                                     refresh=False)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _print_summary(summary, out):
+    print(f"packed {summary.written} of {summary.items} images into {summary.out} "
+          f"in {summary.seconds:.2f}s ({summary.images_per_second:.0f} img/s, "
+          f"{summary.megabytes_per_second:.1f} MB/s in, {summary.workers} workers)", file=out)
+    if summary.resumed_records:
+        print(f"  resumed: {summary.resumed_records} records kept from the interrupted run",
+              file=out)
+    for name, shards in summary.splits.items():
+        records = sum(s.records for s in shards)
+        size = sum(s.bytes for s in shards)
+        label = "" if name == "all" else f"{name}: "
+        print(f"  {label}{records} records, {size / 1e6:.1f} MB in {len(shards)} shard(s): "
+              f"{shards[0].rec}{' ...' if len(shards) > 1 else ''}", file=out)
+    if summary.labels_file:
+        print(f"  label map: {summary.labels_file}", file=out)
+    if summary.unusual:
+        print("unusual inputs:", file=out)
+        for reason, info in summary.unusual.items():
+            print(f"  {reason}: {info['count']} ({info['meaning']}), e.g. "
+                  f"{', '.join(info['examples'][:3])}", file=out)
+    if summary.errors:
+        print(f"errors: {len(summary.errors)} image(s) skipped:", file=out)
+        for error in summary.errors[:20]:
+            print(f"  {error['path']}: {error['reason']}", file=out)
+        if len(summary.errors) > 20:
+            print(f"  ... and {len(summary.errors) - 20} more (see --json)", file=out)
+
+
+def run(args):
+    from ..pack.packer import pack_dataset, parse_size
+
+    shard_size = parse_size(args.shard_size) if args.shard_size else 0
+    bar = _ProgressBar(not (args.no_progress or args.json) and sys.stderr.isatty())
+    try:
+        summary = pack_dataset(
+            args.src, args.out, root=args.root, workers=args.workers,
+            pass_through=args.pass_through, resize=args.resize, center_crop=args.center_crop,
+            quality=args.quality, encoding=args.encoding, color=args.color,
+            pack_label=args.pack_label, exact=args.exact, shards=args.shards,
+            shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
+            val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
+            progress=bar)
+    finally:
+        bar.close()
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2))
+    else:
+        _print_summary(summary, sys.stdout)
+    if summary.ok or args.tolerate_errors:
+        return EXIT_OK
+    return EXIT_ITEMS_FAILED

@@ -1,0 +1,749 @@
+"""ImageRecordIter's augmentations, planned up front per sample and written straight into a batch.
+
+``AugmentConfig`` holds ImageRecordIter's augmentation keywords with MXNet 1.9.1's names and
+defaults. ``Augmenter(config)`` then works in two steps per sample:
+
+1. ``plan(height, width, rng)`` makes every random draw for the sample (crop box, mirror, colour
+   factors and their order, PCA alpha, normalisation jitter, random interpolation) in a fixed
+   order from one block of uniforms, so a sample's result depends only on its RNG, not on
+   threads. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale the decode may
+   use without losing output resolution.
+2. ``apply(img, plan, out)`` crops, resizes, mirrors, jitters, normalises and writes into
+   ``out`` (a view into the batch buffer, ``(C, H, W)`` or ``(H, W, C)``), with OpenCV calls
+   writing into ``out`` or small per-thread scratch buffers.
+
+Order of operations (MXNet ``DefaultImageAugmenter::Process`` then the iterator's normalise):
+resize the shorter edge to ``resize`` (other edge ``resize * long // short``) -> affine warp
+(rotate/shear/random scale/aspect/img size clamps) -> ``pad`` -> crop: random-resized crop (up to
+10 tries of area x aspect, each box resized to the output; if all fail, the final crop below),
+or a random-size square crop (``min/max_crop_size``) resized to the output, or the final crop:
+an image smaller than the output is first upscaled keeping its aspect, then the center (random
+with ``rand_crop``) window of the output size is cut -> HLS shift -> brightness / contrast /
+saturation in random order -> PCA lighting noise -> mirror -> ``(x - mean) * scale / std``
+(with the optional ``max_random_contrast`` / ``max_random_illumination`` of ImageNormalizeParam)
+-> RGB channel order. ``uint8`` output is raw pixels (like ImageRecordUInt8Iter), so mean/std/
+scale must stay at their defaults then.
+
+Where recpipe differs from MXNet (documented choices, RNG streams are ours anyway):
+- the random-resized-crop aspect ratio is drawn log-uniformly in its range (torchvision / Gluon
+  style); colour jitter runs in float32 with clipping to [0, 255] after each step instead of
+  rounding to uint8 between steps;
+- when the image was decoded at a reduced DCT scale, the planned crop box is mapped onto the
+  smaller image and resized to the output in one step (instead of resize-then-crop), which is
+  not bit-identical to the full-size path (the full-size path is, to OpenCV's own results).
+- misspelled or unsupported keywords raise instead of being silently ignored.
+"""
+
+import math
+import threading
+from dataclasses import dataclass, fields
+from typing import NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from ..errors import DecodeError
+
+__all__ = [
+    "AugmentConfig",
+    "Augmenter",
+    "SamplePlan",
+    "sample_rng",
+    "AUGMENT_KEYWORDS",
+    "UNSUPPORTED_KEYWORDS",
+]
+
+_MASK64 = (1 << 64) - 1
+_RRC_TRIES = 10
+_DTYPES = ("uint8", "float32", "float16")
+_LAYOUTS = ("NCHW", "NHWC")
+_INTER_METHODS = (0, 1, 2, 3, 4, 9, 10)
+# AlexNet PCA lighting (RGB), as in mx.image.LightingAug / gluoncv
+_PCA_EIGVAL = np.array([55.46, 4.794, 1.148], dtype=np.float32)
+_PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009],
+                        [-0.5808, -0.0045, -0.8140],
+                        [-0.5836, -0.6948, 0.4203]], dtype=np.float32)
+_GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+# ImageRecordIter keywords we know but do not implement: raise, never ignore
+UNSUPPORTED_KEYWORDS = {
+    "mean_img": "a mean image file is not supported; use mean_r/mean_g/mean_b",
+    "mean_a": "4-channel output is not supported (data_shape C must be 1 or 3)",
+    "std_a": "4-channel output is not supported (data_shape C must be 1 or 3)",
+    "aug_seq": "only the default augmenter (aug_default) exists",
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# per-sample RNG
+
+
+def sample_rng(seed, epoch, index):
+    """The RNG of one sample: Philox keyed by ``seed`` with the counter at ``(index, epoch)``.
+
+    Creating it costs a few microseconds (no SeedSequence hashing); streams of different
+    samples do not overlap unless one sample draws 2**128 blocks.
+    """
+    if seed < 0 or epoch < 0 or index < 0:
+        raise ValueError(f"seed, epoch and index must be >= 0, got {seed}, {epoch}, {index}")
+    bits = np.random.Philox(key=seed & ((1 << 128) - 1),
+                            counter=[0, 0, index & _MASK64, epoch & _MASK64])
+    return np.random.Generator(bits)
+
+
+# ------------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """ImageRecordIter's augmentation/normalisation keywords (MXNet 1.9.1 names and defaults),
+    plus ``dtype``, ``layout`` and ``dct_scaling`` (allow reduced-scale JPEG decode)."""
+
+    data_shape: Tuple[int, int, int]
+    resize: int = -1
+    rand_crop: bool = False
+    random_resized_crop: bool = False
+    min_random_area: float = 1.0
+    max_random_area: float = 1.0
+    min_aspect_ratio: Optional[float] = None
+    max_aspect_ratio: float = 0.0
+    rand_mirror: bool = False
+    mirror: bool = False
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+    pca_noise: float = 0.0
+    pad: int = 0
+    fill_value: int = 255
+    mean_r: float = 0.0
+    mean_g: float = 0.0
+    mean_b: float = 0.0
+    std_r: float = 1.0
+    std_g: float = 1.0
+    std_b: float = 1.0
+    scale: float = 1.0
+    inter_method: int = 1
+    # affine / crop-size / HLS options of DefaultImageAugmentParam
+    max_rotate_angle: int = 0
+    rotate: int = -1
+    rotate_list: Tuple[int, ...] = ()
+    max_shear_ratio: float = 0.0
+    max_random_scale: float = 1.0
+    min_random_scale: float = 1.0
+    max_img_size: float = 1e10
+    min_img_size: float = 0.0
+    max_crop_size: int = -1
+    min_crop_size: int = -1
+    random_h: int = 0
+    random_s: int = 0
+    random_l: int = 0
+    # ImageNormalizeParam jitter
+    max_random_contrast: float = 0.0
+    max_random_illumination: float = 0.0
+    # recpipe
+    dtype: str = "float32"
+    layout: str = "NCHW"
+    dct_scaling: bool = True
+
+    def __post_init__(self):
+        shape = tuple(int(v) for v in _parse_tuple(self.data_shape))
+        object.__setattr__(self, "data_shape", shape)
+        object.__setattr__(self, "rotate_list", tuple(int(v) for v in _parse_tuple(self.rotate_list)))
+        _validate(self)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs):
+        """Build from ImageRecordIter keywords (values may be strings, as MXNet passes them).
+
+        Unknown keywords raise ValueError naming them (MXNet would silently ignore a typo);
+        known-but-unsupported ones raise NotImplementedError; conflicting combinations raise
+        ValueError the way MXNet's CHECKs fail.
+        """
+        known = {f.name: f for f in fields(cls)}
+        values = {}
+        for key, value in kwargs.items():
+            if key in UNSUPPORTED_KEYWORDS:
+                raise NotImplementedError(f"ImageRecordIter keyword {key!r}: "
+                                          f"{UNSUPPORTED_KEYWORDS[key]}")
+            if key not in known:
+                raise ValueError(f"unknown augmentation keyword {key!r}")
+            values[key] = _coerce(key, value, cls.__dataclass_fields__[key].default)
+        if "data_shape" not in values:
+            raise ValueError("data_shape is required")
+        return cls(**values)
+
+    @property
+    def channels(self):
+        return self.data_shape[0]
+
+    @property
+    def out_hw(self):
+        return self.data_shape[1], self.data_shape[2]
+
+    @property
+    def affine_active(self):
+        """True when the affine warp step runs (MXNet's condition)."""
+        aspect = (not self.random_resized_crop
+                  and (self.max_aspect_ratio != 0 or self.min_aspect_ratio is not None))
+        return (self.max_rotate_angle > 0 or self.max_shear_ratio > 0 or self.rotate > 0
+                or bool(self.rotate_list) or self.max_random_scale != 1
+                or self.min_random_scale != 1 or aspect or self.max_img_size != 1e10
+                or self.min_img_size != 0)
+
+    @property
+    def normalizes(self):
+        """True when mean/std/scale or normalise jitter change pixel values."""
+        return (any(v != 0 for v in (self.mean_r, self.mean_g, self.mean_b))
+                or any(v != 1 for v in (self.std_r, self.std_g, self.std_b))
+                or self.scale != 1 or self.max_random_contrast != 0
+                or self.max_random_illumination != 0)
+
+
+AUGMENT_KEYWORDS = frozenset(f.name for f in fields(AugmentConfig))
+
+
+def _parse_tuple(value):
+    if isinstance(value, str):
+        text = value.strip().strip("()[]")
+        return tuple(float(v) if "." in v else int(v) for v in text.split(",") if v.strip())
+    return tuple(value)
+
+
+def _coerce(key, value, default):
+    """Convert MXNet-style string values to the field's type."""
+    if not isinstance(value, str) or key in ("dtype", "layout"):
+        return value
+    text = value.strip()
+    if key in ("data_shape", "rotate_list"):
+        return _parse_tuple(text)
+    if text in ("None", ""):
+        return None
+    if isinstance(default, bool):
+        if text.lower() in ("true", "1"):
+            return True
+        if text.lower() in ("false", "0"):
+            return False
+        raise ValueError(f"{key}: expected a boolean, got {value!r}")
+    if isinstance(default, int) and not isinstance(default, bool):
+        return int(float(text))
+    return float(text)
+
+
+def _validate(c):
+    _validate_shape_and_types(c)
+    _validate_crop(c)
+    _validate_colour(c)
+
+
+def _validate_shape_and_types(c):
+    if len(c.data_shape) != 3 or min(c.data_shape) <= 0:
+        raise ValueError(f"data_shape must be (C, H, W) with positive sizes, got {c.data_shape}")
+    if c.data_shape[0] not in (1, 3):
+        raise ValueError(f"data_shape: channel count C must be 1 or 3, got {c.data_shape[0]} "
+                         f"in {c.data_shape}")
+    if c.dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {_DTYPES}, got {c.dtype!r}")
+    if c.layout not in _LAYOUTS:
+        raise ValueError(f"layout must be one of {_LAYOUTS}, got {c.layout!r}")
+    if c.inter_method not in _INTER_METHODS:
+        raise ValueError(f"inter_method must be one of {_INTER_METHODS}, got {c.inter_method}")
+    if c.resize != -1 and c.resize <= 0:
+        raise ValueError(f"resize must be -1 (off) or positive, got {c.resize}")
+    if c.pad < 0:
+        raise ValueError(f"pad must be >= 0, got {c.pad}")
+    if not 0 <= c.fill_value <= 255:
+        raise ValueError(f"fill_value must be in 0..255, got {c.fill_value}")
+    if min(c.std_r, c.std_g, c.std_b) <= 0:
+        raise ValueError("std_r, std_g and std_b must be > 0")
+    if c.dtype == "uint8" and c.normalizes:
+        raise ValueError("dtype='uint8' gives raw pixels (as ImageRecordUInt8Iter): mean_*, std_*, "
+                         "scale, max_random_contrast and max_random_illumination need "
+                         "dtype='float32' or 'float16'")
+
+
+def _validate_crop(c):
+    if c.random_resized_crop:
+        if (c.min_random_scale != 1 or c.max_random_scale != 1 or c.min_crop_size != -1
+                or c.max_crop_size != -1 or c.rand_crop):
+            raise ValueError("random_resized_crop=True conflicts with min_random_scale, "
+                             "max_random_scale, min_crop_size, max_crop_size and rand_crop")
+        for key in ("max_rotate_angle", "max_shear_ratio", "rotate", "rotate_list",
+                    "max_img_size", "min_img_size"):
+            if getattr(c, key) != AugmentConfig.__dataclass_fields__[key].default:
+                raise NotImplementedError(f"{key} together with random_resized_crop is not "
+                                          "supported")
+        if not 0 <= c.min_random_area <= c.max_random_area <= 1:
+            raise ValueError("need 0 <= min_random_area <= max_random_area <= 1, got "
+                             f"{c.min_random_area}, {c.max_random_area}")
+    if c.random_resized_crop or c.affine_active:
+        low, high = _aspect_range(c)
+        if c.max_aspect_ratio < 0 or low <= 0 or low > high:
+            raise ValueError(f"aspect ratio range [{low}, {high}] is invalid: need "
+                             "0 < min_aspect_ratio <= max_aspect_ratio (or 0 <= max_aspect_ratio "
+                             "< 1 without min_aspect_ratio)")
+    if c.min_random_scale > c.max_random_scale or c.min_random_scale <= 0:
+        raise ValueError("need 0 < min_random_scale <= max_random_scale")
+    if c.max_crop_size != -1 or c.min_crop_size != -1:
+        if not 0 < c.min_crop_size <= c.max_crop_size:
+            raise ValueError("min_crop_size and max_crop_size must both be set with "
+                             f"0 < min_crop_size <= max_crop_size, got {c.min_crop_size}, "
+                             f"{c.max_crop_size}")
+
+
+def _validate_colour(c):
+    for key in ("brightness", "contrast", "saturation", "pca_noise", "max_random_contrast",
+                "max_random_illumination", "max_shear_ratio"):
+        if getattr(c, key) < 0:
+            raise ValueError(f"{key} must be >= 0, got {getattr(c, key)}")
+    if (c.random_h or c.random_s or c.random_l) and c.channels != 3:
+        raise ValueError("random_h/random_s/random_l need 3 channels")
+    if (c.saturation or c.pca_noise) and c.channels != 3:
+        raise ValueError("saturation and pca_noise need 3 channels")
+
+
+def _aspect_range(c):
+    if c.min_aspect_ratio is not None:
+        return c.min_aspect_ratio, c.max_aspect_ratio
+    return 1 - c.max_aspect_ratio, 1 + c.max_aspect_ratio
+
+
+# ------------------------------------------------------------------------------------------------
+# the plan
+
+
+class SamplePlan(NamedTuple):
+    """Every decision for one sample. Sizes are (height, width); boxes are (x, y, w, h).
+
+    ``crop`` is in the coordinates of ``crop_from`` (the image after resize/affine/pad, or its
+    upscaled version when ``upscale`` is set); ``resize_crop`` says whether the crop is resized
+    to the output (random-resized or random-size crop) or is already output-sized.
+    """
+
+    source_size: Tuple[int, int]
+    resized_size: Tuple[int, int]
+    affine: Optional[tuple]          # ((2x3 matrix rows), (height, width)) or None
+    work_size: Tuple[int, int]       # after resize, affine and pad
+    upscale: Optional[Tuple[int, int]]
+    crop: Tuple[int, int, int, int]
+    resize_crop: bool
+    inter: Tuple[int, int, int]      # (resize step, affine, crop/upscale): 0-4 drawn, or 9
+    mirror: bool
+    hls: Optional[Tuple[int, int, int]]
+    colour: Tuple[Tuple[int, float], ...]  # (op, alpha): 0 brightness, 1 contrast, 2 saturation
+    pca: Optional[Tuple[float, float, float]]  # RGB offsets
+    contrast: float
+    illumination: float
+
+    @property
+    def source_box(self):
+        """(x0, y0, x1, y1) in source pixels that the output is made of (floats)."""
+        if self.affine is not None:
+            return 0.0, 0.0, float(self.source_size[1]), float(self.source_size[0])
+        x, y, w, h = self.crop
+        from_h, from_w = self.upscale or self.work_size
+        pad = (self.work_size[0] - self.resized_size[0]) // 2
+        sy = self.resized_size[0] / self.source_size[0]
+        sx = self.resized_size[1] / self.source_size[1]
+        fy = self.work_size[0] / from_h
+        fx = self.work_size[1] / from_w
+        return ((x * fx - pad) / sx, (y * fy - pad) / sy,
+                ((x + w) * fx - pad) / sx, ((y + h) * fy - pad) / sy)
+
+
+# uniform slots of the per-sample block (fixed order)
+_U_INTER = 0            # 3 slots
+_U_AFFINE = 3           # shear, angle, scale, ratio, rotate_list index
+_U_RRC = 8              # 10 tries x (area, ratio, x, y)
+_U_CROP = 48            # crop size, x, y
+_U_MIRROR = 51
+_U_HLS = 52             # h, s, l
+_U_ORDER = 55           # 3 keys
+_U_COLOUR = 58          # brightness, contrast, saturation
+_U_NORM = 61            # contrast, illumination
+_N_UNIFORM = 64
+
+
+def _randint(u, low, high):
+    """Integer uniform in [low, high] from a uniform u in [0, 1)."""
+    return min(high, low + int(u * (high - low + 1)))
+
+
+def _resolve_inter(method, old_hw, new_hw):
+    """MXNet's GetInterMethod for 9 (auto); drawn values pass through."""
+    if method != 9:
+        return method
+    if new_hw[0] > old_hw[0] and new_hw[1] > old_hw[1]:
+        return 2
+    if new_hw[0] < old_hw[0] and new_hw[1] < old_hw[1]:
+        return 3
+    return 1
+
+
+def resize_shorter_size(height, width, size):
+    """MXNet's resize step: shorter edge -> size, other edge ``size * long // short``."""
+    if height > width:
+        return size * height // width, size
+    return size, size * width // height
+
+
+class _Scratch(threading.local):
+    """Per-thread reusable buffers keyed by (name, shape, dtype)."""
+
+    def __init__(self):
+        self.buffers = {}
+
+    def get(self, name, shape, dtype):
+        key = (name, shape, dtype)
+        buf = self.buffers.get(key)
+        if buf is None:
+            buf = self.buffers[key] = np.empty(shape, dtype=dtype)
+        return buf
+
+
+class Augmenter:
+    """Plans and applies one ``AugmentConfig`` to decoded images; shareable between threads."""
+
+    def __init__(self, config):
+        import cv2
+
+        self._cv2 = cv2
+        self.config = c = config
+        self._out_h, self._out_w = c.out_hw
+        self._channels = c.channels
+        self._scratch = _Scratch()
+        self._has_colour = bool(c.brightness or c.contrast or c.saturation)
+        self._has_hls = bool(c.random_h or c.random_s or c.random_l)
+        self._needs_float = self._has_colour or c.pca_noise > 0
+        self._affine = c.affine_active
+        self._crop_size = c.max_crop_size != -1
+        self._rrc = c.random_resized_crop and (c.min_random_area != 1 or c.max_random_area != 1
+                                               or c.max_aspect_ratio != 0)
+        means = (c.mean_r, c.mean_g, c.mean_b)[:self._channels]
+        stds = (c.std_r, c.std_g, c.std_b)[:self._channels]
+        self._means = tuple(float(m) for m in means)
+        self._gains = tuple(float(c.scale) / float(s) for s in stds)
+        self._cv_depth = {"uint8": cv2.CV_8U, "float32": cv2.CV_32F, "float16": cv2.CV_16F}[c.dtype]
+        self._np_dtype = np.dtype(c.dtype)
+
+    @property
+    def out_shape(self):
+        """Shape of one sample in the batch: (C, H, W) or (H, W, C)."""
+        c, h, w = self.config.data_shape
+        return (c, h, w) if self.config.layout == "NCHW" else (h, w, c)
+
+    @property
+    def dtype(self):
+        return self._np_dtype
+
+    # -------------------------------------------------------------------------------- planning
+
+    def plan(self, height, width, rng):
+        """Draw everything for a ``height`` x ``width`` source image from ``rng``."""
+        c = self.config
+        if height <= 0 or width <= 0:
+            raise DecodeError(f"invalid image size {width}x{height}")
+        u = rng.random(_N_UNIFORM).tolist()
+        pca = None
+        if c.pca_noise > 0:
+            alpha = rng.standard_normal(3).astype(np.float32) * np.float32(c.pca_noise)
+            pca = tuple(float(v) for v in _PCA_EIGVEC @ (alpha * _PCA_EIGVAL))
+        inter = tuple(_randint(u[_U_INTER + i], 0, 4) if c.inter_method == 10 else c.inter_method
+                      for i in range(3))
+        resized = (resize_shorter_size(height, width, c.resize) if c.resize != -1
+                   else (height, width))
+        affine, work = None, resized
+        if self._affine:
+            affine = self._plan_affine(resized, u)
+            work = affine[1]
+        work = (work[0] + 2 * c.pad, work[1] + 2 * c.pad)
+        upscale, crop, resize_crop = self._plan_crop(work, u)
+        return SamplePlan(
+            source_size=(height, width), resized_size=resized, affine=affine, work_size=work,
+            upscale=upscale, crop=crop, resize_crop=resize_crop, inter=inter,
+            mirror=c.mirror or (c.rand_mirror and u[_U_MIRROR] < 0.5),
+            hls=self._plan_hls(u), colour=self._plan_colour(u), pca=pca,
+            contrast=1.0 + c.max_random_contrast * (2 * u[_U_NORM] - 1),
+            illumination=c.max_random_illumination * (2 * u[_U_NORM + 1] - 1))
+
+    def _plan_affine(self, size, u):
+        c = self.config
+        rows, cols = size
+        shear = u[_U_AFFINE] * c.max_shear_ratio * 2 - c.max_shear_ratio
+        angle = _randint(u[_U_AFFINE + 1], -c.max_rotate_angle, c.max_rotate_angle)
+        if c.rotate > 0:
+            angle = c.rotate
+        if c.rotate_list:
+            angle = c.rotate_list[_randint(u[_U_AFFINE + 4], 0, len(c.rotate_list) - 1)]
+        a, b = math.cos(angle / 180.0 * math.pi), math.sin(angle / 180.0 * math.pi)
+        scale = u[_U_AFFINE + 2] * (c.max_random_scale - c.min_random_scale) + c.min_random_scale
+        low, high = _aspect_range(c)
+        ratio = u[_U_AFFINE + 3] * (high - low) + low
+        hs = 2 * scale / (1 + ratio)
+        ws = ratio * hs
+        new_w = max(c.min_img_size, min(c.max_img_size, scale * cols))
+        new_h = max(c.min_img_size, min(c.max_img_size, scale * rows))
+        m00, m01 = hs * a - shear * b * ws, hs * b + shear * a * ws
+        m10, m11 = -b * ws, a * ws
+        m02 = (new_w - (m00 * cols + m01 * rows)) / 2
+        m12 = (new_h - (m10 * cols + m11 * rows)) / 2
+        out_size = (max(1, int(new_h)), max(1, int(new_w)))
+        return ((m00, m01, m02), (m10, m11, m12)), out_size
+
+    def _plan_crop(self, work, u):
+        """(upscale, crop box, resize_crop) in the work image."""
+        c = self.config
+        rows, cols = work
+        if self._rrc:
+            box = self._plan_rrc(rows, cols, u)
+            if box is not None:
+                return None, box, True
+        elif self._crop_size:
+            if min(rows, cols) < c.max_crop_size:
+                raise DecodeError(f"image of {cols}x{rows} after resize/pad is smaller than "
+                                  f"max_crop_size={c.max_crop_size}")
+            size = _randint(u[_U_CROP], c.min_crop_size, c.max_crop_size)
+            x, y = self._place(rows - size, cols - size, u)
+            return None, (x, y, size, size), True
+        out_h, out_w = self._out_h, self._out_w
+        upscale = None
+        if rows < out_h or cols < out_w:
+            factor = max(out_h / rows, out_w / cols)
+            rows = max(out_h, int(rows * factor + 0.5))
+            cols = max(out_w, int(cols * factor + 0.5))
+            upscale = (rows, cols)
+        x, y = self._place(rows - out_h, cols - out_w, u)
+        return upscale, (x, y, out_w, out_h), False
+
+    def _place(self, spare_rows, spare_cols, u):
+        if self.config.rand_crop:
+            return (_randint(u[_U_CROP + 1], 0, spare_cols), _randint(u[_U_CROP + 2], 0, spare_rows))
+        return spare_cols // 2, spare_rows // 2
+
+    def _plan_rrc(self, rows, cols, u):
+        c = self.config
+        low, high = _aspect_range(c)
+        log_low, log_high = math.log(low), math.log(high)
+        area = rows * cols
+        for i in range(_RRC_TRIES):
+            base = _U_RRC + 4 * i
+            target = area * (c.min_random_area + u[base] * (c.max_random_area - c.min_random_area))
+            ratio = math.exp(log_low + u[base + 1] * (log_high - log_low))
+            w = int(round(math.sqrt(target * ratio)))
+            h = int(round(math.sqrt(target / ratio)))
+            if 0 < w <= cols and 0 < h <= rows:
+                return _randint(u[base + 2], 0, cols - w), _randint(u[base + 3], 0, rows - h), w, h
+        return None
+
+    def _plan_hls(self, u):
+        c = self.config
+        if not self._has_hls:
+            return None
+        return tuple(int(u[_U_HLS + i] * v * 2 - v)
+                     for i, v in enumerate((c.random_h, c.random_s, c.random_l)))
+
+    def _plan_colour(self, u):
+        c = self.config
+        if not self._has_colour:
+            return ()
+        order = sorted(range(3), key=lambda i: u[_U_ORDER + i])
+        limits = (c.brightness, c.contrast, c.saturation)
+        return tuple((op, 1.0 + limits[op] * (2 * u[_U_COLOUR + op] - 1))
+                     for op in order if limits[op] > 0)
+
+    def decode_scale(self, plan, scales):
+        """Smallest DCT scale (num, den) in ``scales`` keeping the planned crop at >= output
+        resolution; (1, 1) when dct_scaling is off, the plan warps/pads, or none qualifies."""
+        if not self.config.dct_scaling or plan.affine is not None or self.config.pad:
+            return (1, 1)
+        x0, y0, x1, y1 = plan.source_box
+        need_w = self._out_w / (x1 - x0)
+        need_h = self._out_h / (y1 - y0)
+        src_h, src_w = plan.source_size
+        best = (1, 1)
+        for num, den in scales:
+            if num >= den or num * best[1] >= best[0] * den:
+                continue
+            f_w = -(-src_w * num // den) / src_w
+            f_h = -(-src_h * num // den) / src_h
+            if f_w >= need_w and f_h >= need_h:
+                best = (num, den)
+        return best
+
+    # -------------------------------------------------------------------------------- applying
+
+    def apply(self, img, plan, out):
+        """Write the augmented sample into ``out`` (shape ``out_shape``, config dtype)."""
+        if out.shape != self.out_shape or out.dtype != self._np_dtype:
+            raise ValueError(f"out must have shape {self.out_shape} and dtype {self._np_dtype}, "
+                             f"got {out.shape} {out.dtype}")
+        img = self._match_channels(img)
+        if img.shape[:2] != plan.source_size and plan.affine is None and not self.config.pad:
+            region = self._scaled_region(img, plan)
+        else:
+            region = self._exact_region(img, plan)
+        if plan.hls is not None:
+            region = self._shift_hls(region, plan.hls)
+        if self._needs_float:
+            self._write_float_path(region, plan, out)
+        else:
+            self._write(region, plan, out)
+
+    def _match_channels(self, img):
+        cv2 = self._cv2
+        if img.ndim == 2:
+            img = img[:, :, None]
+        have = img.shape[2]
+        if have == self._channels:
+            return img
+        if self._channels == 1:
+            code = cv2.COLOR_RGBA2GRAY if have == 4 else cv2.COLOR_RGB2GRAY
+            return cv2.cvtColor(img, code)[:, :, None]
+        if have == 1:
+            return cv2.cvtColor(img, cv2.COLOR_GRAY2RGB)
+        return np.ascontiguousarray(img[:, :, :3])
+
+    def _resize(self, src, size_hw, method, dst=None):
+        inter = _resolve_inter(method, src.shape[:2], size_hw)
+        out = self._cv2.resize(src, (size_hw[1], size_hw[0]), dst=dst, interpolation=inter)
+        return out if out.ndim == 3 else out[:, :, None]
+
+    def _exact_region(self, img, plan):
+        """MXNet's steps on the full-size image: resize, warp, pad, upscale, crop(, resize)."""
+        cv2 = self._cv2
+        work = img
+        if work.shape[:2] != plan.resized_size:
+            work = self._resize(work, plan.resized_size, plan.inter[0])
+        if plan.affine is not None:
+            matrix, (new_h, new_w) = plan.affine
+            inter = _resolve_inter(plan.inter[1], work.shape[:2], (new_h, new_w))
+            fill = (self.config.fill_value,) * 3
+            work = cv2.warpAffine(work, np.array(matrix, dtype=np.float32), (new_w, new_h),
+                                  flags=inter, borderMode=cv2.BORDER_CONSTANT, borderValue=fill)
+            work = work if work.ndim == 3 else work[:, :, None]
+        if self.config.pad:
+            pad, fill = self.config.pad, (self.config.fill_value,) * 3
+            work = cv2.copyMakeBorder(work, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=fill)
+            work = work if work.ndim == 3 else work[:, :, None]
+        if plan.upscale is not None:
+            work = self._resize(work, plan.upscale, plan.inter[2])
+        x, y, w, h = plan.crop
+        region = work[y:y + h, x:x + w]
+        if plan.resize_crop:
+            region = self._resize(region, (self._out_h, self._out_w), plan.inter[2],
+                                  dst=self._region_buffer())
+        return region
+
+    def _scaled_region(self, img, plan):
+        """The planned box mapped onto a reduced-scale decode, resized to the output at once."""
+        x0, y0, x1, y1 = plan.source_box
+        fy = img.shape[0] / plan.source_size[0]
+        fx = img.shape[1] / plan.source_size[1]
+        left = min(max(0, int(round(x0 * fx))), img.shape[1] - 1)
+        top = min(max(0, int(round(y0 * fy))), img.shape[0] - 1)
+        right = max(left + 1, min(img.shape[1], int(round(x1 * fx))))
+        bottom = max(top + 1, min(img.shape[0], int(round(y1 * fy))))
+        method = plan.inter[2] if plan.resize_crop else plan.inter[0]
+        return self._resize(img[top:bottom, left:right], (self._out_h, self._out_w), method,
+                            dst=self._region_buffer())
+
+    def _region_buffer(self):
+        return self._scratch.get("region", (self._out_h, self._out_w, self._channels), np.uint8)
+
+    def _shift_hls(self, region, shifts):
+        cv2 = self._cv2
+        hls = cv2.cvtColor(region, cv2.COLOR_RGB2HLS).astype(np.int16)
+        dh, ds, dl = shifts
+        for channel, delta, limit in ((0, dh, 180), (1, dl, 255), (2, ds, 255)):
+            if delta:
+                np.clip(hls[:, :, channel] + delta, 0, limit, out=hls[:, :, channel])
+        return cv2.cvtColor(hls.astype(np.uint8), cv2.COLOR_HLS2RGB)
+
+    # ------------------------------------------------------------------- writing into the batch
+
+    def _planes(self, out):
+        return [out[i] for i in range(self._channels)]
+
+    def _write(self, region, plan, out):
+        """uint8 region (H, W, C) -> mirror -> normalise -> out."""
+        cv2 = self._cv2
+        nchw = self.config.layout == "NCHW"
+        if plan.mirror:
+            flipped = self._scratch.get("flip", region.shape, np.uint8)
+            region = cv2.flip(region, 1, dst=flipped)
+            region = region if region.ndim == 3 else region[:, :, None]
+        if self._np_dtype == np.uint8:
+            if not nchw:
+                np.copyto(out, region)
+            elif self._channels == 1:
+                np.copyto(out[0], region[:, :, 0])
+            else:
+                cv2.split(region, self._planes(out))
+            return
+        gains, offsets = self._affine_terms(plan)
+        if nchw:
+            planes = (cv2.split(region, self._scratch_planes(np.uint8)) if self._channels == 3
+                      else [region[:, :, 0]])
+            for src, dst, k, b in zip(planes, self._planes(out), gains, offsets):
+                cv2.addWeighted(src, k, src, 0.0, b, dst=dst, dtype=self._cv_depth)
+        else:
+            tmp = self._scratch.get("hwc32", region.shape, np.float32)
+            cv2.multiply(region, _scalar(gains), dst=tmp, dtype=cv2.CV_32F)
+            cv2.add(tmp, _scalar(offsets), dst=out.reshape(region.shape), dtype=self._cv_depth)
+
+    def _scratch_planes(self, dtype):
+        return [self._scratch.get(f"plane{i}", (self._out_h, self._out_w), dtype)
+                for i in range(self._channels)]
+
+    def _affine_terms(self, plan):
+        """Per-channel k, b with out = x * k + b: (x - mean) * contrast * gain + illum * gain."""
+        gains = [g * plan.contrast for g in self._gains]
+        offsets = [-m * k + plan.illumination * g
+                   for m, k, g in zip(self._means, gains, self._gains)]
+        return gains, offsets
+
+    def _write_float_path(self, region, plan, out):
+        """Colour jitter and PCA noise in float32, then mirror, normalise and write."""
+        cv2 = self._cv2
+        pixels = self._scratch.get("jitter", region.shape, np.float32)
+        np.copyto(pixels, region)
+        for op, alpha in plan.colour:
+            self._jitter(pixels, op, alpha)
+        if plan.pca is not None:
+            pixels += np.asarray(plan.pca, dtype=np.float32)
+            np.clip(pixels, 0, 255, out=pixels)
+        if plan.mirror:
+            pixels = cv2.flip(pixels, 1)
+            pixels = pixels if pixels.ndim == 3 else pixels[:, :, None]
+        if self._np_dtype == np.uint8:
+            rounded = cv2.convertScaleAbs(pixels)
+            self._write(rounded if rounded.ndim == 3 else rounded[:, :, None],
+                        plan._replace(mirror=False), out)
+            return
+        gains, offsets = self._affine_terms(plan)
+        if self.config.layout == "NCHW":
+            planes = (cv2.split(pixels) if self._channels == 3 else [pixels[:, :, 0]])
+            for src, dst, k, b in zip(planes, self._planes(out), gains, offsets):
+                cv2.addWeighted(src, k, src, 0.0, b, dst=dst, dtype=self._cv_depth)
+        else:
+            cv2.multiply(pixels, _scalar(gains), dst=pixels)
+            cv2.add(pixels, _scalar(offsets), dst=out.reshape(region.shape), dtype=self._cv_depth)
+
+    @staticmethod
+    def _jitter(pixels, op, alpha):
+        if op == 0:  # brightness
+            pixels *= alpha
+        else:
+            gray = pixels @ _GRAY_WEIGHTS if pixels.shape[2] == 3 else pixels[:, :, 0]
+            if op == 1:  # contrast: blend with the mean gray level
+                pixels *= alpha
+                pixels += (1.0 - alpha) * float(gray.mean())
+            else:  # saturation: blend with the per-pixel gray
+                pixels *= alpha
+                pixels += ((1.0 - alpha) * gray)[:, :, None]
+        np.clip(pixels, 0, 255, out=pixels)
+
+
+def _scalar(values):
+    """A cv2 per-channel scalar (4-tuple) from 1 or 3 values."""
+    values = [float(v) for v in values]
+    return tuple(values + [0.0] * (4 - len(values)))

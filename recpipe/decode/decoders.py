@@ -1,0 +1,487 @@
+"""Image decoders behind one interface: libjpeg-turbo (ctypes), simplejpeg and OpenCV.
+
+``get_decoder(name)`` returns a ``Decoder`` with ``size(data)`` (from the header, no pixel
+decode), ``scales`` (DCT scaling factors it supports for JPEG) and ``decode(data, scale=,
+channels=)`` giving RGB (or gray) ``uint8`` arrays of shape ``(H, W, C)``, C-contiguous.
+
+Shared behaviour of every backend:
+
+- ``data`` is ``bytes``, ``bytearray`` or a (read-only) ``memoryview`` slice; it is not copied.
+- JPEG bytes are decoded by the backend, at the requested DCT scale: the result has
+  ``ceil(dim * num / den)`` pixels per side, as libjpeg computes it.
+- Anything else (PNG, BMP, GIF, WebP... behind any file name) goes to OpenCV at full scale
+  (whatever ``scale`` says; callers derive the factor from the result's shape); alpha is dropped.
+- Grayscale JPEGs become RGB (three equal planes); CMYK/YCCK JPEGs are converted like OpenCV
+  does (Adobe inverted CMYK: ``R = K - ((255 - C) * K >> 8)``), so every backend agrees with
+  ``cv2.imdecode``. EXIF orientation is NOT applied (libjpeg-turbo ignores it; the OpenCV
+  backend is told to ignore it too, so the backends agree).
+- ``channels=1`` gives the luma plane (JPEG Y, or OpenCV's gray conversion), shape ``(H, W, 1)``.
+- Corrupt data raises ``recpipe.DecodeError`` carrying the backend's message, never crashes.
+  A truncated JPEG (libjpeg "Premature end of JPEG file" and other recoverable *warnings*)
+  raises too when ``strict=True`` (the default); with ``strict=False`` the backend's partial
+  image (grey/garbage at the bottom) is returned, as libjpeg and ``cv2.imdecode`` do.
+- Decoders are safe to share between threads (libjpeg-turbo keeps one handle per thread) and
+  release the GIL while decoding (ctypes calls, simplejpeg's ``nogil`` and OpenCV all do).
+
+The 'turbojpeg' backend binds ``libturbojpeg`` directly with ctypes through the TurboJPEG 2.x
+API, which libjpeg-turbo 2.x and 3.x both export: PyTurboJPEG 2.x refuses libjpeg-turbo < 3.0
+(Debian/Ubuntu ship 2.1), and a direct binding also avoids its per-call handle creation and its
+``warnings.warn`` on truncated files. Set ``RECPIPE_TURBOJPEG_LIB`` to the library's path if it
+is not found automatically.
+"""
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import struct
+import threading
+
+import numpy as np
+
+from ..errors import DecodeError
+
+__all__ = [
+    "Decoder",
+    "available_decoders",
+    "get_decoder",
+    "image_size",
+    "is_jpeg",
+    "PREFERENCE",
+]
+
+log = logging.getLogger(__name__)
+
+# Static preference for "auto", fastest first (see BENCHMARKS.md, "decoders"). A static order keeps
+# the pixels a process produces independent of timing noise on a busy machine.
+PREFERENCE = ("turbojpeg", "simplejpeg", "opencv")
+
+_EIGHTHS = ((1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (3, 8), (1, 4), (1, 8))
+_OPENCV_SCALES = ((1, 1), (1, 2), (1, 4), (1, 8))
+
+_JPEG_SOI = b"\xff\xd8"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# SOFn markers: C0-CF except DHT (C4), JPG (C8) and DAC (CC)
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_STANDALONE_MARKERS = frozenset(range(0xD0, 0xD8)) | {0x01, 0xD8}
+
+
+# ------------------------------------------------------------------------------------------------
+# headers
+
+
+def is_jpeg(data):
+    """True when the bytes start with a JPEG SOI marker."""
+    return len(data) >= 3 and bytes(data[:2]) == _JPEG_SOI and data[2] == 0xFF
+
+
+def _jpeg_size(data):
+    """(height, width) from the first SOFn segment; DecodeError if there is none."""
+    pos, end = 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:
+            raise DecodeError(f"JPEG header: expected a marker at byte {pos}")
+        marker = data[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        if marker in _STANDALONE_MARKERS:
+            pos += 2
+            continue
+        if marker in (0xD9, 0xDA):
+            break
+        (length,) = struct.unpack_from(">H", data, pos + 2)
+        if marker in _SOF_MARKERS:
+            if pos + 9 > end:
+                break
+            height, width = struct.unpack_from(">HH", data, pos + 5)
+            if height == 0 or width == 0:
+                raise DecodeError(f"JPEG header: invalid size {width}x{height}")
+            return height, width
+        if length < 2:
+            raise DecodeError(f"JPEG header: invalid segment length {length} at byte {pos}")
+        pos += 2 + length
+    raise DecodeError("JPEG header: no SOF marker before the image data (truncated or corrupt)")
+
+
+def _png_size(data):
+    if len(data) < 24 or bytes(data[12:16]) != b"IHDR":
+        raise DecodeError("PNG header: missing IHDR chunk")
+    width, height = struct.unpack_from(">II", data, 16)
+    if height == 0 or width == 0:
+        raise DecodeError(f"PNG header: invalid size {width}x{height}")
+    return height, width
+
+
+def image_size(data):
+    """(height, width) of JPEG/PNG bytes from the header; other formats are decoded by OpenCV."""
+    try:
+        if is_jpeg(data):
+            return _jpeg_size(data)
+        if bytes(data[:8]) == _PNG_SIGNATURE:
+            return _png_size(data)
+    except struct.error as e:
+        raise DecodeError(f"image header truncated: {e}") from None
+    return _opencv_decode(data, 1).shape[:2]
+
+
+def _scaled(dim, scale):
+    num, den = scale
+    return (dim * num + den - 1) // den
+
+
+def _check_jpeg_complete(data):
+    """Raise unless an EOI marker follows the last SOS (FFDA cannot occur in entropy data)."""
+    buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+    sos = buf.rfind(b"\xff\xda")
+    if sos < 0 or buf.find(b"\xff\xd9", sos) < 0:
+        raise DecodeError("Premature end of JPEG file (no EOI marker after the image data)")
+
+
+def _cmyk_to_rgb(cmyk):
+    """OpenCV's conversion of (Adobe, inverted) CMYK to RGB: ``K - ((255 - C) * K >> 8)``."""
+    planes = cmyk.astype(np.int32)
+    k = planes[..., 3:4]
+    rgb = k - (((255 - planes[..., :3]) * k) >> 8)
+    return np.ascontiguousarray(rgb, dtype=np.uint8)
+
+
+def _to_gray(rgb):
+    import cv2
+
+    return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)[:, :, None]
+
+
+# ------------------------------------------------------------------------------------------------
+# OpenCV (always available; fallback for non-JPEG bytes)
+
+
+def _opencv_decode(data, channels, reduce=1):
+    import cv2
+
+    flags = cv2.IMREAD_IGNORE_ORIENTATION
+    if channels == 1:
+        flags |= {1: cv2.IMREAD_GRAYSCALE, 2: cv2.IMREAD_REDUCED_GRAYSCALE_2,
+                  4: cv2.IMREAD_REDUCED_GRAYSCALE_4, 8: cv2.IMREAD_REDUCED_GRAYSCALE_8}[reduce]
+    else:
+        flags |= {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
+                  4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}[reduce]
+    try:
+        img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flags)
+    except cv2.error as e:
+        raise DecodeError(f"OpenCV cannot decode the image: {e}") from None
+    if img is None:
+        raise DecodeError("OpenCV cannot decode the image (unknown format or corrupt data)")
+    if channels == 1:
+        return img.reshape(img.shape[0], img.shape[1], 1)
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB, dst=img)
+
+
+class Decoder:
+    """One decoding backend. ``name``, ``scales``; ``size(data)``; ``decode(data, ...)``."""
+
+    name = "base"
+    scales = ((1, 1),)
+
+    def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True):
+        self.fast_dct = bool(fast_dct)
+        self.fast_upsample = bool(fast_upsample)
+        self.strict = bool(strict)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(fast_dct={self.fast_dct}, "
+                f"fast_upsample={self.fast_upsample}, strict={self.strict})")
+
+    def size(self, data):
+        """(height, width) read from the header without decoding; DecodeError on garbage."""
+        return image_size(data)
+
+    def decode(self, data, *, scale=(1, 1), channels=3):
+        """RGB (``channels=3``) or gray (``channels=1``) uint8 array ``(H, W, channels)``."""
+        if channels not in (1, 3):
+            raise ValueError(f"channels must be 1 or 3, not {channels!r}")
+        if len(data) == 0:
+            raise DecodeError("empty image data")
+        if not is_jpeg(data):
+            return _opencv_decode(data, channels)
+        scale = _reduce(*scale)
+        if scale not in self.scales:
+            raise ValueError(f"{self.name} cannot decode at scale {scale}: "
+                             f"supported {list(self.scales)}")
+        return self._decode_jpeg(data, scale, channels)
+
+    def _decode_jpeg(self, data, scale, channels):
+        raise NotImplementedError
+
+
+class OpenCVDecoder(Decoder):
+    """``cv2.imdecode``; JPEG DCT scales 1/2, 1/4, 1/8 through ``IMREAD_REDUCED_*``.
+
+    OpenCV has no fast-DCT or fast-upsampling switch: those options are accepted and ignored.
+    """
+
+    name = "opencv"
+    scales = _OPENCV_SCALES
+
+    def _decode_jpeg(self, data, scale, channels):
+        if self.strict:
+            _check_jpeg_complete(data)
+        return _opencv_decode(data, channels, reduce=scale[1] // scale[0])
+
+
+# ------------------------------------------------------------------------------------------------
+# simplejpeg
+
+
+class SimpleJpegDecoder(Decoder):
+    """simplejpeg (bundled libjpeg-turbo); DCT scales n/8 chosen through ``min_height/width``."""
+
+    name = "simplejpeg"
+    scales = _EIGHTHS
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        import simplejpeg
+
+        self._sj = simplejpeg
+
+    def _decode_jpeg(self, data, scale, channels):
+        sj = self._sj
+        try:
+            if scale == (1, 1):
+                min_h = min_w = 0
+            else:
+                height, width = _jpeg_size(data)
+                min_h, min_w = _scaled(height, scale), _scaled(width, scale)
+            img = sj.decode_jpeg(data, "GRAY" if channels == 1 else "RGB",
+                                 fastdct=self.fast_dct, fastupsample=self.fast_upsample,
+                                 min_height=min_h, min_width=min_w, strict=self.strict)
+        except ValueError as e:
+            raise DecodeError(f"simplejpeg: {e}") from None
+        if img.ndim == 2:
+            img = img[:, :, None]
+        return img
+
+
+# ------------------------------------------------------------------------------------------------
+# libjpeg-turbo through ctypes (TurboJPEG 2.x API)
+
+_TJPF_RGB, _TJPF_GRAY, _TJPF_CMYK = 0, 6, 11
+_TJCS_CMYK, _TJCS_YCCK = 3, 4
+_TJFLAG_FASTUPSAMPLE = 256
+_TJFLAG_FASTDCT = 2048
+_TJFLAG_STOPONWARNING = 8192
+_TJERR_WARNING = 0
+_LIB_CANDIDATES = (
+    "libturbojpeg.so.0",
+    "/usr/lib/x86_64-linux-gnu/libturbojpeg.so.0",
+    "/usr/lib/aarch64-linux-gnu/libturbojpeg.so.0",
+    "/usr/local/lib/libturbojpeg.so.0",
+    "/opt/libjpeg-turbo/lib64/libturbojpeg.so",
+    "/usr/lib64/libturbojpeg.so.0",
+    "/usr/local/lib/libturbojpeg.dylib",
+    "/opt/homebrew/opt/jpeg-turbo/lib/libturbojpeg.dylib",
+)
+_lib_lock = threading.Lock()
+_lib_state = {}
+
+
+class _TjScalingFactor(ctypes.Structure):
+    _fields_ = [("num", ctypes.c_int), ("denom", ctypes.c_int)]
+
+
+def _load_turbojpeg():
+    """The ctypes library with prototypes set, or None when libturbojpeg is not installed."""
+    with _lib_lock:
+        if "lib" in _lib_state:
+            return _lib_state["lib"]
+        _lib_state["lib"] = lib = _open_turbojpeg()
+        return lib
+
+
+def _open_turbojpeg():
+    env = os.environ.get("RECPIPE_TURBOJPEG_LIB")
+    candidates = [env] if env else []
+    found = ctypes.util.find_library("turbojpeg")
+    candidates += ([found] if found else []) + list(_LIB_CANDIDATES)
+    for path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+            log.debug("libturbojpeg loaded from %s", path)
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def _declare(lib):
+    c_void_p, c_int, c_ulong = ctypes.c_void_p, ctypes.c_int, ctypes.c_ulong
+    int_p = ctypes.POINTER(c_int)
+    lib.tjInitDecompress.restype = c_void_p
+    lib.tjInitDecompress.argtypes = []
+    lib.tjDestroy.restype = c_int
+    lib.tjDestroy.argtypes = [c_void_p]
+    lib.tjDecompressHeader3.restype = c_int
+    lib.tjDecompressHeader3.argtypes = [c_void_p, c_void_p, c_ulong, int_p, int_p, int_p, int_p]
+    lib.tjDecompress2.restype = c_int
+    lib.tjDecompress2.argtypes = [c_void_p, c_void_p, c_ulong, c_void_p, c_int, c_int, c_int,
+                                  c_int, c_int]
+    lib.tjGetErrorStr2.restype = ctypes.c_char_p
+    lib.tjGetErrorStr2.argtypes = [c_void_p]
+    lib.tjGetErrorCode.restype = c_int
+    lib.tjGetErrorCode.argtypes = [c_void_p]
+    lib.tjGetScalingFactors.restype = ctypes.POINTER(_TjScalingFactor)
+    lib.tjGetScalingFactors.argtypes = [int_p]
+
+
+class _TjHandle:
+    """A decompressor handle owned by one thread; destroyed with it."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.ptr = lib.tjInitDecompress()
+        if not self.ptr:
+            raise DecodeError("libturbojpeg: tjInitDecompress failed")
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            self.lib.tjDestroy(self.ptr)
+            self.ptr = None
+
+    def error(self):
+        message = self.lib.tjGetErrorStr2(self.ptr)
+        return message.decode("utf-8", "replace") if message else "unknown error"
+
+
+def _buffer_address(data):
+    """(address, length, keepalive) of a bytes-like object without copying it."""
+    if isinstance(data, bytes):
+        return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value, len(data), data
+    array = np.frombuffer(data, dtype=np.uint8)
+    return array.ctypes.data, array.size, array
+
+
+class TurboJpegDecoder(Decoder):
+    """libjpeg-turbo's TurboJPEG API via ctypes, one handle per thread; all scales it offers."""
+
+    name = "turbojpeg"
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self._lib = _load_turbojpeg()
+        if self._lib is None:
+            raise ImportError("libturbojpeg is not installed: apt-get install libturbojpeg0 "
+                              "(or set RECPIPE_TURBOJPEG_LIB to its path)")
+        self.scales = _turbojpeg_scales(self._lib)
+        self._local = threading.local()
+        self._flags = ((_TJFLAG_FASTDCT if self.fast_dct else 0)
+                       | (_TJFLAG_FASTUPSAMPLE if self.fast_upsample else 0)
+                       | (_TJFLAG_STOPONWARNING if self.strict else 0))
+
+    def _handle(self):
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self._local.handle = _TjHandle(self._lib)
+        return handle
+
+    def _failure(self, handle):
+        """The DecodeError for a failed call; the handle is replaced, as libjpeg-turbo 2.1 leaves
+        a handle unusable after some errors (every later header read fails the same way)."""
+        self._local.handle = None
+        return DecodeError(f"libturbojpeg: {handle.error()}")
+
+    def _decode_jpeg(self, data, scale, channels):
+        lib, handle = self._lib, self._handle()
+        address, length, keep = _buffer_address(data)
+        width, height = ctypes.c_int(), ctypes.c_int()
+        subsamp, colorspace = ctypes.c_int(), ctypes.c_int()
+        if lib.tjDecompressHeader3(handle.ptr, address, length, ctypes.byref(width),
+                                   ctypes.byref(height), ctypes.byref(subsamp),
+                                   ctypes.byref(colorspace)) != 0:
+            raise self._failure(handle)
+        out_h, out_w = _scaled(height.value, scale), _scaled(width.value, scale)
+        cmyk = colorspace.value in (_TJCS_CMYK, _TJCS_YCCK)
+        if cmyk:
+            pixel_format, depth = _TJPF_CMYK, 4
+        else:
+            pixel_format, depth = (_TJPF_GRAY, 1) if channels == 1 else (_TJPF_RGB, 3)
+        out = np.empty((out_h, out_w, depth), dtype=np.uint8)
+        status = lib.tjDecompress2(handle.ptr, address, length, out.ctypes.data, out_w, 0, out_h,
+                                   pixel_format, self._flags)
+        del keep
+        if status != 0 and (self.strict or lib.tjGetErrorCode(handle.ptr) != _TJERR_WARNING):
+            raise self._failure(handle)
+        if cmyk:
+            out = _cmyk_to_rgb(out)
+            return _to_gray(out) if channels == 1 else out
+        return out
+
+
+def _turbojpeg_scales(lib):
+    with _lib_lock:
+        if "scales" not in _lib_state:
+            count = ctypes.c_int()
+            factors = lib.tjGetScalingFactors(ctypes.byref(count))
+            pairs = {(factors[i].num, factors[i].denom) for i in range(count.value)}
+            # downscaling only, largest first; reduce to lowest terms for comparability
+            reduced = {_reduce(n, d) for n, d in pairs if n <= d}
+            _lib_state["scales"] = tuple(sorted(reduced, key=lambda s: -s[0] / s[1]))
+        return _lib_state["scales"]
+
+
+def _reduce(num, den):
+    from math import gcd
+
+    g = gcd(num, den)
+    return num // g, den // g
+
+
+# ------------------------------------------------------------------------------------------------
+# registry
+
+
+_BACKENDS = {
+    "turbojpeg": TurboJpegDecoder,
+    "simplejpeg": SimpleJpegDecoder,
+    "opencv": OpenCVDecoder,
+}
+
+
+def _is_available(name):
+    if name == "turbojpeg":
+        return _load_turbojpeg() is not None
+    if name == "simplejpeg":
+        try:
+            import simplejpeg  # noqa: F401
+        except ImportError:
+            return False
+        return True
+    return name == "opencv"
+
+
+def available_decoders():
+    """Names of the backends usable in this process, in ``PREFERENCE`` order."""
+    return [name for name in PREFERENCE if _is_available(name)]
+
+
+def get_decoder(name="auto", *, fast_dct=False, fast_upsample=False, strict=True):
+    """A ``Decoder`` by backend name, or the preferred available one for ``"auto"``.
+
+    ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, simplejpeg, opencv): a
+    static order measured in ``tools/bench_decoders.py`` rather than a per-process timing, so two
+    runs on the same machine always decode with the same library.
+    """
+    options = dict(fast_dct=fast_dct, fast_upsample=fast_upsample, strict=strict)
+    if name == "auto":
+        return _BACKENDS[available_decoders()[0]](**options)
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown decoder {name!r}: choose from {sorted(_BACKENDS)} or 'auto'")
+    if not _is_available(name):
+        if name == "simplejpeg":
+            from .._optional import require
+
+            require("simplejpeg", "simplejpeg")
+        raise ImportError(f"decoder {name!r} is not available here: "
+                          "install libturbojpeg (apt-get install libturbojpeg0)")
+    return _BACKENDS[name](**options)

@@ -1,0 +1,275 @@
+"""``pack_dataset``: a folder of class subfolders or an im2rec ``.lst`` -> RecordIO shards.
+
+Steps: list the items (``items``), fix the plan and save it (``plan``), then stream the items
+through an ``ItemProcessor`` (``transform``) -- in worker processes with an ordered ``imap``, or
+in this process -- while this process writes each shard (``shards``) and publishes it, ``.rec``
+then ``.idx``. Finally the label map ``OUT.labels.json`` is published and the plan removed.
+Unusual inputs and per-item errors are collected into the returned ``PackSummary``.
+"""
+
+import contextlib
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import time
+
+from ..errors import DecodeError
+from ..io.atomic import AtomicOutput
+from .items import DEFAULT_EXTENSIONS, join_url, load_items
+from .plan import (PlanOptions, build_plan, labels_url, load_plan, plan_url, remove_plan,
+                   save_plan)
+from .report import InputReport, PackSummary, ShardSummary
+from .shards import Progress, ShardWriter, is_local, recover_partial, verify_published
+from .transform import ImageOptions, ItemProcessor
+
+__all__ = ["pack_dataset", "default_workers", "parse_size", "ON_ERROR"]
+
+log = logging.getLogger(__name__)
+
+ON_ERROR = ("skip", "raise")
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+               "G": 1 << 30, "GB": 1 << 30, "T": 1 << 40, "TB": 1 << 40}
+
+
+def parse_size(text):
+    """``"256MB"`` -> 268435456 (binary units; ``K``/``KB``, ``M``/``MB``, ``G``/``GB``)."""
+    text = str(text).strip().upper().replace("IB", "B")
+    number = text.rstrip("KMGTB")
+    unit = text[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"not a size: {text!r} (use e.g. 256MB)") from None
+    if unit not in _SIZE_UNITS or value <= 0:
+        raise ValueError(f"not a size: {text!r} (use e.g. 256MB)")
+    return int(value * _SIZE_UNITS[unit])
+
+
+def default_workers(pass_through=False):
+    """Worker processes by default: none for pass-through (reading files is cheaper than
+    shipping them between processes), else one per usable core."""
+    if pass_through:
+        return 0
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# --- worker processes -------------------------------------------------------------------------
+
+_processor = None
+
+
+def _init_worker(processor):
+    global _processor
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    _processor = processor
+    if not processor.options.pass_through:
+        import cv2
+
+        cv2.setNumThreads(1)
+
+
+def _work(item):
+    return _processor(item)
+
+
+def _mp_context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+@contextlib.contextmanager
+def _results(processor, items, workers, chunksize):
+    """Iterator of ``ItemResult`` in item order, computed in ``workers`` processes (0: here)."""
+    if workers <= 0:
+        yield map(processor, items)
+        return
+    pool = _mp_context().Pool(workers, initializer=_init_worker, initargs=(processor,))
+    try:
+        yield pool.imap(_work, items, chunksize)
+    except BaseException:
+        pool.terminate()
+        raise
+    else:
+        pool.close()
+    finally:
+        pool.join()
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+class _Job:
+    """A shard still to write: its plan, its items and where a previous run stopped."""
+
+    def __init__(self, shard, items, progress, summary):
+        self.shard = shard
+        self.items = items
+        self.progress = progress
+        self.summary = summary
+
+    @property
+    def todo(self):
+        return self.items[self.progress.position:]
+
+
+def _prepare_jobs(plan, summary, resume, storage_options):
+    jobs = []
+    for split in plan.splits:
+        shard_summaries = summary.splits.setdefault(split.name, [])
+        for shard in split.shards:
+            items = split.items[shard.start:shard.stop]
+            keys = [item.index for item in items]
+            shard_summary = ShardSummary(shard.rec, shard.idx)
+            shard_summaries.append(shard_summary)
+            done = verify_published(shard.rec, shard.idx, keys, storage_options) if resume else None
+            if done is not None:
+                shard_summary.records, shard_summary.bytes = done
+                shard_summary.kept = True
+                summary.resumed_records += shard_summary.records
+                continue
+            progress = Progress()
+            if resume and is_local(shard.rec, storage_options):
+                progress = recover_partial(shard.rec, shard.idx, keys)
+                summary.resumed_records += progress.records
+            jobs.append(_Job(shard, items, progress, shard_summary))
+    return jobs
+
+
+def _write_shard(job, results, *, plan, report, summary, on_error, flush_every, progress, total,
+                 storage_options):
+    writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress)
+    try:
+        for item in job.todo:
+            result = next(results)
+            report.add(item.path, result.reasons, result.error)
+            summary.input_bytes += result.input_bytes
+            if result.error:
+                summary.failed += 1
+                if on_error == "raise":
+                    raise DecodeError(result.error, path=join_url(plan.root, item.path))
+                log.warning("%s: skipped: %s", item.path, result.error)
+            else:
+                writer.write(result.payload, item.index)
+                summary.written += 1
+                if writer.records % flush_every == 0:
+                    writer.flush()
+            if progress is not None:
+                progress(summary.written + summary.failed, total, summary.input_bytes)
+    except BaseException:
+        writer.abandon(keep=True)
+        raise
+    writer.publish()
+    job.summary.records, job.summary.bytes = writer.records, writer.offset
+
+
+def _name(url):
+    return url.rsplit("/", 1)[-1]
+
+
+def _publish_labels(plan, summary, storage_options):
+    """``OUT.labels.json``: class name -> label, and records/bytes per split and shard (shard
+    files named relative to the label file's folder)."""
+    url = labels_url(plan.out)
+    data = {
+        "classes": plan.classes,
+        "source": plan.src,
+        "splits": {name: {"records": sum(s.records for s in shards),
+                          "bytes": sum(s.bytes for s in shards),
+                          "shards": [{"rec": _name(s.rec), "idx": _name(s.idx), "records": s.records,
+                                      "bytes": s.bytes} for s in shards]}
+                   for name, shards in summary.splits.items()},
+    }
+    output = AtomicOutput(url, storage_options)
+    try:
+        output.write(json.dumps(data, indent=2).encode())
+    except BaseException:
+        output.discard()
+        raise
+    output.commit()
+    return url
+
+
+def _check_arguments(on_error, quality, encoding, color, workers):
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+    if encoding not in (".jpg", ".jpeg", ".png"):
+        raise ValueError(f"encoding must be .jpg or .png, got {encoding!r}")
+    if color not in (-1, 0, 1):
+        raise ValueError(f"color must be -1, 0 or 1, got {color!r}")
+    if encoding != ".png" and not 0 <= quality <= 100:
+        raise ValueError(f"JPEG quality must be in 0..100, got {quality}")
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+
+
+def _plan_for(src, out, root, options, extensions, resume, storage_options):
+    items, classes, item_root = load_items(src, root, extensions=extensions,
+                                           need_sizes=bool(options.shard_size),
+                                           storage_options=storage_options)
+    plan = build_plan(src, item_root, out, items, classes, options)
+    saved = load_plan(out, storage_options) if resume else None
+    if saved is not None and saved.fingerprint != plan.fingerprint:
+        raise ValueError(
+            f"{plan_url(out)} was made for different inputs or options; run the same command "
+            f"to resume, or drop --resume to start over")
+    if resume and saved is None:
+        log.info("--resume: no interrupted run found at %s; starting from scratch", out)
+    if saved is None:
+        save_plan(plan, storage_options)
+    return plan
+
+
+def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resize=0,
+                 center_crop=False, quality=95, encoding=".jpg", color=1, pack_label=False,
+                 exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
+                 on_error="skip", resume=False, extensions=DEFAULT_EXTENSIONS,
+                 storage_options=None, progress=None, chunksize=None, flush_every=256):
+    """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
+
+    ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``
+    (paths relative to ``root``, default the list's folder). ``out`` is any fsspec URL prefix:
+    ``out.rec``/``out.idx``, or ``out-00000-of-00004.rec`` ... with ``shards``/``shard_size``
+    (bytes; cut by input sizes), and ``out_train``/``out_val`` with ``val_ratio``. ``shuffle``
+    defaults to True for folders and False for lists. Items that fail are skipped and reported
+    (``on_error="raise"`` stops instead); ``resume=True`` continues an interrupted run with the
+    same arguments. ``progress(done, total, input_bytes)`` is called after each item.
+    Returns a ``PackSummary``.
+    """
+    started = time.perf_counter()
+    _check_arguments(on_error, quality, encoding, color, workers)
+    image = ImageOptions(bool(pass_through), int(resize or 0), bool(center_crop), int(quality),
+                         ".jpg" if encoding == ".jpeg" else encoding, int(color),
+                         bool(pack_label), bool(exact))
+    if shuffle is None:
+        shuffle = not str(src).lower().endswith(".lst")
+    options = PlanOptions(image, bool(shuffle), int(seed), float(val_ratio or 0.0),
+                          int(shards or 0), int(shard_size or 0))
+    plan = _plan_for(src, out, root, options, extensions, resume, storage_options)
+    workers = default_workers(pass_through) if workers is None else workers
+    summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers)
+    report = InputReport()
+    jobs = _prepare_jobs(plan, summary, resume, storage_options)
+    todo = [item for job in jobs for item in job.todo]
+    workers = min(workers, len(todo))
+    summary.workers = workers
+    if chunksize is None:
+        chunksize = max(1, min(16, len(todo) // max(1, 4 * workers)))
+    processor = ItemProcessor(plan.root, image, storage_options)
+    try:
+        with _results(processor, iter(todo), workers, chunksize) as results:
+            for job in jobs:
+                _write_shard(job, results, plan=plan, report=report, summary=summary,
+                             on_error=on_error, flush_every=flush_every, progress=progress,
+                             total=len(todo), storage_options=storage_options)
+    finally:
+        summary.unusual = report.unusual()
+        summary.errors = report.errors
+    summary.output_bytes = sum(s.bytes for shards in summary.splits.values() for s in shards)
+    summary.labels_file = _publish_labels(plan, summary, storage_options)
+    remove_plan(out, storage_options)
+    summary.seconds = time.perf_counter() - started
+    return summary

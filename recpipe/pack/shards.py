@@ -1,0 +1,176 @@
+"""Writing one shard so that an interrupted pack can be resumed.
+
+A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (``.NAME.pack.tmp``)
+and publishes them ``.rec`` first, then ``.idx``. On a local filesystem the temporary files are
+kept when writing stops early; ``recover_partial`` then finds the last record that is complete in
+both files, truncates both to it and tells where to continue. ``verify_published`` checks that a
+shard published by an earlier run holds what the plan says.
+"""
+
+import logging
+import os
+from typing import NamedTuple
+
+from fsspec.implementations.local import LocalFileSystem
+
+from ..errors import RecordFormatError
+from ..io.atomic import AtomicOutput, temporary_name
+from ..io.format import frame
+from ..io.index import format_index_line, parse_index
+from ..io.scan import Window, read_record
+from ..io.sources import BytesSource, LocalSource, url_to_fs
+
+__all__ = ["TEMP_TAG", "Progress", "ShardWriter", "recover_partial", "verify_published",
+           "is_local"]
+
+log = logging.getLogger(__name__)
+
+TEMP_TAG = "pack"
+
+
+class Progress(NamedTuple):
+    """Where a shard stands: ``records`` written, ``offset`` = bytes of ``.rec`` written, and
+    ``position`` = how many of the shard's planned items are done (written or skipped)."""
+
+    records: int = 0
+    offset: int = 0
+    position: int = 0
+
+
+def is_local(url, storage_options=None):
+    fs, _ = url_to_fs(url, storage_options)
+    return isinstance(fs, LocalFileSystem)
+
+
+class ShardWriter:
+    """Append records to a shard's temporary files; ``publish()`` renames them into place."""
+
+    def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress()):
+        resume = progress.records > 0
+        self._rec = AtomicOutput(rec_url, storage_options, temp_tag=TEMP_TAG, append=resume)
+        try:
+            self._idx = AtomicOutput(idx_url, storage_options, temp_tag=TEMP_TAG, append=resume)
+        except BaseException:
+            self._rec.discard()
+            raise
+        self.records = progress.records
+        self.offset = progress.offset
+
+    @property
+    def resumable(self):
+        return self._rec.local
+
+    def write(self, payload, key):
+        data = frame(payload)
+        self._rec.write(data)
+        self._idx.write(format_index_line(key, self.offset).encode())
+        self.offset += len(data)
+        self.records += 1
+
+    def flush(self):
+        """Push buffered bytes to the OS, so a killed process leaves them for ``--resume``."""
+        self._rec.file.flush()
+        self._idx.file.flush()
+
+    def publish(self):
+        try:
+            self._rec.commit()
+            self._idx.commit()
+        except BaseException:
+            self.abandon(keep=False)
+            raise
+
+    def abandon(self, keep):
+        """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``."""
+        if keep and self.resumable:
+            for output in (self._rec, self._idx):
+                if not output.done:
+                    output.file.close()
+                    output.done = True
+            log.info("kept partial shard %s (%d records) for --resume", self._rec.url, self.records)
+        else:
+            self._rec.discard()
+            self._idx.discard()
+
+
+def _keys_position(keys, planned_keys):
+    """How many planned items the written ``keys`` account for, or None if they do not fit
+    (the written keys must be the planned keys in order, some possibly skipped)."""
+    if len(set(planned_keys)) != len(planned_keys):
+        return None
+    where = {key: i for i, key in enumerate(planned_keys)}
+    position = 0
+    for key in keys:
+        i = where.get(key)
+        if i is None or i < position:
+            return None
+        position = i + 1
+    return position
+
+
+def _complete_prefix(rec_path, offsets):
+    """``(count, end)``: the longest prefix of records at ``offsets`` complete in ``rec_path``."""
+    if not offsets:
+        return 0, 0
+    with LocalSource(rec_path) as source:
+        window = Window(source, 1 << 16)
+        for i in range(len(offsets) - 1, -1, -1):
+            try:
+                _, end = read_record(window, offsets[i], keep_payload=False)
+            except RecordFormatError:
+                continue
+            return i + 1, end
+    return 0, 0
+
+
+def recover_partial(rec_url, idx_url, planned_keys):
+    """Continue point of a local shard's temporary files, truncated to their last complete
+    record; ``Progress()`` (start over) when there is nothing usable."""
+    fs, rec_path = url_to_fs(rec_url)
+    _, idx_path = url_to_fs(idx_url)
+    rec_tmp = temporary_name(rec_path, TEMP_TAG)
+    idx_tmp = temporary_name(idx_path, TEMP_TAG)
+    if not (os.path.exists(rec_tmp) and os.path.exists(idx_tmp)):
+        return Progress()
+    with open(idx_tmp, "rb") as f:
+        text = f.read()
+    text = text[:text.rfind(b"\n") + 1]  # drop a torn last line
+    try:
+        keys, offsets = parse_index(text.decode(), path=idx_tmp)
+    except (RecordFormatError, UnicodeDecodeError) as e:
+        log.warning("partial shard %s: unusable index (%s); starting it over", rec_url, e)
+        return Progress()
+    if offsets[:1] not in ([], [0]) or any(b <= a for a, b in zip(offsets, offsets[1:])):
+        log.warning("partial shard %s: index offsets out of order; starting it over", rec_url)
+        return Progress()
+    count, end = _complete_prefix(rec_tmp, offsets)
+    position = _keys_position(keys[:count], planned_keys)
+    if position is None:
+        log.warning("partial shard %s does not match the plan; starting it over", rec_url)
+        return Progress()
+    idx_bytes = sum(len(line) + 1 for line in text.split(b"\n")[:count])
+    os.truncate(rec_tmp, end)
+    os.truncate(idx_tmp, idx_bytes)
+    log.info("resuming %s after %d records (%d bytes)", rec_url, count, end)
+    return Progress(count, end, position)
+
+
+def verify_published(rec_url, idx_url, planned_keys, storage_options=None):
+    """``(records, bytes)`` of a published shard that matches its plan, else None."""
+    fs, rec_path = url_to_fs(rec_url, storage_options)
+    idx_fs, idx_path = url_to_fs(idx_url, storage_options)
+    try:
+        size = fs.size(rec_path)
+        keys, offsets = parse_index(idx_fs.cat_file(idx_path).decode(), path=idx_url)
+    except (FileNotFoundError, RecordFormatError, UnicodeDecodeError):
+        return None
+    if _keys_position(keys, planned_keys) is None:
+        return None
+    if not offsets:
+        return (0, size) if size == 0 else None
+    tail = fs.cat_file(rec_path, start=offsets[-1], end=size)
+    try:
+        _, end = read_record(Window(BytesSource(tail)), 0, keep_payload=False)
+    except RecordFormatError:
+        return None
+    return (len(keys), size) if offsets[-1] + end == size else None

@@ -1,0 +1,211 @@
+#!/usr/bin/env python
+"""Decode and augment micro-benchmarks for recpipe/decode (results go to BENCHMARKS.md, "decoders").
+
+Measures, on in-memory JPEG bytes (default: /work/shared/data/photos):
+  1. decode images/s per backend at full scale and at each DCT scale;
+  2. fast_dct / fast_upsample on and off;
+  3. 1 vs 2 threads (does the decode release the GIL?);
+  4. per-stage cost (plan / decode / crop-resize / mirror+normalise write) of the train config
+     (random_resized_crop to 224, rand_mirror) and the val config (resize 256, center crop 224),
+     uint8 vs float32 (and float16) output, NCHW and NHWC, with and without DCT scaling;
+  5. end-to-end single-thread rate of each config relative to the bare full-size decode rate.
+
+Every figure is the median of --repeats runs; ratios are taken within this one run.
+Usage: python tools/bench_decoders.py [--data DIR] [--count N] [--repeats R] [--quick]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+
+import cv2
+import numpy as np
+
+from recpipe.decode.augment import AugmentConfig, Augmenter, sample_rng
+from recpipe.decode.decoders import available_decoders, get_decoder
+
+TRAIN = dict(data_shape=(3, 224, 224), random_resized_crop=True, min_random_area=0.08,
+             max_random_area=1.0, min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3,
+             rand_mirror=True)
+VAL = dict(data_shape=(3, 224, 224), resize=256)
+NORM = dict(mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375)
+
+
+def load_jpegs(root, count):
+    paths = []
+    for folder, _, names in sorted(os.walk(root)):
+        paths += [os.path.join(folder, n) for n in sorted(names)
+                  if n.lower().endswith((".jpg", ".jpeg"))]
+    paths = paths[:count]
+    if not paths:
+        sys.exit(f"no JPEGs under {root}")
+    blobs = []
+    for path in paths:
+        with open(path, "rb") as f:
+            blobs.append(f.read())
+    return blobs
+
+
+def median_rate(fn, n_items, repeats):
+    """Median items/s over ``repeats`` runs of ``fn`` (which processes n_items)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return n_items / statistics.median(times)
+
+
+def bench_backends(blobs, repeats, scales_wanted):
+    rows = []
+    for name in available_decoders():
+        dec = get_decoder(name)
+        for scale in dec.scales:
+            if scale not in scales_wanted:
+                continue
+            rate = median_rate(lambda: [dec.decode(b, scale=scale) for b in blobs], len(blobs),
+                               repeats)
+            rows.append((name, f"{scale[0]}/{scale[1]}", rate))
+    return rows
+
+
+def bench_flags(blobs, repeats):
+    rows = []
+    for name in available_decoders():
+        if name == "opencv":
+            continue
+        for fast_dct, fast_up in ((False, False), (True, False), (False, True), (True, True)):
+            dec = get_decoder(name, fast_dct=fast_dct, fast_upsample=fast_up)
+            rate = median_rate(lambda: [dec.decode(b) for b in blobs], len(blobs), repeats)
+            rows.append((name, fast_dct, fast_up, rate))
+    return rows
+
+
+def bench_threads(blobs, repeats):
+    rows = []
+    for name in available_decoders():
+        dec = get_decoder(name)
+        one = median_rate(lambda: [dec.decode(b) for b in blobs], len(blobs), repeats)
+
+        def two():
+            halves = (blobs[0::2], blobs[1::2])
+            threads = [threading.Thread(target=lambda h=h: [dec.decode(b) for b in h])
+                       for h in halves]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        rows.append((name, one, median_rate(two, len(blobs), repeats)))
+    return rows
+
+
+def stage_times(blobs, dec, config, repeats):
+    """Median per-image microseconds of plan, decode, region (crop-resize), write, total."""
+    aug = Augmenter(config)
+    out = np.empty(aug.out_shape, aug.dtype)
+    sizes = [dec.size(b) for b in blobs]
+    results = {k: [] for k in ("rng+plan", "decode", "crop-resize", "write", "total")}
+    for epoch in range(repeats):
+        acc = dict.fromkeys(results, 0.0)
+        for index, (blob, (h, w)) in enumerate(zip(blobs, sizes)):
+            t0 = time.perf_counter()
+            plan = aug.plan(h, w, sample_rng(0, epoch, index))
+            scale = aug.decode_scale(plan, dec.scales)
+            t1 = time.perf_counter()
+            img = dec.decode(blob, scale=scale, channels=config.channels)
+            t2 = time.perf_counter()
+            if img.shape[:2] != plan.source_size:
+                region = aug._scaled_region(img, plan)
+            else:
+                region = aug._exact_region(img, plan)
+            t3 = time.perf_counter()
+            aug._write(region, plan, out)
+            t4 = time.perf_counter()
+            for key, dt in zip(("rng+plan", "decode", "crop-resize", "write"),
+                               (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                acc[key] += dt
+            acc["total"] += t4 - t0
+        for key in results:
+            results[key].append(acc[key] / len(blobs) * 1e6)
+    return {k: statistics.median(v) for k, v in results.items()}
+
+
+def bench_pipeline(blobs, dec, repeats):
+    full = median_rate(lambda: [dec.decode(b) for b in blobs], len(blobs), repeats)
+    rows = []
+    for label, base in (("train", TRAIN), ("val", VAL)):
+        for dtype, layout in (("uint8", "NCHW"), ("float32", "NCHW"), ("float16", "NCHW"),
+                              ("uint8", "NHWC"), ("float32", "NHWC")):
+            for dct in (True, False):
+                extra = NORM if dtype != "uint8" else {}
+                cfg = AugmentConfig(**base, **extra, dtype=dtype, layout=layout, dct_scaling=dct)
+                st = stage_times(blobs, dec, cfg, repeats)
+                rows.append((label, dtype, layout, dct, st, 1e6 / st["total"] / full))
+    return full, rows
+
+
+def bench_rng(repeats):
+    n = 20000
+
+    def philox():
+        for i in range(n):
+            sample_rng(7, 1, i).random(64)
+
+    def seedseq():
+        for i in range(n):
+            np.random.default_rng([7, 1, i]).random(64)
+
+    return (1e6 / median_rate(philox, n, repeats), 1e6 / median_rate(seedseq, n, repeats))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="/work/shared/data/photos")
+    parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer scales and configs")
+    args = parser.parse_args()
+    cv2.setNumThreads(1)
+    blobs = load_jpegs(args.data, args.count)
+    dec = get_decoder("auto")
+    h, w = zip(*(dec.size(b) for b in blobs))
+    print(f"# machine: {platform.machine()} {os.cpu_count()} cpus, {platform.processor() or ''} "
+          f"python {platform.python_version()} numpy {np.__version__} opencv {cv2.__version__}")
+    print(f"# data: {len(blobs)} JPEGs from {args.data}, mean {np.mean(w):.0f}x{np.mean(h):.0f}, "
+          f"{np.mean([len(b) for b in blobs]) / 1024:.0f} KiB; median of {args.repeats} runs; "
+          f"cv2.setNumThreads(1)")
+    print(f"# auto decoder: {dec.name}")
+
+    print("\n## decode images/s per backend and DCT scale (1 thread)")
+    wanted = {(1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (1, 4)} if not args.quick else {(1, 1), (1, 2)}
+    for name, scale, rate in bench_backends(blobs, args.repeats, wanted):
+        print(f"{name:11s} scale {scale:4s} {rate:8.0f} img/s")
+
+    print("\n## fast_dct / fast_upsample at full scale (1 thread)")
+    for name, fdct, fup, rate in bench_flags(blobs, args.repeats):
+        print(f"{name:11s} fast_dct={fdct!s:5s} fast_upsample={fup!s:5s} {rate:8.0f} img/s")
+
+    print("\n## GIL release: 1 vs 2 threads, full scale")
+    for name, one, two in bench_threads(blobs, args.repeats):
+        print(f"{name:11s} 1 thread {one:7.0f} img/s  2 threads {two:7.0f} img/s  x{two / one:.2f}")
+
+    philox, seedseq = bench_rng(args.repeats)
+    print(f"\n## per-sample RNG incl. 64 uniforms: Philox key/counter {philox:.1f} us, "
+          f"default_rng(SeedSequence) {seedseq:.1f} us")
+
+    full, rows = bench_pipeline(blobs, dec, args.repeats)
+    print(f"\n## per-stage us/image with {dec.name} (1 thread); bare full decode {full:.0f} img/s")
+    print("config dtype   layout dct   plan  decode crop-resize write  total  img/s  x full-decode")
+    for label, dtype, layout, dct, st, ratio in rows:
+        print(f"{label:6s} {dtype:7s} {layout:6s} {dct!s:5s} {st['rng+plan']:5.1f} "
+              f"{st['decode']:7.0f} {st['crop-resize']:7.0f} {st['write']:7.0f} "
+              f"{st['total']:6.0f} {1e6 / st['total']:6.0f}  {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
