@@ -65,8 +65,9 @@ def _print_summary(s):
         print(f"  UNREADABLE: {s['bad_ranges']} byte ranges, {s['skipped_bytes']} bytes skipped "
               "(run `recpipe verify` for details)")
     h = s["headers"]
-    print(f"  IRHeader: {h['with_header']} records with one, {h['without_header']} without; "
-          f"ids {h['id_min']}..{h['id_max']}, {'unique' if h['ids_unique'] else 'NOT unique'}")
+    ids = (f"; ids {h['id_min']}..{h['id_max']}, {'unique' if h['ids_unique'] else 'NOT unique'}"
+           if h["with_header"] else "")
+    print(f"  IRHeader: {h['with_header']} records with one, {h['without_header']} without{ids}")
     labels = s["labels"]
     print(f"  labels: {labels['scalar']} scalar (flag 0), {labels['packed']} packed "
           f"(widths {labels['widths']}); {labels['distinct']} distinct values")

@@ -285,8 +285,8 @@ class _Epoch:
         return len(self.plans)
 
     def _allocate(self, plan):
-        config = self.loader.config
-        images = np.empty((len(plan.positions),) + config.out_shape, dtype=config.dtype)
+        augmenter = self.loader.augmenter
+        images = np.empty((len(plan.positions),) + augmenter.out_shape, dtype=augmenter.dtype)
         label_shape = (len(plan.positions),) if self.loader.label_width == 1 else (
             len(plan.positions), self.loader.label_width)
         return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32))

@@ -100,6 +100,13 @@ class ListEntry(NamedTuple):
     path: str
 
 
+def _text_lines(text):
+    """Lines as im2rec's ``open(path).readline()`` sees them: universal newlines only
+    (``\\n``, ``\\r``, ``\\r\\n``), unlike ``str.splitlines`` which also breaks at
+    ``\\f``, ``\\x1c``, U+2028 and others that may appear in file names."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def parse_list(text, *, path=None):
     """Parse ``.lst`` text with im2rec's rules; return ``(entries, skipped_line_numbers)``.
 
@@ -108,7 +115,7 @@ def parse_list(text, *, path=None):
     """
     entries = []
     skipped = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(_text_lines(text), 1):
         fields = [field.strip() for field in line.strip().split("\t")]
         if len(fields) < 3:
             if line.strip():

@@ -308,6 +308,8 @@ def _header_id(payload):
 def _choose_keys(offsets, ids, positions):
     if positions:
         return range(len(offsets)), "position", "positions requested"
+    if not offsets:
+        return [], "position", "the file has no records"
     if any(i is None for i in ids):
         return range(len(offsets)), "position", "some records have no IRHeader"
     if len(set(ids)) != len(ids):

@@ -82,15 +82,28 @@ def _mp_context():
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
 
 
+def _with_deadline(iterator, seconds):
+    """Results of a pool ``imap`` iterator, each waited for at most ``seconds``."""
+    while True:
+        try:
+            yield iterator.next(timeout=seconds)
+        except StopIteration:
+            return
+        except multiprocessing.TimeoutError:
+            raise TimeoutError(
+                f"no result from the worker processes within {seconds:.0f}s "
+                f"(a worker died or is stuck on an image)") from None
+
+
 @contextlib.contextmanager
-def _results(processor, items, workers, chunksize):
+def _results(processor, items, workers, chunksize, item_timeout):
     """Iterator of ``ItemResult`` in item order, computed in ``workers`` processes (0: here)."""
     if workers <= 0:
         yield map(processor, items)
         return
     pool = _mp_context().Pool(workers, initializer=_init_worker, initargs=(processor,))
     try:
-        yield pool.imap(_work, items, chunksize)
+        yield _with_deadline(pool.imap(_work, items, chunksize), item_timeout * chunksize)
     except BaseException:
         pool.terminate()
         raise
@@ -207,6 +220,8 @@ def _check_arguments(on_error, quality, encoding, color, workers):
 
 
 def _plan_for(src, out, root, options, extensions, resume, storage_options):
+    """The plan, and whether an interrupted run of it is being resumed (its saved plan exists:
+    without one, outputs already present cannot be trusted to come from the same options)."""
     items, classes, item_root = load_items(src, root, extensions=extensions,
                                            need_sizes=bool(options.shard_size),
                                            storage_options=storage_options)
@@ -220,14 +235,15 @@ def _plan_for(src, out, root, options, extensions, resume, storage_options):
         log.info("--resume: no interrupted run found at %s; starting from scratch", out)
     if saved is None:
         save_plan(plan, storage_options)
-    return plan
+    return plan, saved is not None
 
 
 def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resize=0,
                  center_crop=False, quality=95, encoding=".jpg", color=1, pack_label=False,
                  exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
                  on_error="skip", resume=False, extensions=DEFAULT_EXTENSIONS,
-                 storage_options=None, progress=None, chunksize=None, flush_every=256):
+                 storage_options=None, progress=None, chunksize=None, flush_every=256,
+                 item_timeout=300.0):
     """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
 
     ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``
@@ -236,7 +252,8 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     (bytes; cut by input sizes), and ``out_train``/``out_val`` with ``val_ratio``. ``shuffle``
     defaults to True for folders and False for lists. Items that fail are skipped and reported
     (``on_error="raise"`` stops instead); ``resume=True`` continues an interrupted run with the
-    same arguments. ``progress(done, total, input_bytes)`` is called after each item.
+    same arguments. ``progress(done, total, input_bytes)`` is called after each item. A worker
+    process that yields nothing for ``item_timeout`` seconds per item stops the run.
     Returns a ``PackSummary``.
     """
     started = time.perf_counter()
@@ -248,7 +265,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
         shuffle = not str(src).lower().endswith(".lst")
     options = PlanOptions(image, bool(shuffle), int(seed), float(val_ratio or 0.0),
                           int(shards or 0), int(shard_size or 0))
-    plan = _plan_for(src, out, root, options, extensions, resume, storage_options)
+    plan, resume = _plan_for(src, out, root, options, extensions, resume, storage_options)
     workers = default_workers(pass_through) if workers is None else workers
     summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers)
     report = InputReport()
@@ -260,7 +277,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
         chunksize = max(1, min(16, len(todo) // max(1, 4 * workers)))
     processor = ItemProcessor(plan.root, image, storage_options)
     try:
-        with _results(processor, iter(todo), workers, chunksize) as results:
+        with _results(processor, iter(todo), workers, chunksize, item_timeout) as results:
             for job in jobs:
                 _write_shard(job, results, plan=plan, report=report, summary=summary,
                              on_error=on_error, flush_every=flush_every, progress=progress,

@@ -355,3 +355,13 @@ def test_invalid_options_fail_before_packing():
         PackOptions(encoding=".bmp")
     with pytest.raises(ValueError, match="color"):
         PackOptions(color=2)
+
+
+def test_names_with_unusual_line_breaks_survive_list_and_pack(tree, tmp_path):
+    """im2rec reads .lst lines with universal newlines only: \\f or U+2028 stay in the path."""
+    for name in ("form\x0cfeed.jpg", "line\u2028sep.jpg"):
+        (tree / name).write_bytes((tree / "top.jpg").read_bytes())
+    assert main(["im2rec", "--list", "--no-shuffle", str(tmp_path / "d"), str(tree)]) == 0
+    assert main(["im2rec", "--pass-through", str(tmp_path / "d"), str(tree)]) == 0
+    images = [recpipe.unpack(payload)[1] for _, payload in records_by_key(tmp_path / "d.rec")]
+    assert images == [(tree / n).read_bytes() for n in ("form\x0cfeed.jpg", "line\u2028sep.jpg", "top.jpg")]
