@@ -37,6 +37,7 @@ class _Batch:
         self.images = images
         self.labels = labels
         self.failed = []
+        self.replaced = 0
         self.error = None
         self.cancelled = False
         self._remaining = len(plan.positions)
@@ -241,12 +242,10 @@ class ImageLoader:
             labels[slot] = header.label[:width] if width > 1 else header.label[0]
 
     def _on_sample_error(self, batch, slot, epoch, exc, clock):
-        self._stats.errors += 1
         if self.on_error == "replace" and self._replace(batch, slot, epoch, exc, clock):
             return
         if self.on_error in ("skip", "replace"):
             log.warning("skipping %s", exc)
-            self._stats.skipped += 1
             batch.failed.append(slot)
             return
         if batch.error is None:
@@ -262,7 +261,7 @@ class ImageLoader:
             except Exception:
                 continue
             log.warning("replaced with record %d: %s", other, exc)
-            self._stats.replaced += 1
+            batch.replaced += 1
             return True
         return False
 
@@ -337,6 +336,7 @@ class _Epoch:
         waited = time.perf_counter() - t1
         self.next_index += 1
         if batch.error is not None:
+            self.loader._stats.errors += 1
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
@@ -346,6 +346,8 @@ class _Epoch:
         self.loader.last_pad = batch.pad
         stats = self.loader._stats
         stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
+        stats.skipped += len(batch.failed)
+        stats.replaced += batch.replaced
         stats.consumer.add("batch", t0, t1)
         return images, labels
 

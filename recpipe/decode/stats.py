@@ -59,7 +59,8 @@ class PipelineStats:
 
     def snapshot(self):
         """A dict: images, batches, elapsed, images_per_s, wait_seconds, wait_fraction,
-        stage_seconds (summed over threads), samples decoded, and error counters."""
+        stage_seconds (summed over threads), samples decoded, and the errors raised, samples
+        skipped and samples replaced in delivered batches."""
         elapsed = time.perf_counter() - self.started
         with self._lock:
             clocks = list(self._clocks)

@@ -73,8 +73,19 @@ def _init_worker(processor):
         cv2.setNumThreads(1)
 
 
-def _work(item):
-    return _processor(item)
+def _work(chunk):
+    return [_processor(item) for item in chunk]
+
+
+def _chunks(items, size):
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _mp_context():
@@ -83,10 +94,11 @@ def _mp_context():
 
 
 def _with_deadline(iterator, seconds):
-    """Results of a pool ``imap`` iterator, each waited for at most ``seconds``."""
+    """Items of the chunks from a pool ``imap`` iterator, each chunk waited for at most
+    ``seconds``."""
     while True:
         try:
-            yield iterator.next(timeout=seconds)
+            yield from iterator.next(timeout=seconds)
         except StopIteration:
             return
         except multiprocessing.TimeoutError:
@@ -103,7 +115,8 @@ def _results(processor, items, workers, chunksize, item_timeout):
         return
     pool = _mp_context().Pool(workers, initializer=_init_worker, initargs=(processor,))
     try:
-        yield _with_deadline(pool.imap(_work, items, chunksize), item_timeout * chunksize)
+        chunks = pool.imap(_work, _chunks(items, chunksize))
+        yield _with_deadline(chunks, item_timeout * chunksize)
     except BaseException:
         pool.terminate()
         raise

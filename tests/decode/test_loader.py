@@ -1,0 +1,224 @@
+import threading
+
+import cv2
+import numpy as np
+import pytest
+
+import recpipe
+from recpipe.decode.loader import ImageLoader
+from recpipe.io import IRHeader, pack
+
+N_IMAGES = 20
+
+
+def _image(i, shape=(48, 64)):
+    """A distinct smooth image per index (smooth so JPEG round trips stay close)."""
+    ys, xs = np.mgrid[0:shape[0], 0:shape[1]]
+    img = np.stack([(xs * 3 + i * 11) % 256, (ys * 4 + i * 7) % 256,
+                    np.full(shape, (i * 37) % 256)], axis=-1).astype(np.uint8)
+    return img
+
+
+def _jpeg(rgb, quality=95):
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
+                           [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return buf.tobytes()
+
+
+@pytest.fixture
+def rec(tmp_path):
+    url = str(tmp_path / "data.rec")
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(N_IMAGES):
+            writer.write(pack(IRHeader(0, float(i), i, 0), _jpeg(_image(i))))
+    return url
+
+
+def _collect(loader):
+    images, labels = [], []
+    for batch_images, batch_labels in loader:
+        images.append(batch_images.copy())
+        labels.append(batch_labels.copy())
+    return images, labels
+
+
+def test_batches_in_file_order_with_labels(rec):
+    with ImageLoader(rec, 8, (3, 48, 64), threads=3) as loader:
+        assert len(loader) == 3
+        images, labels = _collect(loader)
+    assert [im.shape for im in images] == [(8, 3, 48, 64)] * 3
+    assert images[0].dtype == np.uint8
+    flat = np.concatenate(labels)
+    assert list(flat[:N_IMAGES]) == list(range(N_IMAGES))
+    assert loader.last_pad == 4
+    assert list(flat[N_IMAGES:]) == [0, 1, 2, 3]  # padding wraps to the start
+    # pixels: RGB, CHW, close to the source image (JPEG at quality 95)
+    got = images[0][5].transpose(1, 2, 0).astype(int)
+    assert np.abs(got - _image(5)).mean() < 3
+
+
+def test_val_resize_center_crop_matches_a_direct_reference(rec):
+    with ImageLoader(rec, 4, (3, 32, 32), resize=40, dct_scaling=False) as loader:
+        images, _ = _collect(loader)
+    data = recpipe.RecordReader(rec)[2]
+    bgr = cv2.imdecode(np.frombuffer(recpipe.unpack(data)[1], np.uint8), cv2.IMREAD_COLOR)
+    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    resized = cv2.resize(rgb, (64 * 40 // 48, 40), interpolation=cv2.INTER_LINEAR)
+    y0, x0 = (40 - 32) // 2, (resized.shape[1] - 32) // 2
+    expected = resized[y0:y0 + 32, x0:x0 + 32]
+    got = images[0][2].transpose(1, 2, 0).astype(int)
+    assert np.abs(got - expected).max() <= 2
+
+
+def test_augmentation_is_deterministic_whatever_the_thread_count(rec):
+    kwargs = dict(random_resized_crop=True, min_random_area=0.3, max_aspect_ratio=4 / 3,
+                  min_aspect_ratio=3 / 4, rand_mirror=True, shuffle=True, seed=7)
+    runs = []
+    for threads in (1, 4):
+        with ImageLoader(rec, 6, (3, 24, 24), threads=threads, **kwargs) as loader:
+            runs.append([_collect(loader) for _ in range(2)])
+    (one_e0, one_e1), (four_e0, four_e1) = runs
+    for a, b in ((one_e0, four_e0), (one_e1, four_e1)):
+        assert all(np.array_equal(x, y) for x, y in zip(a[0], b[0]))
+        assert all(np.array_equal(x, y) for x, y in zip(a[1], b[1]))
+    # the next epoch reshuffles and re-draws augmentation
+    assert not all(np.array_equal(x, y) for x, y in zip(one_e0[1], one_e1[1]))
+
+
+def test_parts_have_equal_batch_counts_and_cover_the_data(rec):
+    seen = []
+    counts = set()
+    for part in range(3):
+        with ImageLoader(rec, 4, (3, 16, 16), part_index=part, num_parts=3, shuffle=True,
+                         seed=1) as loader:
+            _, labels = _collect(loader)
+        counts.add(len(labels))
+        seen.extend(np.concatenate(labels).tolist())
+    assert len(counts) == 1
+    assert set(seen) == set(range(N_IMAGES))
+
+
+@pytest.mark.parametrize("policy,batches,last", [("drop", 2, 8), ("partial", 3, 4), ("pad", 3, 8)])
+def test_last_batch_policies(rec, policy, batches, last):
+    with ImageLoader(rec, 8, (3, 16, 16), last_batch=policy) as loader:
+        images, _ = _collect(loader)
+    assert len(images) == batches
+    assert len(images[-1]) == last
+
+
+def test_float32_normalisation_and_nhwc(rec):
+    mean, std, scale = (10.0, 20.0, 30.0), (2.0, 4.0, 8.0), 0.5
+    common = dict(resize=32, dct_scaling=False)
+    with ImageLoader(rec, 4, (3, 32, 32), **common) as loader:
+        raw, _ = _collect(loader)
+    with ImageLoader(rec, 4, (3, 32, 32), dtype="float32", layout="NHWC", mean_r=mean[0],
+                     mean_g=mean[1], mean_b=mean[2], std_r=std[0], std_g=std[1], std_b=std[2],
+                     scale=scale, **common) as loader:
+        norm, _ = _collect(loader)
+    assert norm[0].shape == (4, 32, 32, 3) and norm[0].dtype == np.float32
+    expected = (raw[0].transpose(0, 2, 3, 1) - np.array(mean)) * scale / np.array(std)
+    np.testing.assert_allclose(norm[0], expected, rtol=1e-5, atol=1e-4)
+
+
+def test_grayscale_output(rec):
+    with ImageLoader(rec, 4, (1, 16, 16), resize=16) as loader:
+        images, _ = _collect(loader)
+    assert images[0].shape == (4, 1, 16, 16)
+
+
+def test_multi_labels(tmp_path):
+    url = str(tmp_path / "multi.rec")
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(5):
+            writer.write(pack(IRHeader(0, [i, i + 0.5, 9], i, 0), _jpeg(_image(i))))
+    with ImageLoader(url, 5, (3, 16, 16), label_width=2) as loader:
+        _, labels = _collect(loader)
+    np.testing.assert_array_equal(labels[0], [[i, i + 0.5] for i in range(5)])
+    with ImageLoader(url, 5, (3, 16, 16), label_width=4) as loader:
+        with pytest.raises(recpipe.RecordFormatError, match="3 packed labels"):
+            _collect(loader)
+
+
+@pytest.fixture
+def rec_with_bad_image(tmp_path):
+    url = str(tmp_path / "bad.rec")
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(10):
+            body = b"\xff\xd8 this is not a jpeg" if i == 3 else _jpeg(_image(i))
+            writer.write(pack(IRHeader(0, float(i), i, 0), body))
+    return url
+
+
+def test_bad_image_raises_with_path_and_record(rec_with_bad_image):
+    with ImageLoader(rec_with_bad_image, 5, (3, 16, 16)) as loader:
+        with pytest.raises(recpipe.DecodeError) as info:
+            _collect(loader)
+    assert "bad.rec" in str(info.value) and "record 3" in str(info.value)
+    assert info.value.__traceback__ is not None
+
+
+def test_bad_image_skip_and_replace_policies(rec_with_bad_image):
+    with ImageLoader(rec_with_bad_image, 5, (3, 16, 16), on_error="skip") as loader:
+        images, labels = _collect(loader)
+        assert loader.stats()["skipped"] == 1
+    assert [len(b) for b in images] == [4, 5]
+    assert 3.0 not in np.concatenate(labels)
+    with ImageLoader(rec_with_bad_image, 5, (3, 16, 16), on_error="replace") as loader:
+        images, labels = _collect(loader)
+        assert loader.stats()["replaced"] == 1
+    assert [len(b) for b in images] == [5, 5]
+    assert np.concatenate(labels).tolist() == [0, 1, 2, 4, 4, 5, 6, 7, 8, 9]
+
+
+def test_set_threads_while_running_and_stats(rec):
+    with ImageLoader(rec, 4, (3, 16, 16), threads=1) as loader:
+        it = iter(loader)
+        next(it)
+        loader.set_threads(3)
+        assert loader.threads == 3
+        rest = list(it)
+        stats = loader.stats()
+    assert len(rest) == 4
+    assert stats["images"] == N_IMAGES and stats["batches"] == 5
+    assert set(stats["stage_seconds"]) == {"read", "decode", "augment", "batch"}
+    assert stats["stage_seconds"]["decode"] > 0 and stats["samples"] >= N_IMAGES
+
+
+def test_close_joins_threads_even_when_the_loop_breaks(rec):
+    with pytest.raises(KeyboardInterrupt):
+        with ImageLoader(rec, 2, (3, 16, 16), threads=3) as loader:
+            for _ in loader:
+                raise KeyboardInterrupt
+    assert not [t for t in threading.enumerate() if t.name.startswith("recpipe-decode")]
+    with pytest.raises(RuntimeError, match="closed"):
+        iter(loader)
+
+
+def test_new_epoch_supersedes_the_old_one(rec):
+    with ImageLoader(rec, 4, (3, 16, 16)) as loader:
+        first = iter(loader)
+        next(first)
+        second = iter(loader)
+        assert len(list(second)) == 5
+        with pytest.raises((RuntimeError, StopIteration)):
+            next(first)
+
+
+def test_memory_url(rec):
+    import fsspec
+
+    with open(rec, "rb") as f:
+        fsspec.filesystem("memory").pipe("/loader/data.rec", f.read())
+    with ImageLoader("memory://loader/data.rec", 10, (3, 16, 16)) as loader:
+        _, labels = _collect(loader)
+    assert np.concatenate(labels).tolist() == list(range(N_IMAGES))
+
+
+def test_bad_arguments(rec):
+    with pytest.raises(ValueError):
+        ImageLoader(rec, 4, (3, 16, 16), on_error="ignore")
+    with pytest.raises(ValueError):
+        ImageLoader(rec, 0, (3, 16, 16))
+    with pytest.raises(ValueError):
+        ImageLoader(rec, 4, (5, 16, 16))
