@@ -2,6 +2,7 @@
 
 import logging
 
+from .decode import ImageLoader
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
@@ -21,6 +22,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DecodeError",
     "IRHeader",
+    "ImageLoader",
     "ListEntry",
     "RecordFormatError",
     "RecordReader",

@@ -50,6 +50,8 @@ __all__ = [
     "sample_rng",
     "AUGMENT_KEYWORDS",
     "UNSUPPORTED_KEYWORDS",
+    "PAYING_SCALES",
+    "resize_shorter_size",
 ]
 
 _MASK64 = (1 << 64) - 1
@@ -62,6 +64,8 @@ _PCA_EIGVAL = np.array([55.46, 4.794, 1.148], dtype=np.float32)
 _PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009],
                         [-0.5808, -0.0045, -0.8140],
                         [-0.5836, -0.6948, 0.4203]], dtype=np.float32)
+# DCT scales worth decoding at (see decode_scale)
+PAYING_SCALES = frozenset({(1, 2), (1, 4), (1, 8)})
 _GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 # ImageRecordIter keywords we know but do not implement: raise, never ignore
@@ -552,9 +556,14 @@ class Augmenter:
 
     def decode_scale(self, plan, scales):
         """Smallest DCT scale (num, den) in ``scales`` keeping the planned crop at >= output
-        resolution; (1, 1) when dct_scaling is off, the plan warps/pads, or none qualifies."""
+        resolution; (1, 1) when dct_scaling is off, the plan warps/pads, or none qualifies.
+
+        Only 1/2, 1/4 and 1/8 are considered: libjpeg-turbo's other M/8 scales use unvectorised
+        scaled IDCTs and decode no faster (7/8 and 3/4 slower) than full size (BENCHMARKS.md).
+        """
         if not self.config.dct_scaling or plan.affine is not None or self.config.pad:
             return (1, 1)
+        scales = [s for s in scales if tuple(s) in PAYING_SCALES]
         x0, y0, x1, y1 = plan.source_box
         need_w = self._out_w / (x1 - x0)
         need_h = self._out_h / (y1 - y0)

@@ -1,0 +1,7 @@
+"""Multi-threaded JPEG decode and ImageRecordIter-style augmentation into numpy batches."""
+
+from .augment import AugmentConfig, Augmenter
+from .decoders import available_decoders, get_decoder
+from .loader import ImageLoader
+
+__all__ = ["AugmentConfig", "Augmenter", "ImageLoader", "available_decoders", "get_decoder"]

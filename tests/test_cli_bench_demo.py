@@ -1,0 +1,57 @@
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+import recpipe
+from recpipe.cli import main
+from recpipe.io import IRHeader, pack
+
+
+@pytest.fixture
+def rec(tmp_path):
+    url = str(tmp_path / "b.rec")
+    rng = np.random.default_rng(0)
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(24):
+            img = rng.integers(0, 255, (60, 80, 3), dtype=np.uint8)
+            writer.write(pack(IRHeader(0, float(i % 3), i, 0), cv2.imencode(".jpg", img)[1].tobytes()))
+    return url
+
+
+def test_bench_json_plot_and_trace(rec, tmp_path, capsys):
+    plot, trace = tmp_path / "sweep.png", tmp_path / "trace.json"
+    status = main(["bench", rec, "--seconds", "0.2", "--batch-size", "8", "--json", "--sweep",
+                   "--max-threads", "2", "--plot", str(plot), "--trace", str(trace)])
+    assert status == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["bare_decode_images_per_s"] > 0
+    assert set(result["configs"]) == {"train", "val"}
+    for config in result["configs"].values():
+        assert config["images_per_s"] > 0
+        assert set(config["stage_ms_per_image"]) == {"read", "decode", "augment", "batch"}
+    assert [p["threads"] for p in result["sweep"]] == [1, 2]
+    assert cv2.imread(str(plot)).shape == (400, 640, 3)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["name"] for e in events if e["ph"] == "X"} >= {"read", "decode", "augment"}
+
+
+def test_bench_table(rec, capsys):
+    assert main(["bench", rec, "--seconds", "0.2", "--batch-size", "8", "--configs", "val"]) == 0
+    out = capsys.readouterr().out
+    assert "bare decode" in out and "val" in out and "images/s" in out
+
+
+def test_bench_unknown_config(rec, capsys):
+    assert main(["bench", rec, "--seconds", "0.1", "--configs", "nope"]) == 2
+
+
+def test_demo_packs_and_measures(tmp_path, capsys):
+    status = main(["demo", "--out", str(tmp_path), "--classes", "2", "--per-class", "6",
+                   "--seconds", "0.2", "--json"])
+    assert status == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["pack"]["written"] == 12
+    assert len(recpipe.RecordReader(result["file"])) == 12
+    assert result["configs"]["train"]["images_per_s"] > 0
