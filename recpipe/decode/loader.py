@@ -106,6 +106,7 @@ class ImageLoader:
         self._current = None
         self._next = None
         self._pool = None
+        self._observers = []
         len(self)  # validates batch_size, last_batch and the parts now
         self._pool = WorkerPool(self._process, threads, stats=self._stats)
 
@@ -126,6 +127,11 @@ class ImageLoader:
     def set_threads(self, threads):
         """Change the number of decode threads while the loader runs."""
         self._pool.resize(threads)
+
+    def add_observer(self, observer):
+        """Call ``observer(images, waited_seconds)`` in the consumer thread after every batch
+        is handed out (``images`` excludes padding and skipped samples). Used by the autotuner."""
+        self._observers.append(observer)
 
     def stats(self):
         """Images/s, consumer wait, per-stage seconds and error counts since the loader started."""
@@ -348,6 +354,8 @@ class _Epoch:
         stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
         stats.skipped += len(batch.failed)
         stats.replaced += batch.replaced
+        for observer in self.loader._observers:
+            observer(len(images) - batch.pad, waited)
         stats.consumer.add("batch", t0, t1)
         return images, labels
 
