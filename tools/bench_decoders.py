@@ -222,7 +222,8 @@ def main():
     print(f"# auto decoder: {dec.name}")
 
     print("\n## decode images/s per backend and DCT scale (1 thread)")
-    wanted = {(1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (1, 4)} if not args.quick else {(1, 1), (1, 2)}
+    wanted = ({(1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (1, 4)} if not args.quick
+              else {(1, 1), (1, 2)})
     for name, scale, rate in bench_backends(blobs, args.repeats, wanted):
         print(f"{name:11s} scale {scale:4s} {rate:8.0f} img/s")
 

@@ -152,7 +152,8 @@ class AugmentConfig:
     def __post_init__(self):
         shape = tuple(int(v) for v in _parse_tuple(self.data_shape))
         object.__setattr__(self, "data_shape", shape)
-        object.__setattr__(self, "rotate_list", tuple(int(v) for v in _parse_tuple(self.rotate_list)))
+        angles = tuple(int(v) for v in _parse_tuple(self.rotate_list))
+        object.__setattr__(self, "rotate_list", angles)
         _validate(self)
 
     @classmethod
@@ -520,7 +521,8 @@ class Augmenter:
 
     def _place(self, spare_rows, spare_cols, u):
         if self.config.rand_crop:
-            return (_randint(u[_U_CROP + 1], 0, spare_cols), _randint(u[_U_CROP + 2], 0, spare_rows))
+            return (_randint(u[_U_CROP + 1], 0, spare_cols),
+                    _randint(u[_U_CROP + 2], 0, spare_rows))
         return spare_cols // 2, spare_rows // 2
 
     def _plan_rrc(self, rows, cols, u):
@@ -680,6 +682,11 @@ class Augmenter:
             flipped = self._scratch.get("flip", region.shape, np.uint8)
             region = cv2.flip(region, 1, dst=flipped)
             region = region if region.ndim == 3 else region[:, :, None]
+        elif nchw and not region.flags.c_contiguous:
+            # cv2.split on a strided view takes a slow path (~20x): compact the crop first
+            compact = self._scratch.get("compact", region.shape, np.uint8)
+            np.copyto(compact, region)
+            region = compact
         if self._np_dtype == np.uint8:
             if not nchw:
                 np.copyto(out, region)

@@ -107,6 +107,7 @@ class ImageLoader:
         self._next = None
         self._pool = None
         self._observers = []
+        self._resume_batch = 0
         len(self)  # validates batch_size, last_batch and the parts now
         self._pool = WorkerPool(self._process, threads, stats=self._stats)
 
@@ -155,17 +156,42 @@ class ImageLoader:
         """Batches per epoch (the same on every part)."""
         return len(self._batches(0))
 
+    def state_dict(self):
+        """Where the loader is: enough to resume exactly (order and augmentation included)."""
+        current = self._current
+        done = current.next_index if current is not None else 0
+        epoch = self.epoch
+        if current is None or done >= len(current.plans):
+            epoch, done = self.epoch + 1, 0
+        return {"epoch": max(epoch, 0), "batch": done, "seed": self.seed,
+                "records": len(self.reader), "batch_size": self.batch_size,
+                "part_index": self.part_index, "num_parts": self.num_parts,
+                "shuffle": self.shuffle, "last_batch": self.last_batch}
+
+    def load_state_dict(self, state):
+        """Make the next ``iter(loader)`` continue from ``state`` (from ``state_dict()``):
+        it yields exactly the batches an uninterrupted run would have yielded next."""
+        mine = self.state_dict()
+        for key in ("seed", "records", "batch_size", "part_index", "num_parts", "shuffle",
+                    "last_batch"):
+            if state.get(key) != mine[key]:
+                raise ValueError(f"cannot resume: state has {key}={state.get(key)!r}, "
+                                 f"this loader has {mine[key]!r}")
+        self.set_epoch(int(state["epoch"]))
+        self._resume_batch = int(state["batch"])
+
     def __iter__(self):
         if self._pool is None:
             raise RuntimeError("the loader is closed")
         self.epoch += 1
+        start, self._resume_batch = self._resume_batch, 0
         ahead, self._next = self._next, None
         if self._current is not None:
             self._current.cancel()
-        if ahead is not None and ahead.epoch != self.epoch:
+        if ahead is not None and (start or ahead.epoch != self.epoch):
             ahead.cancel()
             ahead = None
-        self._current = ahead or _Epoch(self, self._batches(self.epoch), self.epoch)
+        self._current = ahead or _Epoch(self, self._batches(self.epoch), self.epoch, start)
         return self._current
 
     def _prefetch_next_epoch(self, batches):
@@ -275,13 +301,13 @@ class ImageLoader:
 class _Epoch:
     """The consumer side of one epoch: issues batches ahead and hands them out in order."""
 
-    def __init__(self, loader, plans, epoch):
+    def __init__(self, loader, plans, epoch, start=0):
         self.loader = loader
         self.plans = plans
         self.epoch = epoch
         self.issued = {}
-        self.next_index = 0
-        self.issue_index = 0
+        self.next_index = start
+        self.issue_index = start
 
     def __iter__(self):
         return self

@@ -222,3 +222,33 @@ def test_bad_arguments(rec):
         ImageLoader(rec, 0, (3, 16, 16))
     with pytest.raises(ValueError):
         ImageLoader(rec, 4, (5, 16, 16))
+
+
+def test_resume_mid_epoch_yields_exactly_the_remaining_batches(rec):
+    kwargs = dict(random_resized_crop=True, min_random_area=0.3, rand_mirror=True,
+                  shuffle=True, seed=5)
+    with ImageLoader(rec, 3, (3, 16, 16), **kwargs) as loader:
+        list(loader)                      # epoch 0
+        uninterrupted = _collect(loader)  # epoch 1
+    with ImageLoader(rec, 3, (3, 16, 16), **kwargs) as loader:
+        list(loader)
+        it = iter(loader)
+        head = [next(it)[1].copy() for _ in range(2)]
+        state = loader.state_dict()
+    assert state["epoch"] == 1 and state["batch"] == 2
+    with ImageLoader(rec, 3, (3, 16, 16), threads=3, **kwargs) as resumed:
+        resumed.load_state_dict(state)
+        tail = _collect(resumed)
+        assert resumed.state_dict()["epoch"] == 2 and resumed.state_dict()["batch"] == 0
+    assert all(np.array_equal(a, b) for a, b in zip(head, uninterrupted[1][:2]))
+    assert len(tail[0]) == len(uninterrupted[0]) - 2
+    assert all(np.array_equal(a, b) for a, b in zip(tail[0], uninterrupted[0][2:]))
+    assert all(np.array_equal(a, b) for a, b in zip(tail[1], uninterrupted[1][2:]))
+
+
+def test_resume_refuses_a_different_configuration(rec):
+    with ImageLoader(rec, 3, (3, 16, 16), seed=1) as loader:
+        state = loader.state_dict()
+    with ImageLoader(rec, 4, (3, 16, 16), seed=1) as other:
+        with pytest.raises(ValueError, match="batch_size"):
+            other.load_state_dict(state)

@@ -1,9 +1,9 @@
 """Shared plumbing of the peer runners: arguments, the timed loop, peak RSS, the JSON line.
 
 Stdlib only: each runner runs under its own interpreter (.venv-mxnet has numpy 1.23 and no recpipe).
-A runner builds its pipeline, hands ``measure`` a zero-argument ``next_batch`` callable that returns
-``(n_images, checksum)`` for one materialised batch, and ``measure`` does the untimed warm-up, times
-``--batches`` batches and prints one JSON line on stdout.
+A runner builds its pipeline and hands ``measure`` two callables: ``fetch()`` (the next batch,
+blocking) and ``consume(batch)`` (materialise it: ``(n_images, checksum)``); ``measure`` does the
+untimed warm-up into steady state, times ``--batches`` batches and prints one JSON line on stdout.
 """
 
 import argparse
@@ -36,7 +36,11 @@ def parse_args(description, extra=None):
                         help="decode threads/workers; 'default' = the contender's own default")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--batches", type=int, default=20, help="timed batches")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (at least)")
+    parser.add_argument("--steady-wait", type=float, default=0.005,
+                        help="warm-up ends on a fetch that waited this long (s): the queue is empty")
+    parser.add_argument("--max-extra-warmup", type=int, default=40,
+                        help="give up waiting for steady state after this many more batches")
     parser.add_argument("--rec", help="path of the .rec (its .idx beside it)")
     parser.add_argument("--folder", help="class-folder tree of JPEGs (ImageFolder contenders)")
     parser.add_argument("--dtype", choices=("uint8", "float32"), default="uint8")
@@ -111,15 +115,39 @@ def touch(array_like):
     return int(flat[:, flat.shape[1] // 2].astype("int64").sum())
 
 
-def measure(args, next_batch, *, contender, used, threads_used):
-    """Warm up, time ``args.batches`` batches, print the JSON line and return it as a dict."""
-    for _ in range(args.warmup):
-        next_batch()
+def _warm_up(args, fetch, consume):
+    """Untimed batches until ``--warmup`` are done AND a fetch had to wait for its batch.
+
+    Every pipeline builds batches ahead (prefetch queues, DataLoader workers, MXNet's 16-batch
+    buffer) while it starts up; timing from a full queue would count those batches for free. A
+    fetch that blocks proves the queue is empty, so the timed loop starts in steady state.
+    Returns ``(batches, steady)``.
+    """
+    batches = 0
+    while True:
+        start = time.perf_counter()
+        batch = fetch()
+        waited = time.perf_counter() - start
+        consume(batch)
+        batches += 1
+        if batches >= args.warmup and waited >= args.steady_wait:
+            return batches, True
+        if batches >= args.warmup + args.max_extra_warmup:
+            return batches, False
+
+
+def measure(args, fetch, consume, *, contender, used, threads_used):
+    """Warm up, time ``args.batches`` batches, print the JSON line and return it as a dict.
+
+    ``fetch()`` returns the next batch (blocking), ``consume(batch)`` materialises it and returns
+    ``(n_images, checksum)``.
+    """
+    warmup_batches, steady = _warm_up(args, fetch, consume)
     cpu_start = _cpu_seconds() + _children_cpu_seconds_live()
     start = time.perf_counter()
     images = checksum = 0
     for _ in range(args.batches):
-        n_images, batch_sum = next_batch()
+        n_images, batch_sum = consume(fetch())
         images += n_images
         checksum += batch_sum
     seconds = time.perf_counter() - start
@@ -132,7 +160,8 @@ def measure(args, next_batch, *, contender, used, threads_used):
         "threads_arg": args.threads,
         "batch": args.batch,
         "batches": args.batches,
-        "warmup": args.warmup,
+        "warmup": warmup_batches,
+        "steady": steady,
         "images": images,
         "seconds": round(seconds, 4),
         "images_per_s": round(images / seconds, 2),
