@@ -1,6 +1,6 @@
 """Exception types of recpipe: builtin subclasses carrying where the problem is."""
 
-__all__ = ["RecordFormatError", "DecodeError", "RecordTooLargeError"]
+__all__ = ["RecordFormatError", "DecodeError", "RecordTooLargeError", "RemoteReadError"]
 
 
 def _where(path, offset, record):
@@ -55,3 +55,25 @@ class DecodeError(ValueError):
 
 def _rebuild_decode_error(message, path, record):
     return DecodeError(message, path=path, record=record)
+
+
+class RemoteReadError(OSError):
+    """A byte range of a remote file could not be read: the error was permanent, or transient
+    errors persisted through every retry or past the deadline. ``url``, ``offset`` and ``length``
+    say which bytes; ``attempts`` how many requests were made; ``__cause__`` is the last error."""
+
+    def __init__(self, message, *, url=None, offset=None, length=None, attempts=0):
+        self.reason = message
+        self.url = url
+        self.offset = offset
+        self.length = length
+        self.attempts = attempts
+        super().__init__(f"{url}: {message} (byte offset {offset}, {length} bytes, "
+                         f"{attempts} attempt{'s' if attempts != 1 else ''})")
+
+    def __reduce__(self):
+        return _rebuild_remote_error, (self.reason, self.url, self.offset, self.length, self.attempts)
+
+
+def _rebuild_remote_error(message, url, offset, length, attempts):
+    return RemoteReadError(message, url=url, offset=offset, length=length, attempts=attempts)

@@ -53,20 +53,23 @@ def main():
     threads = os.cpu_count() if requested is None else requested
     pipe = build_pipeline(args, threads)
 
-    def next_batch():
+    def fetch():
         images, _labels = pipe.run()
+        return images
+
+    def consume(images):
         array = images.as_array()
         probe = array[:, :, array.shape[2] // 2, array.shape[3] // 2]
         return array.shape[0], int(probe.astype("int64").sum())
 
     spec = args.config_spec
-    ops = (["readers.mxnet", "decoders.image_random_crop(area=%s, aspect=%s)" % (spec["area"], spec["aspect"]),
-            "resize(224x224)", "crop_mirror_normalize(mirror=coin_flip, CHW)"]
+    crop = f"decoders.image_random_crop(area={spec.get('area')}, aspect={spec.get('aspect')})"
+    ops = (["readers.mxnet", crop, "resize(224x224)", "crop_mirror_normalize(mirror=coin_flip, CHW)"]
            if spec["name"] == "train" else
            ["readers.mxnet", "decoders.image", "resize(shorter=256)", "crop_mirror_normalize(crop=224, CHW)"])
     used = {"num_threads": threads, "device_id": None, "ops": ops, "output_dtype": args.dtype,
             "dali": dali.__version__}
-    measure(args, next_batch, contender="dali", used=used, threads_used=threads)
+    measure(args, fetch, consume, contender="dali", used=used, threads_used=threads)
 
 
 if __name__ == "__main__":

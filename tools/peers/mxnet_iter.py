@@ -55,12 +55,14 @@ def main():
     kwargs = iterator_kwargs(args, requested)
     data_iter = mx.io.ImageRecordIter(**kwargs)
 
-    def next_batch():
+    def fetch():
         try:
-            batch = data_iter.next()
+            return data_iter.next()
         except StopIteration:
             data_iter.reset()
-            batch = data_iter.next()
+            return data_iter.next()
+
+    def consume(batch):
         data = batch.data[0]
         probe = data[:, :, data.shape[2] // 2, data.shape[3] // 2].asnumpy()  # waits for the batch
         return data.shape[0], int(probe.astype("int64").sum())
@@ -69,7 +71,7 @@ def main():
             for key, value in kwargs.items() if not key.startswith("path_")}
     used.update(ctx="gpu (default)", output_dtype=str(data_iter.provide_data[0].dtype),
                 mxnet=mx.__version__)
-    measure(args, next_batch, contender="mxnet", used=used, threads_used=effective_threads(requested))
+    measure(args, fetch, consume, contender="mxnet", used=used, threads_used=effective_threads(requested))
 
 
 if __name__ == "__main__":

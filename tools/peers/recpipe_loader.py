@@ -63,17 +63,20 @@ def run_loader(args, threads):
     loader, kwargs = open_loader(args, threads)
     state = {"iterator": iter(loader)}
 
-    def next_batch():
+    def fetch():
         try:
-            images, _labels = next(state["iterator"])
+            return next(state["iterator"])
         except StopIteration:
             state["iterator"] = iter(loader)
-            images, _labels = next(state["iterator"])
+            return next(state["iterator"])
+
+    def consume(batch):
+        images, _labels = batch
         return images.shape[0], touch(images)
 
     with loader:
         used = dict(kwargs, decoder=type(loader.decoder).__name__, batches_per_epoch=len(loader))
-        measure(args, next_batch, contender="recpipe", used=used, threads_used=loader.threads)
+        measure(args, fetch, consume, contender="recpipe", used=used, threads_used=loader.threads)
 
 
 def run_epochs(args, threads):
@@ -136,12 +139,15 @@ def run_bare(args, threads):
     workers = [threading.Thread(target=worker, name=f"bare-decode-{i}") for i in range(threads)]
     target = {"done": 0}
 
-    def next_batch():
+    def fetch():
         target["done"] += args.batch
         with changed:
             if not changed.wait_for(lambda: progress["done"] >= target["done"], timeout=600):
                 raise TimeoutError("bare decode made no progress for 600 s")
             checksum, progress["checksum"] = progress["checksum"], 0
+        return checksum
+
+    def consume(checksum):
         return args.batch, checksum
 
     used = {"decoder": type(decoder).__name__, "full_size": True, "records": len(images),
@@ -149,7 +155,7 @@ def run_bare(args, threads):
     for thread in workers:
         thread.start()
     try:
-        measure(args, next_batch, contender="bare-decode", used=used, threads_used=threads)
+        measure(args, fetch, consume, contender="bare-decode", used=used, threads_used=threads)
     finally:
         stop.set()
         for thread in workers:

@@ -42,12 +42,15 @@ def main():
                         drop_last=True, persistent_workers=workers > 0)
     state = {"iterator": iter(loader)}
 
-    def next_batch():
+    def fetch():
         try:
-            images, _labels = next(state["iterator"])
+            return next(state["iterator"])
         except StopIteration:
             state["iterator"] = iter(loader)
-            images, _labels = next(state["iterator"])
+            return next(state["iterator"])
+
+    def consume(batch):
+        images, _labels = batch
         probe = images[:, :, images.shape[2] // 2, images.shape[3] // 2]
         return images.shape[0], int(probe.to(torch.int64).sum())
 
@@ -55,7 +58,7 @@ def main():
             "transform": repr(transform).replace("\n", ""), "images_in_folder": len(dataset),
             "decoder": "PIL (ImageFolder default_loader)", "torch": torch.__version__,
             "torchvision": torchvision.__version__}
-    measure(args, next_batch, contender="torch", used=used, threads_used=workers)
+    measure(args, fetch, consume, contender="torch", used=used, threads_used=workers)
 
 
 if __name__ == "__main__":
