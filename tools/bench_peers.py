@@ -88,6 +88,7 @@ def parse_args(argv=None):
     parser.add_argument("--peers-python", default=None, help="default: .venv-peers/bin/python")
     parser.add_argument("--mxnet-python", default=None,
                         help="default: .venv-mxnet/bin/python, else /tmp/mxvenv/bin/python")
+    parser.add_argument("--dry-run", action="store_true", help="list measurements and targets, run nothing")
     parser.add_argument("--json", dest="json_path", default=None, help="write all results ('-' = stdout)")
     parser.add_argument("--markdown", type=Path, default=None,
                         help="write the markdown snippet (default: WORK/peers.md)")
@@ -417,6 +418,12 @@ def main(argv=None):
     skipped = [f"{name}: no interpreter (run tools/setup_peers.sh / tools/setup_mxnet_venv.sh)"
                for name, python in pythons.items() if python is None]
     measurements, targets = build_plan(args, rec, pythons)
+    if args.dry_run:
+        for measurement in measurements.values():
+            print(f"{measurement.key:<24} {measurement.python} {' '.join(measurement.argv)}")
+        for target in targets:
+            print(f"target: {target.name}: {target.numerator} / {target.denominator} >= {target.goal}")
+        return 0
     log(f"{len(measurements)} measurements x {args.rounds} rounds, threads {args.thread_list}, "
         f"{machine['nproc']} cores ({machine['cpu_model']})")
     started = time.time()

@@ -19,6 +19,7 @@ from .decoders import get_decoder
 from .order import epoch_order, split_batches
 from .pool import WorkerPool
 from .stats import PipelineStats
+from .tuning_window import AutoTuner, initial_threads
 
 __all__ = ["ImageLoader", "ON_ERROR"]
 
@@ -62,8 +63,11 @@ class ImageLoader:
 
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
+    ``loader.last_positions``: record positions of the batch just returned.
     ``lookahead``: near the end of an epoch, start decoding the next one (as if ``iter`` had
     been called; a ``set_epoch`` to another number discards that work).
+    ``threads``: a number of decode threads, or 'auto': the autotuner grows them (and the
+    prefetch depth) until the consumer stops waiting, see ``autotune_report()``.
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
@@ -102,14 +106,20 @@ class ImageLoader:
         self.shuffle = self._shuffle_mode(shuffle)
         self.epoch = -1
         self.last_pad = 0
+        self.last_positions = np.arange(0)
         self._stats = PipelineStats(trace=trace)
         self._current = None
         self._next = None
         self._pool = None
         self._observers = []
+        self.autotuner = None
         self._resume_batch = 0
         len(self)  # validates batch_size, last_batch and the parts now
-        self._pool = WorkerPool(self._process, threads, stats=self._stats)
+        auto = threads == "auto"
+        self._pool = WorkerPool(self._process, initial_threads() if auto else threads,
+                                stats=self._stats)
+        if auto:
+            self.enable_autotune()
 
     def _shuffle_mode(self, shuffle):
         if shuffle is True:
@@ -128,6 +138,18 @@ class ImageLoader:
     def set_threads(self, threads):
         """Change the number of decode threads while the loader runs."""
         self._pool.resize(threads)
+
+    def enable_autotune(self, **options):
+        """Let an ``AutoTuner`` drive ``threads`` and ``prefetch`` (what ``threads="auto"``
+        does); ``options`` go to ``recpipe.decode.tuning_window.AutoTuner``."""
+        if self.autotuner is None:
+            self.autotuner = AutoTuner(self, **options)
+        return self.autotuner
+
+    def autotune_report(self):
+        """With the autotuner on: a dict with the current ``threads`` and ``prefetch``, the stop
+        ``reason``, ``wait_fraction`` before/after and the decision ``history``; else None."""
+        return None if self.autotuner is None else self.autotuner.report()
 
     def add_observer(self, observer):
         """Call ``observer(images, waited_seconds)`` in the consumer thread after every batch
@@ -372,10 +394,12 @@ class _Epoch:
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
+        positions = np.asarray(batch.positions, dtype=np.int64)
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
-            images, labels = images[keep], labels[keep]
+            images, labels, positions = images[keep], labels[keep], positions[keep]
         self.loader.last_pad = batch.pad
+        self.loader.last_positions = positions
         stats = self.loader._stats
         stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
         stats.skipped += len(batch.failed)

@@ -78,12 +78,15 @@ class WorkerPool:
                 task = self._tasks.get(timeout=_POLL_SECONDS)
             except queue.Empty:
                 continue
+            cpu_start = time.thread_time()
             try:
                 self._work(task, clock)
             except BaseException as exc:  # the work function reports its own errors; this is a bug
                 log.exception("decode worker failed")
                 self.error = exc
                 return
+            finally:
+                clock.cpu_seconds += time.thread_time() - cpu_start
 
     def close(self, timeout=10.0):
         """Stop every thread and join it; raise RuntimeError if one does not end in ``timeout``."""

@@ -21,6 +21,7 @@ class StageClock:
         self.name = name
         self.seconds = dict.fromkeys(STAGES, 0.0)
         self.samples = 0
+        self.cpu_seconds = 0.0  # thread CPU time spent in tasks (set by WorkerPool)
         self.trace = trace
 
     def add(self, stage, start, end):
@@ -59,7 +60,8 @@ class PipelineStats:
 
     def snapshot(self):
         """A dict: images, batches, elapsed, images_per_s, wait_seconds, wait_fraction,
-        stage_seconds (summed over threads), samples decoded, and the errors raised, samples
+        stage_seconds (summed over threads), samples decoded, cpu_seconds (worker thread CPU
+        time in tasks), and the errors raised, samples
         skipped and samples replaced in delivered batches."""
         elapsed = time.perf_counter() - self.started
         with self._lock:
@@ -74,6 +76,7 @@ class PipelineStats:
             "wait_fraction": self.wait_seconds / elapsed if elapsed > 0 else 0.0,
             "stage_seconds": stage_seconds,
             "samples": sum(c.samples for c in clocks),
+            "cpu_seconds": sum(c.cpu_seconds for c in clocks),
             "errors": self.errors,
             "skipped": self.skipped,
             "replaced": self.replaced,

@@ -1,8 +1,14 @@
 """Byte sources behind the readers: thread-safe positional reads from a local file or any fsspec URL.
 
 A source knows its size and answers ``read(offset, length)`` without shared seek state, so many
-threads may read at once. Local files use ``os.pread`` (which releases the GIL); other filesystems
-use ``fs.cat_file`` with a byte range. Sources re-open themselves in a forked child.
+threads may read at once. Local files use ``os.pread`` (which releases the GIL); every other
+filesystem gets a ``RemoteSource`` (``recpipe.io.remote``: range requests with retries,
+streaming read-ahead, coalesced prefetching and an optional block cache). Sources re-open
+themselves in a forked child.
+
+``storage_options`` are fsspec's (``endpoint_url``, ``key``/``secret``, ``anon``, ``profile``,
+``client_kwargs``, ``config_kwargs``...) plus an optional ``"recpipe"`` dict of recpipe's own remote
+settings (``recpipe.io.remote_options``), removed before fsspec sees them.
 """
 
 import os
@@ -11,12 +17,50 @@ import threading
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-__all__ = ["Source", "BytesSource", "LocalSource", "FsspecSource", "open_source", "url_to_fs", "exists"]
+__all__ = ["Source", "BytesSource", "LocalSource", "FsspecSource", "open_source", "url_to_fs", "exists",
+           "S3_CLIENT_DEFAULTS"]
+
+# botocore settings for S3 unless the caller gives their own: enough pooled connections for
+# concurrent range requests (botocore's default is 10), bounded waits, and botocore's "standard"
+# retries for HTTP statuses; recpipe retries what botocore cannot see (bodies cut short).
+S3_CLIENT_DEFAULTS = {
+    "max_pool_connections": 64,
+    "connect_timeout": 5,
+    "read_timeout": 15,
+    "retries": {"mode": "standard", "max_attempts": 3},
+}
+
+
+def _protocol(url):
+    url = str(url)
+    return url.split("://", 1)[0].lower() if "://" in url else "file"
+
+
+def _with_s3_defaults(fs_options):
+    options = dict(fs_options)
+    config = dict(S3_CLIENT_DEFAULTS)
+    config.update(options.get("config_kwargs") or {})
+    options["config_kwargs"] = config
+    return options
 
 
 def url_to_fs(url, storage_options=None):
-    """Return ``(filesystem, path)`` for an fsspec URL or local path."""
-    return fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    """Return ``(filesystem, path)`` for an fsspec URL or local path.
+
+    ``hdfs://`` uses the client chosen by ``recpipe.io.hdfs.hdfs_impl`` (never whichever package
+    last registered fsspec's ``hdfs`` protocol); ``s3://`` gets ``S3_CLIENT_DEFAULTS``.
+    """
+    from .remote_options import split_storage_options
+
+    options, fs_options = split_storage_options(storage_options)
+    protocol = _protocol(url)
+    if protocol in ("hdfs", "viewfs"):
+        from .hdfs import hdfs_impl, hdfs_url_to_fs
+
+        return hdfs_url_to_fs(str(url), hdfs_impl(options), fs_options)
+    if protocol in ("s3", "s3a"):
+        fs_options = _with_s3_defaults(fs_options)
+    return fsspec.core.url_to_fs(str(url), **fs_options)
 
 
 def exists(url, storage_options=None):
@@ -112,6 +156,8 @@ class LocalSource(Source):
 
 
 class FsspecSource(Source):
+    """Plain ``fs.cat_file`` per read, without retries or prefetching (``RemoteSource`` has both)."""
+
     def __init__(self, fs, path, url=None):
         self.fs = fs
         self.path = path
@@ -122,14 +168,44 @@ class FsspecSource(Source):
         return self.fs.cat_file(self.path, start=offset, end=offset + length)
 
 
+def _identity(url, info):
+    version = info.get("ETag") or info.get("VersionId") or info.get("mtime") or \
+        info.get("LastModified") or info.get("modification_time") or info.get("created")
+    return f"{url}|{info.get('size')}|{version}"
+
+
+def _ranges(fs, path, url, options):
+    from .remote import FsspecRanges, ThreadLocalRanges
+
+    protocol = _protocol(url)
+    if protocol in ("hdfs", "viewfs"):
+        from .hdfs import hdfs_impl, hdfs_ranges
+
+        return hdfs_ranges(fs, path, hdfs_impl(options))
+    if protocol in ("webhdfs", "swebhdfs", "http", "https"):
+        return ThreadLocalRanges(fs, path)  # requests sessions are not thread-safe
+    return FsspecRanges(fs, path)
+
+
 def open_source(url, storage_options=None):
     """Open ``url`` for positional reads; raise FileNotFoundError naming it when missing."""
+    from .remote import RemoteSource
+    from .remote_options import split_storage_options
+
     fs, path = url_to_fs(url, storage_options)
     if isinstance(fs, LocalFileSystem):
         try:
             return LocalSource(path, url=str(url))
         except FileNotFoundError:
             raise FileNotFoundError(f"no such file: {url}") from None
-    if not fs.exists(path):
-        raise FileNotFoundError(f"no such file: {url}")
-    return FsspecSource(fs, path, url=str(url))
+    options, _ = split_storage_options(storage_options)
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {url}") from None
+    if info.get("type") == "directory":
+        raise IsADirectoryError(f"not a file: {url}")
+    if _protocol(url) in ("s3", "s3a") and hasattr(fs, "retries"):
+        fs.retries = 1  # recpipe's retry layer (and botocore's) own retries: they must not multiply
+    return RemoteSource(_ranges(fs, path, str(url), options), str(url), int(info["size"]), options,
+                        identity=_identity(url, info), storage_options=storage_options)

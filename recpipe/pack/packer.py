@@ -13,6 +13,8 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
+import threading
 import time
 
 from ..errors import DecodeError
@@ -88,9 +90,19 @@ def _chunks(items, size):
         yield chunk
 
 
-def _mp_context():
+def _mp_context(pass_through):
+    """``fork`` (cheapest) when it is safe: no other thread in this process, and no OpenCV
+    here that may have started its thread pool (a forked child using it deadlocks). Otherwise
+    ``forkserver`` (a clean process forks the workers), or ``spawn`` where there is neither."""
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    if ("fork" in methods and threading.active_count() == 1
+            and (pass_through or "cv2" not in sys.modules)):
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 def _with_deadline(iterator, seconds):
@@ -113,7 +125,7 @@ def _results(processor, items, workers, chunksize, item_timeout):
     if workers <= 0:
         yield map(processor, items)
         return
-    pool = _mp_context().Pool(workers, initializer=_init_worker, initargs=(processor,))
+    pool = _mp_context(processor.options.pass_through).Pool(workers, initializer=_init_worker, initargs=(processor,))
     try:
         chunks = pool.imap(_work, _chunks(items, chunksize))
         yield _with_deadline(chunks, item_timeout * chunksize)
@@ -256,7 +268,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
                  exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
                  on_error="skip", resume=False, extensions=DEFAULT_EXTENSIONS,
                  storage_options=None, progress=None, chunksize=None, flush_every=256,
-                 item_timeout=300.0):
+                 item_timeout=60.0):
     """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
 
     ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``

@@ -1,0 +1,278 @@
+"""The autotuner's loader side: measure windows in the consumer thread, apply the decisions.
+
+``AutoTuner`` registers itself as an ``ImageLoader`` observer, so all of its work runs in the
+consumer thread right after a batch is handed out: no extra thread, no lock on the hot path.
+Each delivered batch adds its interval, its wait and its image count to the open window; once a
+window holds ``window_batches`` batches and ``window_seconds`` seconds, the worker CPU and busy
+time, the process CPU time and CPU pressure are read once, a ``WindowMetrics`` goes to the
+``Controller`` and its decision is applied with ``loader.set_threads`` and ``loader.prefetch``.
+
+Defaults are sized for small datasets on small machines (an epoch of 8 batches of 128 images
+decoded in about a second on 2 cores): windows of at least 8 batches (one such epoch) and 1.5 s,
+4 warm-up batches and 1 s at the start, ``prefetch + 1`` batches and 0.25 s of settling after
+every change. Long GPU jobs can use the documented 64 batches / 2 s (``window_batches=64,
+window_seconds=2``): fewer, quieter decisions.
+
+The tuner changes only its own loader's threads and prefetch depth: never process-wide settings
+(OpenCV or BLAS thread counts, affinity, environment variables).
+"""
+
+import logging
+import math
+import os
+import statistics
+import time
+
+from .autotune import Controller, MemoryModel, Settings, WindowMetrics
+
+__all__ = ["AutoTuner", "usable_cores", "available_memory", "cpu_pressure", "initial_threads"]
+
+log = logging.getLogger(__name__)
+
+GAP_LIMIT = 10.0                  # a longer pause between batches (eval, checkpoint) is dropped
+THREAD_BYTES = 16 * 2 ** 20       # per-thread decode scratch estimate (full-size image + resize)
+RAM_SHARE = 0.5                   # default RAM budget: this share of the available memory
+_QUIET_ACTIONS = ("stay", "hold")
+
+
+def usable_cores():
+    """``(cores, source)``: CPUs this process may use, from affinity capped by a cgroup quota."""
+    try:
+        cores, source = len(os.sched_getaffinity(0)), "affinity"
+    except AttributeError:
+        cores, source = os.cpu_count() or 1, "cpu_count"
+    quota = _cgroup_cpu_quota()
+    if quota is not None and quota < cores:
+        cores, source = quota, "cgroup"
+    return max(1, math.floor(cores + 1e-9) if cores >= 1 else 1), source
+
+
+def _cgroup_cpu_quota():
+    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), None if none."""
+    for path in _cgroup_v2_files("cpu.max"):
+        fields = _read(path).split()
+        if len(fields) == 2 and fields[0] != "max":
+            return int(fields[0]) / int(fields[1])
+    for folder in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
+        quota = _read(os.path.join(folder, "cpu.cfs_quota_us")).strip()
+        period = _read(os.path.join(folder, "cpu.cfs_period_us")).strip()
+        if quota and period and int(quota) > 0:
+            return int(quota) / int(period)
+    return None
+
+
+def _cgroup_v2_files(name):
+    for line in _read("/proc/self/cgroup").splitlines():
+        if line.startswith("0::"):
+            yield os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"), name)
+    yield os.path.join("/sys/fs/cgroup", name)
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, ValueError):
+        return ""
+
+
+def available_memory():
+    """Bytes this process could still allocate: MemAvailable, capped by a cgroup limit."""
+    available = None
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            available = int(line.split()[1]) * 1024
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return math.inf
+    for limit_path, usage_path in _cgroup_memory_files():
+        limit, usage = _read(limit_path).strip(), _read(usage_path).strip()
+        if limit.isdigit() and usage.isdigit() and int(limit) < 2 ** 60:
+            available = min(available, max(0, int(limit) - int(usage)))
+    return available
+
+
+def _cgroup_memory_files():
+    for path in _cgroup_v2_files("memory.max"):
+        yield path, os.path.join(os.path.dirname(path), "memory.current")
+    for line in _read("/proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            folder = os.path.join("/sys/fs/cgroup/memory", parts[2].lstrip("/"))
+            yield (os.path.join(folder, "memory.limit_in_bytes"),
+                   os.path.join(folder, "memory.usage_in_bytes"))
+
+
+def cpu_pressure():
+    """PSI ``/proc/pressure/cpu`` "some avg10" (percent of time some task waited for a CPU)."""
+    for line in _read("/proc/pressure/cpu").splitlines():
+        if line.startswith("some"):
+            for field in line.split():
+                if field.startswith("avg10="):
+                    return float(field[6:])
+    return None
+
+
+def initial_threads(cores=None):
+    """Threads the first window runs with: enough to measure, without oversubscribing."""
+    return min(2, cores or usable_cores()[0])
+
+
+def _process_cpu_seconds():
+    times = os.times()
+    return times.user + times.system
+
+
+class _Window:
+    """The batches delivered since the window opened, and the counters read when it opened."""
+
+    def __init__(self, now, stats, threads):
+        self.start = now
+        self.threads = threads
+        self.cpu = stats["cpu_seconds"]
+        self.busy = _busy_seconds(stats)
+        self.process_cpu = _process_cpu_seconds()
+        self.batches = 0
+        self.images = 0
+        self.waited = 0.0
+        self.intervals = []
+        self.computes = []
+
+    def add(self, images, waited, interval):
+        self.batches += 1
+        self.images += images
+        self.waited += waited
+        self.intervals.append(interval)
+        self.computes.append(max(0.0, interval - waited))
+
+    def metrics(self, now, stats, cores):
+        seconds = max(now - self.start, 1e-9)
+        mean = statistics.fmean(self.intervals)
+        spread = statistics.stdev(self.intervals) if len(self.intervals) > 1 else 0.0
+        compute = statistics.median(self.computes)
+        return WindowMetrics(
+            batches=self.batches, seconds=seconds,
+            wait_fraction=self.waited / seconds,
+            images_per_s=self.images / seconds,
+            rate_rse=spread / mean / math.sqrt(self.batches) if mean > 0 else 0.0,
+            demand=1.0 / compute if compute > 1e-4 else math.inf,
+            cpu_per_batch=(stats["cpu_seconds"] - self.cpu) / self.batches,
+            busy_fraction=(_busy_seconds(stats) - self.busy) / (self.threads * seconds),
+            cpu_util=(_process_cpu_seconds() - self.process_cpu) / (cores * seconds),
+            images_per_batch=self.images / self.batches,
+            psi_some=cpu_pressure())
+
+
+def _busy_seconds(stats):
+    stages = stats["stage_seconds"]
+    return stages["read"] + stages["decode"] + stages["augment"]
+
+
+class AutoTuner:
+    """Drive ``loader``'s threads (and prefetch depth) from windows measured in its consumer.
+
+    ``ImageLoader(threads="auto")`` creates one; ``loader.autotuner`` is it. Options: window and
+    warm-up sizes, ``threads`` to start with (default ``initial_threads()``),
+    ``min_threads``/``max_threads`` (default 1 and usable cores + 1),
+    ``max_prefetch`` (16), ``ram_budget`` in bytes (default half the available memory),
+    ``settings`` (``autotune.Settings``), ``cores`` (default from affinity and cgroup quota).
+    With ``min_threads == max_threads`` and ``max_prefetch == loader.prefetch`` it only measures.
+    """
+
+    def __init__(self, loader, *, window_batches=8, window_seconds=1.5, warmup_batches=4,
+                 warmup_seconds=1.0, settle_seconds=0.25, threads=None, min_threads=1,
+                 max_threads=None,
+                 max_prefetch=16, ram_budget=None, settings=None, cores=None, controller=None):
+        self.loader = loader
+        detected, source = usable_cores()
+        self.cores = cores or detected
+        self.cores_source = "given" if cores else source
+        self.window_batches = window_batches
+        self.window_seconds = window_seconds
+        self.settle_seconds = settle_seconds
+        budget = RAM_SHARE * available_memory() if ram_budget is None else ram_budget
+        memory = MemoryModel(batch_bytes=_batch_bytes(loader), thread_bytes=THREAD_BYTES,
+                             budget_bytes=budget)
+        self.controller = controller or Controller(
+            self.cores, threads=threads or initial_threads(self.cores), prefetch=loader.prefetch,
+            min_threads=min_threads, max_threads=max_threads, max_prefetch=max_prefetch,
+            memory=memory, settings=settings or Settings())
+        self._listeners = []
+        self._started = time.perf_counter()
+        self._last_time = None
+        self._window = None
+        self._skip_batches = warmup_batches
+        self._skip_until = self._started + warmup_seconds
+        self._apply(self.controller.threads, self.controller.prefetch)
+        loader.add_observer(self.observe)
+
+    def add_listener(self, listener):
+        """Call ``listener(decision)`` (an ``autotune.Decision``) after every window."""
+        self._listeners.append(listener)
+
+    # -- the observer (consumer thread) -------------------------------------------------
+
+    def observe(self, images, waited):
+        """One batch was handed out: ``images`` real images, after ``waited`` seconds blocked."""
+        now = time.perf_counter()
+        previous, self._last_time = self._last_time, now
+        if previous is None:
+            return
+        interval = now - previous
+        if interval >= GAP_LIMIT:
+            log.debug("dropping a %.1f s pause from the measurements", interval)
+            self._window = None
+            return
+        if self._window is None:
+            self._open_when_settled(now)
+            return
+        self._window.add(images, waited, interval)
+        if self._window.batches >= self.window_batches and \
+                now - self._window.start >= self.window_seconds:
+            self._close_window(now)
+
+    def _open_when_settled(self, now):
+        self._skip_batches -= 1
+        if self._skip_batches <= 0 and now >= self._skip_until:
+            self._window = _Window(now, self.loader.stats(), self.loader.threads)
+
+    def _close_window(self, now):
+        stats = self.loader.stats()
+        metrics = self._window.metrics(now, stats, self.cores)
+        decision = self.controller.update(metrics)
+        if decision.changed:
+            self._apply(decision.threads, decision.prefetch)
+            self._window = None
+            self._skip_batches = max(2, decision.prefetch + 1)
+            self._skip_until = now + self.settle_seconds
+        else:
+            self._window = _Window(now, stats, self.loader.threads)
+        level = logging.DEBUG if decision.action in _QUIET_ACTIONS else logging.INFO
+        log.log(level, "autotune %s", decision.describe())
+        for listener in self._listeners:
+            listener(decision)
+
+    def _apply(self, threads, prefetch):
+        if threads != self.loader.threads:
+            self.loader.set_threads(threads)
+        self.loader.prefetch = prefetch
+
+    # -- the report ---------------------------------------------------------------------
+
+    def report(self):
+        """The controller's report plus how it was measured (see ``Controller.report``)."""
+        report = self.controller.report()
+        report.update(
+            cores_source=self.cores_source,
+            window_batches=self.window_batches,
+            window_seconds=self.window_seconds,
+            elapsed=time.perf_counter() - self._started)
+        return report
+
+
+def _batch_bytes(loader):
+    augmenter = loader.augmenter
+    item = math.prod(augmenter.out_shape) * augmenter.dtype.itemsize
+    return loader.batch_size * (item + 4 * loader.label_width)

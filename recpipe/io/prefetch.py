@@ -1,0 +1,163 @@
+"""Indexed access to a remote file: records announced ahead are fetched by coalesced range requests.
+
+``Prefetcher.plan(spans, groups)`` takes the ``(offset, length)`` spans that will be read, in the
+order they will be read. Spans are coalesced (neighbours within ``max_gap`` bytes, up to
+``max_block`` bytes per request) either per window of ``plan_window`` consecutive spans, or per
+group (a run of a block shuffle: every record of a run then comes from one or few requests).
+Requests are issued in order while the bytes held stay under ``budget``; ``take(offset, length)``
+serves a planned span (waiting for its request, or issuing it at once when it is still queued)
+and a request's bytes are dropped when its last span has been taken. ``PrefetchPlan.cancel()``
+forgets what a plan has not used yet.
+"""
+
+import threading
+from collections import deque
+
+from .coalesce import coalesce
+
+__all__ = ["Prefetcher", "PrefetchPlan"]
+
+
+class _Planned:
+    __slots__ = ("start", "end", "remaining", "future", "issued", "done")
+
+    def __init__(self, request):
+        self.start = request.start
+        self.end = request.end
+        self.remaining = len(request.spans)
+        self.future = None
+        self.issued = False
+        self.done = False
+
+    @property
+    def size(self):
+        return self.end - self.start
+
+
+class PrefetchPlan:
+    """The requests planned for one sequence of reads; ``cancel()`` drops the unused ones."""
+
+    def __init__(self, prefetcher, requests):
+        self._prefetcher = prefetcher
+        self.requests = requests
+        self.planned_requests = len(requests)
+        self.planned_bytes = sum(r.size for r in requests)
+
+    def cancel(self):
+        if self._prefetcher is not None:
+            self._prefetcher.cancel(self)
+            self._prefetcher = None
+
+
+class Prefetcher:
+    """Coalesced, budgeted read-ahead of announced spans; ``submit(start, end)`` returns a Future."""
+
+    def __init__(self, submit, *, budget, max_gap, max_block, plan_window, timeout):
+        self.submit = submit
+        self.budget = budget
+        self.max_gap = max_gap
+        self.max_block = max_block
+        self.plan_window = plan_window
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._queue = deque()
+        self._by_span = {}  # span offset -> planned requests serving it, oldest first
+        self._held = 0
+
+    def _batches(self, spans, groups):
+        if groups is None:
+            for i in range(0, len(spans), self.plan_window):
+                yield spans[i:i + self.plan_window]
+            return
+        by_group = {}
+        for span, group in zip(spans, groups):
+            by_group.setdefault(group, []).append(span)
+        yield from by_group.values()  # in order of first appearance
+
+    def plan(self, spans, groups=None):
+        """Plan reads of ``spans`` (in reading order), grouped by ``groups`` when given."""
+        planned = []
+        for batch in self._batches(list(spans), None if groups is None else list(groups)):
+            for request in coalesce(batch, max_gap=self.max_gap, max_block=self.max_block):
+                item = _Planned(request)
+                planned.append(item)
+                with self._lock:
+                    for offset, length in request.spans:
+                        self._by_span.setdefault((offset, length), []).append(item)
+                    self._queue.append(item)
+        with self._lock:
+            self._pump()
+        return PrefetchPlan(self, planned)
+
+    def _issue(self, item):
+        item.issued = True
+        item.future = self.submit(item.start, item.end)
+        self._held += item.size
+
+    def _pump(self):
+        while self._queue:
+            item = self._queue[0]
+            if item.issued or item.done:
+                self._queue.popleft()
+                continue
+            if self._held and self._held + item.size > self.budget:
+                return
+            self._queue.popleft()
+            self._issue(item)
+
+    def _release(self, item):
+        item.done = True
+        item.future = None
+        if item.issued:
+            self._held -= item.size
+
+    def take(self, offset, length):
+        """The planned bytes ``[offset, offset+length)``, or None when no plan holds that span."""
+        with self._lock:
+            items = self._by_span.get((offset, length))
+            if not items:
+                return None
+            item = items.pop(0)
+            if not items:
+                del self._by_span[(offset, length)]
+            if not item.issued:
+                self._issue(item)
+            future = item.future
+            item.remaining -= 1
+            if item.remaining == 0:
+                self._release(item)
+            self._pump()
+        data = future.result(self.timeout)
+        return bytes(memoryview(data)[offset - item.start:offset - item.start + length])
+
+    def cancel(self, plan):
+        with self._lock:
+            dropped = set()
+            for item in plan.requests:
+                if not item.done:
+                    if item.future is not None:
+                        item.future.cancel()
+                    self._release(item)
+                    dropped.add(id(item))
+            for key in [k for k, items in self._by_span.items()
+                        if any(id(i) in dropped for i in items)]:
+                kept = [i for i in self._by_span[key] if id(i) not in dropped]
+                if kept:
+                    self._by_span[key] = kept
+                else:
+                    del self._by_span[key]
+            self._pump()
+
+    @property
+    def held_bytes(self):
+        return self._held
+
+    def close(self):
+        with self._lock:
+            for items in self._by_span.values():
+                for item in items:
+                    if item.future is not None:
+                        item.future.cancel()
+            self._by_span.clear()
+            self._queue.clear()
+            self._held = 0

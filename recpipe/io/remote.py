@@ -1,0 +1,231 @@
+"""``RemoteSource``: a byte source over range requests, with retries, prefetching and a block cache.
+
+A range reader (``fetch(start, end, timeout) -> bytes``) does the I/O: ``FsspecRanges`` wraps
+``fs.cat_file`` (one ranged GET on S3, never an fsspec file object, whose read-ahead cache would
+fetch far more than a record), ``ThreadLocalRanges`` gives each thread its own filesystem
+instance (for ``requests``-based clients such as webhdfs), and ``recpipe.io.hdfs`` adds the native
+HDFS clients. ``RemoteSource`` adds on top:
+
+- retries with backoff and a deadline per read, and a length check of every response;
+- sequential streaming (``ReadAhead``) when reads move forward through the file;
+- indexed access (``prefetch(spans, groups)``): announced records fetched by coalesced,
+  concurrent range requests (at most ``max_inflight`` in flight);
+- an optional local block cache, so that later epochs are served from disk;
+- counters (``stats()``): requests, bytes fetched, most requests in flight, retries.
+"""
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from fsspec.asyn import AsyncFileSystem
+
+from .cache import BlockCache
+from .prefetch import Prefetcher
+from .readahead import ReadAhead
+from .retry import ShortReadError, call_with_retry
+from .sources import Source
+
+__all__ = ["RemoteSource", "FsspecRanges", "ThreadLocalRanges", "ReadStats"]
+
+log = logging.getLogger(__name__)
+_STREAM_MIN_READ = 1 << 20  # forward reads at least this big switch to streaming
+
+
+class FsspecRanges:
+    """Range reads through ``fs.cat_file`` (keywords: s3fs's third positional is version_id)."""
+
+    def __init__(self, fs, path):
+        self.fs = fs
+        self.path = path
+        self._timeout_kw = isinstance(fs, AsyncFileSystem)
+
+    def fetch(self, start, end, timeout):
+        if self._timeout_kw:  # fsspec's sync() cancels the request after ``timeout`` seconds
+            return self.fs.cat_file(self.path, start=start, end=end, timeout=timeout)
+        return self.fs.cat_file(self.path, start=start, end=end)
+
+    def close(self):
+        pass
+
+
+class ThreadLocalRanges(FsspecRanges):
+    """One filesystem instance per thread, for clients whose sessions are not thread-safe."""
+
+    def __init__(self, fs, path):
+        super().__init__(fs, path)
+        self._local = threading.local()
+
+    def _fs(self):
+        fs = getattr(self._local, "fs", None)
+        if fs is None:
+            fs = type(self.fs)(**self.fs.storage_options, skip_instance_cache=True)
+            self._local.fs = fs
+        return fs
+
+    def fetch(self, start, end, timeout):
+        return self._fs().cat_file(self.path, start=start, end=end)
+
+
+class ReadStats:
+    """Thread-safe counters of one source's requests."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.bytes_fetched = 0
+        self.bytes_returned = 0
+        self.retries = 0
+        self.inflight = 0
+        self.max_inflight = 0
+
+    def start(self):
+        with self._lock:
+            self.requests += 1
+            self.inflight += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
+
+    def finish(self, nbytes):
+        with self._lock:
+            self.inflight -= 1
+            self.bytes_fetched += nbytes
+
+    def add(self, name, value=1):
+        with self._lock:
+            setattr(self, name, getattr(self, name) + value)
+
+    def snapshot(self):
+        with self._lock:
+            return {"requests": self.requests, "bytes_fetched": self.bytes_fetched,
+                    "bytes_returned": self.bytes_returned, "retries": self.retries,
+                    "max_inflight": self.max_inflight}
+
+
+class RemoteSource(Source):
+    """Positional reads of a remote file of ``size`` bytes through ``ranges``."""
+
+    remote = True
+
+    def __init__(self, ranges, url, size, options, *, identity=None, storage_options=None):
+        self.ranges = ranges
+        self.url = url
+        self.size = size
+        self.options = options
+        self.storage_options = storage_options
+        self.counters = ReadStats()
+        self.cache = None
+        if options.cache_dir:
+            self.cache = BlockCache(options.cache_dir, identity or f"{url}@{size}",
+                                    max_bytes=options.cache_bytes, block_size=options.cache_block)
+        self._lock = threading.Lock()
+        self._pool = None
+        self._pid = None
+        self._closed = False
+        self._last = None  # (offset, end) of the previous direct read
+        timeout = options.deadline + options.request_timeout
+        self._stream = ReadAhead(self._submit, size, chunk=options.chunk_bytes,
+                                 depth=options.readahead_chunks, timeout=timeout)
+        self._prefetcher = Prefetcher(self._submit, budget=options.budget_bytes,
+                                      max_gap=options.max_gap, max_block=options.max_block,
+                                      plan_window=options.plan_window, timeout=timeout)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _executor(self):
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"read from a closed source: {self.url}")
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = ThreadPoolExecutor(self.options.max_inflight,
+                                                thread_name_prefix="recpipe-fetch")
+                self._pid = os.getpid()
+            return self._pool
+
+    def _submit(self, start, end):
+        return self._executor().submit(self._fetch, start, end)
+
+    def _request(self, start, end, timeout):
+        self.counters.start()
+        data = b""
+        try:
+            data = self.ranges.fetch(start, end, timeout)
+        finally:
+            self.counters.finish(len(data) if data else 0)
+        if len(data) != end - start:
+            raise ShortReadError(f"asked for {end - start} bytes at {start}, got {len(data)}")
+        return data
+
+    def _fetch_uncached(self, start, end):
+        return call_with_retry(lambda timeout: self._request(start, end, timeout),
+                               self.options.retry, url=self.url, offset=start, length=end - start,
+                               on_retry=lambda exc: self.counters.add("retries"))
+
+    def _fetch(self, start, end):
+        """Bytes ``[start, end)``: from the block cache when enabled, else one range request."""
+        if self.cache is None:
+            return self._fetch_uncached(start, end)
+        block = self.cache.block_size
+        parts = []
+        for number in range(start // block, (end - 1) // block + 1):
+            lo, hi = number * block, min((number + 1) * block, self.size)
+            data = self.cache.get(number, hi - lo)
+            if data is None:
+                data = self._fetch_uncached(lo, hi)
+                self.cache.put(number, data)
+            parts.append(memoryview(data)[max(start, lo) - lo:min(end, hi) - lo])
+        return b"".join(parts)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _read(self, offset, length):
+        data = self._prefetcher.take(offset, length)
+        if data is None:
+            data = self._stream.read(offset, length)
+        if data is None:
+            data = self._direct(offset, length)
+        self.counters.add("bytes_returned", len(data))
+        return data
+
+    def _direct(self, offset, length):
+        last, self._last = self._last, (offset, offset + length)
+        forward = last is not None and last[0] < offset <= last[1] < offset + length
+        if forward and length >= _STREAM_MIN_READ:
+            self._stream.restart(offset)
+            data = self._stream.read(offset, length)
+            if data is not None:
+                return data
+        return self._fetch(offset, offset + length)
+
+    def prefetch(self, spans, groups=None):
+        """Announce reads of ``(offset, length)`` spans in this order; return a PrefetchPlan.
+
+        ``groups`` (one key per span) coalesces each group's spans on its own (block-shuffle runs);
+        without it spans are coalesced per window of ``plan_window`` consecutive spans.
+        """
+        self._executor()  # raises on a closed source
+        return self._prefetcher.plan(spans, groups)
+
+    def stats(self):
+        """Counters: requests, bytes_fetched, bytes_returned, retries, max_inflight (+ cache)."""
+        snapshot = self.counters.snapshot()
+        if self.cache is not None:
+            snapshot.update(cache_hits=self.cache.hits, cache_misses=self.cache.misses)
+        return snapshot
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        self._stream.close()
+        self._prefetcher.close()
+        if pool is not None and self._pid == os.getpid():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self.ranges.close()
+
+    def __reduce__(self):
+        from .sources import open_source
+
+        options = dict(self.storage_options or {})
+        options["recpipe"] = self.options._asdict()
+        return open_source, (self.url, options)

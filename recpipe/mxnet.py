@@ -1,0 +1,523 @@
+"""Drop-in replacements for ``mx.io.ImageRecordIter`` and ``mx.io.ImageRecordUInt8Iter``.
+
+``recpipe.mxnet.ImageRecordIter(**kwargs)`` takes every keyword of MXNet 1.9.1's iterator
+(``MXNET_KEYWORDS``) and returns ``mx.io.DataBatch`` objects: ``data=[NDArray (N, C, H, W)]``
+(RGB), ``label=[NDArray float32]`` of shape ``(N,)`` (``(N, label_width)`` when
+``label_width > 1``), ``pad``, ``index``, plus ``provide_data``/``provide_label`` on the
+iterator (names from ``data_name``/``label_name``). It is an ``mx.io.DataIter`` (mxnet is
+imported when the class is first used), so ``mx.mod.Module.fit`` and ``score`` take it as is.
+Decoding runs in ``recpipe.decode.ImageLoader`` threads; each batch array is fresh and handed
+to MXNet without a copy (``mx.nd.from_numpy(zero_copy=True)``).
+
+Keywords: ``preprocess_threads`` -> decode threads, ``prefetch_buffer`` -> batches decoded
+ahead, ``path_imglist`` -> labels looked up by ``header.id`` in a ``.lst`` (index, then
+``label_width`` numbers), ``mean_img`` -> an MXNet mean-image file, loaded (or computed and
+saved when missing, like MXNet). ``verbose``, ``ctx``, ``seed_aug`` and ``shuffle_chunk_seed``
+are accepted and have no effect (see below). recpipe extras: ``last_batch`` ('pad', 'drop',
+'partial'; default 'pad'), ``on_error``, ``decoder``, ``layout``, ``timeout``,
+``storage_options``, ``dct_scaling``, ``lookahead``. Misspelled keywords warn
+(``UnknownKeywordWarning``) and are ignored; keywords we cannot honour raise
+NotImplementedError naming them.
+
+Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
+``shared/docs/recordio-compat.md`` sections 4, 5 and 8):
+
+- ``reset()`` really rewinds: with ``round_batch=True`` MXNet starts the next epoch after the
+  records it borrowed for padding (mxnet#8552); every epoch here visits the whole part. A
+  ``reset()`` before any batch of the epoch was taken does nothing, so ``reset(); for ...`` and
+  ``for ...; reset()`` loops both see each record once per epoch.
+- ``pad`` is always the number of filler samples of the batch: MXNet reports 0 for the last
+  batch with ``round_batch=False`` (its tail holds stale data) and keeps a stale non-zero pad on
+  reused batches. Here both ``round_batch`` values fill the last batch with records from the
+  start of the epoch's order and count them in ``pad`` (``last_batch='partial'`` or ``'drop'``
+  give a short last batch or none).
+- ``index`` holds the record positions (0-based, index order) of the samples, as uint64; MXNet
+  leaves it all zeros.
+- ``num_parts``/``part_index`` give every part the same number of records (wrapping around),
+  hence the same number of batches; MXNet splits a ``.rec`` without ``.idx`` by bytes, so
+  ranks get different counts and distributed jobs hang at the end of an epoch.
+- ``shuffle=True`` permutes the whole part every epoch when an index is available (the
+  ``path_imgidx`` or the ``.idx`` beside the ``.rec``) and does a block shuffle otherwise; MXNet
+  without ``path_imgidx`` only shuffles inside 8 MB chunks. ``shuffle_chunk_size > 0`` turns on
+  the block shuffle even with ``shuffle=False`` (as MXNet shuffles its pieces then); the block
+  order is keyed by ``seed``, so ``shuffle_chunk_seed`` has no effect.
+- Shuffle and augmentation are reproducible for a given ``seed`` and epoch whatever the number
+  of threads (MXNet's depend on the thread count unless ``seed_aug`` is set, so ``seed_aug``
+  has no effect here); MXNet's exact random draws (libstdc++ ``mt19937``) are not reproduced.
+- Arrays come out in ``cpu(0)`` memory, shared with the decoder output; with ``device_id >= 0``
+  and a GPU present they are copied into ``cpu_pinned(device_id)`` like MXNet's.
+- ``path_imglist`` lines with fewer than ``label_width`` numbers after the index raise
+  ValueError naming the line (MXNet reads the path as 0.0); a record id missing from the list
+  raises RecordFormatError naming the record (routed through ``on_error``).
+- With ``mean_img`` the mean image is subtracted in output coordinates; MXNet subtracts it
+  before mirroring (the two differ only on mirrored samples, by the asymmetry of the mean
+  image). A missing file is computed over one pass of the (augmented) data and saved.
+- ``dtype='uint8'`` (and ``ImageRecordUInt8Iter``) with mean/std/scale keywords raises
+  ValueError (MXNet ignores them silently); ``dtype='float16'`` is an extra.
+- Unsupported: ``dtype='int8'``, 4-channel ``data_shape``, ``mean_a``/``std_a`` other than the
+  defaults, ``aug_seq`` other than ``aug_default``, ``mean_img`` with
+  ``max_random_contrast``/``max_random_illumination``: NotImplementedError.
+- A bad record raises a precise exception (or is skipped / replaced with ``on_error``)
+  instead of killing the process.
+"""
+
+import difflib
+import logging
+import os
+import warnings
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ._optional import require
+from .decode.augment import AUGMENT_KEYWORDS
+from .decode.loader import ImageLoader
+from .errors import RecordFormatError
+from .io.index import _read_text
+
+__all__ = [
+    "ImageRecordIter",
+    "ImageRecordUInt8Iter",
+    "MXNET_KEYWORDS",
+    "UnknownKeywordWarning",
+    "read_imglist",
+]
+
+log = logging.getLogger(__name__)
+
+# every keyword of mx.io.ImageRecordIter in MXNet 1.9.1 (its registry docstring), plus the
+# undocumented rotate_list and the Python wrapper's data_name/label_name
+MXNET_KEYWORDS = frozenset("""
+path_imglist path_imgrec path_imgidx aug_seq label_width data_shape preprocess_threads verbose
+num_parts part_index device_id shuffle_chunk_size shuffle_chunk_seed seed_aug shuffle seed
+batch_size round_batch prefetch_buffer ctx dtype resize rand_crop random_resized_crop
+max_rotate_angle max_aspect_ratio min_aspect_ratio max_shear_ratio max_crop_size min_crop_size
+max_random_scale min_random_scale max_random_area min_random_area max_img_size min_img_size
+brightness contrast saturation pca_noise random_h random_s random_l rotate fill_value
+inter_method pad mirror rand_mirror mean_img mean_r mean_g mean_b mean_a std_r std_g std_b std_a
+scale max_random_contrast max_random_illumination rotate_list data_name label_name
+""".split())
+
+# recpipe keywords passed straight to ImageLoader
+_LOADER_EXTRAS = frozenset({"last_batch", "on_error", "decoder", "fast_dct", "fast_upsample",
+                            "timeout", "storage_options", "layout", "lookahead", "trace",
+                            "dct_scaling"})
+_NO_EFFECT = {
+    "verbose": "recpipe logs through the logging module",
+    "ctx": "there is one pipeline for CPU and GPU training",
+    "seed_aug": "augmentation is always reproducible per (seed, epoch, record)",
+    "shuffle_chunk_seed": "the block shuffle is keyed by seed",
+}
+_NORMALIZE = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b", "scale")
+_DTYPES = {"none": "float32", "float32": "float32", "uint8": "uint8", "float16": "float16"}
+
+
+class UnknownKeywordWarning(UserWarning):
+    """A keyword ImageRecordIter does not know (MXNet would ignore it silently)."""
+
+
+class _Options(NamedTuple):
+    """What the adapter itself needs, besides the ImageLoader's arguments."""
+
+    batch_size: int
+    data_name: str
+    label_name: str
+    mean_img: Optional[str]
+    normalize: dict
+    device_id: int
+
+
+# ------------------------------------------------------------------------------------------------
+# keywords
+
+
+def _as_bool(key, value):
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "1"):
+            return True
+        if text in ("false", "0"):
+            return False
+        raise ValueError(f"{key}: expected a boolean, got {value!r}")
+    return bool(value)
+
+
+def _as_int(key, value):
+    try:
+        return int(float(value)) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def _warn_unknown(kwargs, cls_name):
+    for key in kwargs:
+        if key in MXNET_KEYWORDS or key in _LOADER_EXTRAS:
+            continue
+        close = difflib.get_close_matches(key, sorted(MXNET_KEYWORDS | _LOADER_EXTRAS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        warnings.warn(f"{cls_name}: unknown keyword {key!r} ignored{hint}",
+                      UnknownKeywordWarning, stacklevel=4)
+
+
+def _check_unsupported(kwargs):
+    aug_seq = str(kwargs.get("aug_seq", "aug_default")).strip()
+    if aug_seq != "aug_default":
+        raise NotImplementedError(f"aug_seq={aug_seq!r}: only 'aug_default' exists in recpipe")
+    for key, default in (("mean_a", 0.0), ("std_a", 1.0)):
+        if key in kwargs and float(kwargs[key]) != default:
+            raise NotImplementedError(f"{key}={kwargs[key]!r}: 4-channel output is not supported")
+    if "data_shape" not in kwargs:
+        raise ValueError("data_shape is required")
+    if not kwargs.get("path_imgrec"):
+        raise ValueError("path_imgrec is required")
+    if "batch_size" not in kwargs:
+        raise ValueError("batch_size is required")
+
+
+def _dtype(value):
+    key = str(value).strip().lower()
+    if key == "int8":
+        raise NotImplementedError("dtype='int8' (ImageRecordInt8Iter) is not supported")
+    if key not in _DTYPES:
+        raise ValueError(f"dtype={value!r}: unknown dtype for ImageRecordIter "
+                         "(float32, uint8 or float16)")
+    return _DTYPES[key]
+
+
+def _shuffle(kwargs):
+    shuffle = _as_bool("shuffle", kwargs.get("shuffle", False))
+    if not shuffle and _as_int("shuffle_chunk_size", kwargs.get("shuffle_chunk_size", 0)) > 0:
+        return "block"
+    return shuffle
+
+
+def _mean_image_options(kwargs, augment):
+    """Split the normalisation keywords off when a mean image does the normalising."""
+    mean_img = kwargs.get("mean_img") or None
+    if mean_img is None:
+        return None, {}
+    for key in ("max_random_contrast", "max_random_illumination"):
+        if float(augment.get(key, 0) or 0) != 0:
+            raise NotImplementedError(f"{key} together with mean_img is not supported")
+    normalize = {key: float(augment.pop(key)) for key in _NORMALIZE if key in augment}
+    if any(normalize.get(key, 0.0) for key in ("mean_r", "mean_g", "mean_b")):
+        log.warning("mean_img is set: mean_r/mean_g/mean_b are ignored, as in MXNet")
+    return str(mean_img), normalize
+
+
+def _translate(kwargs, *, default_dtype="float32", cls_name="ImageRecordIter"):
+    """``(loader keyword arguments, _Options, path_imglist)`` for ImageRecordIter ``kwargs``."""
+    _warn_unknown(kwargs, cls_name)
+    _check_unsupported(kwargs)
+    for key, why in _NO_EFFECT.items():
+        if key in kwargs:
+            log.debug("%s=%r has no effect: %s", key, kwargs[key], why)
+    augment = {k: v for k, v in kwargs.items()
+               if k in AUGMENT_KEYWORDS and k not in ("data_shape", "layout", "dtype")}
+    dtype = _dtype(kwargs.get("dtype", default_dtype))
+    mean_img, normalize = _mean_image_options(kwargs, augment)
+    if mean_img and dtype != "float32":
+        raise ValueError(f"mean_img needs dtype='float32', got {dtype!r}")
+    _as_bool("round_batch", kwargs.get("round_batch", True))  # both values pad: see above
+    loader = dict(
+        url=str(kwargs["path_imgrec"]),
+        index_url=kwargs.get("path_imgidx") or None,
+        batch_size=_as_int("batch_size", kwargs["batch_size"]),
+        data_shape=kwargs["data_shape"],
+        threads=max(1, _as_int("preprocess_threads", kwargs.get("preprocess_threads", 4))),
+        prefetch=max(1, _as_int("prefetch_buffer", kwargs.get("prefetch_buffer", 4))),
+        dtype=dtype,
+        shuffle=_shuffle(kwargs),
+        seed=_as_int("seed", kwargs.get("seed", 0)),
+        part_index=_as_int("part_index", kwargs.get("part_index", 0)),
+        num_parts=_as_int("num_parts", kwargs.get("num_parts", 1)),
+        label_width=_as_int("label_width", kwargs.get("label_width", 1)),
+        last_batch="pad",
+        **augment)
+    loader.update({k: v for k, v in kwargs.items() if k in _LOADER_EXTRAS})
+    options = _Options(
+        batch_size=loader["batch_size"],
+        data_name=str(kwargs.get("data_name", "data")),
+        label_name=str(kwargs.get("label_name", "softmax_label")),
+        mean_img=mean_img, normalize=normalize,
+        device_id=_as_int("device_id", kwargs.get("device_id", 0)))
+    return loader, options, kwargs.get("path_imglist") or None
+
+
+# ------------------------------------------------------------------------------------------------
+# path_imglist
+
+
+def read_imglist(url, label_width=1, storage_options=None):
+    """``{image id: labels}`` from an ImageRecordIter ``path_imglist``: per line an integer id
+    then ``label_width`` numbers (whitespace-separated; the path after them is not read).
+    Values are float32 scalars for ``label_width == 1``, else float32 arrays."""
+    labels = {}
+    for lineno, line in enumerate(_read_text(url, storage_options).splitlines(), 1):
+        tokens = line.split()
+        if not tokens:
+            continue
+        try:
+            if len(tokens) < 1 + label_width:
+                raise ValueError("too few columns")
+            values = np.array([float(t) for t in tokens[1:1 + label_width]], dtype=np.float32)
+            image_id = int(tokens[0])
+        except ValueError as exc:
+            raise ValueError(f"{url} line {lineno}: expected an integer image id and "
+                             f"{label_width} label(s), got {line!r} ({exc})") from None
+        labels[image_id] = values[0] if label_width == 1 else values
+    return labels
+
+
+class _ImglistLoader(ImageLoader):
+    """An ImageLoader whose labels come from an imglist by ``header.id``."""
+
+    def __init__(self, *args, imglist, imglist_url, **kwargs):
+        self.imglist = imglist
+        self.imglist_url = imglist_url
+        super().__init__(*args, **kwargs)
+
+    def _write_label(self, labels, slot, header, position):
+        try:
+            labels[slot] = self.imglist[header.id]
+        except KeyError:
+            raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
+                                    path=self.reader.url, record=position) from None
+
+
+def _make_loader(loader_kwargs, imglist_url):
+    kwargs = dict(loader_kwargs)
+    args = (kwargs.pop("url"), kwargs.pop("batch_size"), kwargs.pop("data_shape"))
+    if imglist_url is None:
+        return ImageLoader(*args, **kwargs)
+    imglist = read_imglist(imglist_url, kwargs["label_width"], kwargs.get("storage_options"))
+    return _ImglistLoader(*args, imglist=imglist, imglist_url=imglist_url, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------
+# mean image
+
+
+def _compute_mean_image(loader_kwargs, imglist_url):
+    """Mean of the augmented float32 images over one pass of the whole file (MXNet's
+    ``CreateMeanImg``), shape ``(C, H, W)``."""
+    kwargs = dict(loader_kwargs, shuffle=False, part_index=0, num_parts=1,
+                  last_batch="partial", layout="NCHW", lookahead=False)
+    total, count = None, 0
+    loader = _make_loader(kwargs, imglist_url)
+    with loader:
+        for images, _ in loader:
+            batch_sum = images.sum(axis=0, dtype=np.float64)
+            total = batch_sum if total is None else total + batch_sum
+            count += len(images)
+    if not count:
+        raise ValueError(f"cannot compute a mean image: {loader_kwargs['url']} has no records")
+    return (total / count).astype(np.float32)
+
+
+def _save_mean_image(mx, path, mean):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    mx.nd.save(tmp, {"mean_img": mx.nd.array(mean)})
+    os.replace(tmp, path)
+    log.info("saved mean image %s", path)
+
+
+def _load_mean_image(mx, path, data_shape):
+    loaded = mx.nd.load(path)
+    arrays = list(loaded.values()) if isinstance(loaded, dict) else list(loaded)
+    if len(arrays) != 1:
+        raise ValueError(f"mean_img {path}: expected one array, found {len(arrays)}")
+    mean = arrays[0].asnumpy().astype(np.float32)
+    if mean.shape != tuple(data_shape):
+        raise ValueError(f"mean_img {path}: shape {mean.shape} does not match "
+                         f"data_shape {tuple(data_shape)}")
+    return mean
+
+
+def _mean_image(mx, path, loader_kwargs, imglist_url, data_shape):
+    if "://" in path and not path.startswith("file://"):
+        raise NotImplementedError(f"mean_img={path!r}: only local mean image files are supported")
+    path = path[len("file://"):] if path.startswith("file://") else path
+    if os.path.exists(path):
+        log.info("loading mean image %s", path)
+        return _load_mean_image(mx, path, data_shape)
+    log.info("mean image %s not found: computing it over the data", path)
+    mean = _compute_mean_image(loader_kwargs, imglist_url)
+    _save_mean_image(mx, path, mean)
+    return mean
+
+
+class _Normalizer:
+    """``(x - mean_image) * scale / std`` in place, for ``mean_img``."""
+
+    def __init__(self, mean, normalize, layout):
+        channels = mean.shape[0]
+        std = np.array([normalize.get(k, 1.0) for k in ("std_r", "std_g", "std_b")][:channels],
+                       dtype=np.float32)
+        factor = np.float32(normalize.get("scale", 1.0)) / std
+        if layout == "NHWC":
+            self.mean, self.factor = mean.transpose(1, 2, 0), factor
+        else:
+            self.mean, self.factor = mean, factor[:, None, None]
+
+    def __call__(self, images):
+        images -= self.mean
+        images *= self.factor
+        return images
+
+
+# ------------------------------------------------------------------------------------------------
+# the iterator
+
+
+class _RecordIterBase:
+    """The body of ``ImageRecordIter``; the public classes add ``mx.io.DataIter`` as a base."""
+
+    _default_dtype = "float32"
+
+    def __init__(self, **kwargs):
+        mx = require("mxnet", "mxnet")
+        loader_kwargs, options, imglist_url = _translate(
+            kwargs, default_dtype=self._default_dtype, cls_name=type(self).__name__)
+        shape = tuple(int(v) for v in _parse_shape(loader_kwargs["data_shape"]))
+        if shape and shape[0] == 4:
+            raise NotImplementedError(f"data_shape={shape}: 4-channel (RGBA) output is not "
+                                      "supported")
+        super().__init__(options.batch_size)
+        self._mx = mx
+        self._options = options
+        self.data_name, self.label_name = options.data_name, options.label_name
+        self._normalizer = None
+        if options.mean_img:
+            layout = loader_kwargs.get("layout", "NCHW")
+            mean = _mean_image(mx, options.mean_img, loader_kwargs, imglist_url, shape)
+            self._normalizer = _Normalizer(mean, options.normalize, layout)
+        self.loader = _make_loader(loader_kwargs, imglist_url)
+        self._pinned = (mx.cpu_pinned(options.device_id)
+                        if options.device_id >= 0 and mx.context.num_gpus() > 0 else None)
+        self._batch = None
+        self._started = False
+        self._epoch = iter(self.loader)  # start decoding the first batches now
+
+    # -- DataIter protocol ----------------------------------------------------------------
+
+    @property
+    def provide_data(self):
+        out_shape = self.loader.augmenter.out_shape
+        layout = self.loader.config.layout
+        return [self._mx.io.DataDesc(self.data_name, (self.batch_size,) + tuple(out_shape),
+                                     np.dtype(self.loader.augmenter.dtype).type, layout)]
+
+    @property
+    def provide_label(self):
+        shape = (self.batch_size,) if self.loader.label_width == 1 else (
+            self.batch_size, self.loader.label_width)
+        return [self._mx.io.DataDesc(self.label_name, shape, np.float32)]
+
+    def reset(self):
+        """Start the next epoch (a no-op while no batch of the current epoch was taken)."""
+        if self._started:
+            self._epoch = iter(self.loader)
+            self._started = False
+        self._batch = None
+
+    def next(self):
+        images, labels = next(self._epoch)
+        self._started = True
+        if self._normalizer is not None:
+            images = self._normalizer(images)
+        index = self.loader.last_positions.astype(np.uint64)
+        data, label = self._ndarray(images), self._ndarray(labels)
+        io = self._mx.io
+        self._batch = io.DataBatch(
+            data=[data], label=[label], pad=self.loader.last_pad, index=index,
+            provide_data=[io.DataDesc(self.data_name, data.shape, data.dtype,
+                                      self.loader.config.layout)],
+            provide_label=[io.DataDesc(self.label_name, label.shape, label.dtype)])
+        return self._batch
+
+    def __next__(self):
+        return self.next()
+
+    def __iter__(self):
+        return self
+
+    def iter_next(self):
+        try:
+            self.next()
+        except StopIteration:
+            return False
+        return True
+
+    def getdata(self):
+        return self._batch.data
+
+    def getlabel(self):
+        return self._batch.label
+
+    def getindex(self):
+        return self._batch.index
+
+    def getpad(self):
+        return self._batch.pad
+
+    def _ndarray(self, array):
+        array = self._mx.nd.from_numpy(np.ascontiguousarray(array), zero_copy=True)
+        return array.as_in_context(self._pinned) if self._pinned is not None else array
+
+    # -- recpipe extras -------------------------------------------------------------------
+
+    def __len__(self):
+        """Batches per epoch (the same on every part)."""
+        return len(self.loader)
+
+    def state_dict(self):
+        """Where the iterator is; ``load_state_dict`` resumes exactly there."""
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state):
+        """Make the next ``next()`` yield what an uninterrupted run would have yielded."""
+        self.loader.load_state_dict(state)
+        self._epoch = iter(self.loader)
+        self._started = False
+        self._batch = None
+
+    def stats(self):
+        return self.loader.stats()
+
+    def close(self):
+        """Stop and join the decode threads."""
+        self.loader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _parse_shape(value):
+    if isinstance(value, str):
+        return [int(v) for v in value.strip().strip("()[]").split(",") if v.strip()]
+    return list(value)
+
+
+_CLASSES = {}
+
+
+def _classes():
+    if not _CLASSES:
+        mx = require("mxnet", "mxnet")
+        for name, dtype in (("ImageRecordIter", "float32"), ("ImageRecordUInt8Iter", "uint8")):
+            cls = type(name, (_RecordIterBase, mx.io.DataIter),
+                       {"_default_dtype": dtype, "__module__": __name__,
+                        "__doc__": f"recpipe's drop-in ``mx.io.{name}`` (default dtype "
+                                   f"{dtype}); see the ``recpipe.mxnet`` module docstring."})
+            _CLASSES[name] = cls
+    return _CLASSES
+
+
+def __getattr__(name):
+    if name in ("ImageRecordIter", "ImageRecordUInt8Iter"):
+        return _classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
