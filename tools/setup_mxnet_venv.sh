@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse) .venv-mxnet/ in the repository root: the real mxnet 1.9.1 for the cross-checks
 # in tests/mxnet. Idempotent: a venv that already imports mxnet 1.9.1, numpy and cv2 is kept.
+# Also installs this checkout's recpipe into it (editable, --no-deps, plus fsspec and tqdm) for
+# the recpipe.mxnet adapter tests; also idempotent.
 # Prints the venv's python path on stdout (everything else goes to stderr).
 #
 #   tools/setup_mxnet_venv.sh            # python3.11 (or 3.8-3.10): mxnet 1.9.1 + numpy<1.24 need <= 3.11
@@ -23,7 +25,24 @@ mxnet.recordio.MXRecordIO  # noqa: B018
 PY
 }
 
+# recpipe from this checkout (checked from / so that the current directory does not count)
+has_recpipe() {
+    (cd / && "$venv_python" -c '
+import os, sys, fsspec, tqdm, recpipe
+sys.exit(os.path.realpath(os.path.dirname(recpipe.__file__)) != os.path.realpath(sys.argv[1]))
+' "$repo_root/recpipe") >/dev/null 2>&1
+}
+
+install_recpipe() {
+    if ! has_recpipe; then
+        echo "setup_mxnet_venv: installing recpipe from $repo_root into $venv ..." >&2
+        "$venv_python" -m pip install --quiet --disable-pip-version-check fsspec tqdm >&2
+        "$venv_python" -m pip install --quiet --disable-pip-version-check --no-deps -e "$repo_root" >&2
+    fi
+}
+
 if [ -x "$venv_python" ] && check; then
+    install_recpipe
     echo "$venv_python"
     exit 0
 fi
@@ -61,4 +80,5 @@ if ! check; then
     "$venv_python" -c "import cv2, numpy, mxnet" >&2 || true
     exit 1
 fi
+install_recpipe
 echo "$venv_python"

@@ -368,6 +368,47 @@ _U_NORM = 61            # contrast, illumination
 _N_UNIFORM = 64
 
 
+def _mapped_box(plan, full_h, full_w):
+    """plan.source_box on an image of ``full_h x full_w`` (the source decoded at a DCT scale),
+    rounded to whole pixels, at least one pixel, inside the image."""
+    x0, y0, x1, y1 = plan.source_box
+    src_h, src_w = plan.source_size
+    fy, fx = full_h / src_h, full_w / src_w
+    left = min(max(0, int(round(x0 * fx))), full_w - 1)
+    top = min(max(0, int(round(y0 * fy))), full_h - 1)
+    right = max(left + 1, min(full_w, int(round(x1 * fx))))
+    bottom = max(top + 1, min(full_h, int(round(y1 * fy))))
+    return left, top, right, bottom
+
+
+def _aligned_crop(plan, full_h, full_w):
+    """((left, right, kx), (top, bottom, ky)): the part of a ``full_h x full_w`` decode that a
+    plain crop of the resized image needs, starting at a pixel that maps (nearly) onto pixel
+    (kx, ky) of the resized image."""
+    x, y, w, h = plan.crop
+    res_h, res_w = plan.resized_size
+    return _aligned_axis(x, w, full_w, res_w), _aligned_axis(y, h, full_h, res_h)
+
+
+def _aligned_axis(start, length, full, resized, budget=48):
+    """(first, end, k) along one axis: the part starts at source pixel ``first`` ~= k * full /
+    resized, the candidate k below ``start`` (at most ``budget`` source pixels further out;
+    k = 0 is exact) whose grid position is nearest to a whole pixel; ``end`` reaches past the
+    interpolation taps of the last needed pixel."""
+    step = full / resized
+    first, k, best = 0, 0, 1.0
+    low = max(0, start - 3 - int(budget / step))
+    for cand in range(start - 3, low - 1, -1):
+        pos = cand * step
+        err = abs(round(pos) - pos)
+        if err < best:
+            first, k, best = int(round(pos)), cand, err
+            if err < 0.01:
+                break
+    end = min(full, first + int(math.ceil((start - k + length) * step)) + 3)
+    return first, end, k
+
+
 def _randint(u, low, high):
     """Integer uniform in [low, high] from a uniform u in [0, 1)."""
     return min(high, low + int(u * (high - low + 1)))
@@ -582,16 +623,68 @@ class Augmenter:
 
     # -------------------------------------------------------------------------------- applying
 
-    def apply(self, img, plan, out):
-        """Write the augmented sample into ``out`` (shape ``out_shape``, config dtype)."""
+    def decode_box(self, plan, scale):
+        """Integer box ``(x0, y0, x1, y1)`` of the image decoded at ``scale`` that ``apply``
+        reads for ``plan`` when given a window (see ``decode``), or None when it needs the whole
+        image: an affine warp, ``pad`` or upscaling, or a resize step with ``dct_scaling`` off
+        (MXNet's full-image resize-then-crop, kept exact).
+
+        Without a resize step at full scale the box is the planned crop itself and the result is
+        identical to a whole-image decode's. Otherwise the crop is mapped onto the decoded image
+        and resized to the output in one step, as for reduced DCT scales.
+        """
+        if plan.affine is not None or plan.upscale is not None or self.config.pad:
+            return None
+        if scale[0] == scale[1] and plan.resized_size == plan.source_size:
+            x, y, w, h = plan.crop
+            return x, y, x + w, y + h
+        if not self.config.dct_scaling:
+            return None
+        src_h, src_w = plan.source_size
+        num, den = scale
+        full_h, full_w = (src_h * num + den - 1) // den, (src_w * num + den - 1) // den
+        if not plan.resize_crop:
+            (left, right, _), (top, bottom, _) = _aligned_crop(plan, full_h, full_w)
+            return left, top, right, bottom
+        return _mapped_box(plan, full_h, full_w)
+
+    def decode(self, decoder, data, plan):
+        """Decode ``data`` no more than ``plan`` needs: at ``decode_scale`` and, when the
+        decoder decodes regions (``decoder.roi``), only ``decode_box``. Returns ``(pixels,
+        window)`` for ``apply(pixels, plan, out, window=window)``; window is None after a
+        whole-image decode."""
+        scale = self.decode_scale(plan, decoder.scales)
+        if decoder.roi:
+            box = self.decode_box(plan, scale)
+            if box is not None:
+                return decoder.decode_region(data, box, scale=scale, channels=self._channels)
+        return decoder.decode(data, scale=scale, channels=self._channels), None
+
+    def apply(self, img, plan, out, window=None):
+        """Write the augmented sample into ``out`` (shape ``out_shape``, config dtype).
+
+        ``img`` is the whole decoded image, or with ``window = (x, y, full_height, full_width)``
+        (a ``decoders.Window``) the part of a ``full_height x full_width`` decode starting at
+        (x, y) that covers ``decode_box``.
+        """
         if out.shape != self.out_shape or out.dtype != self._np_dtype:
             raise ValueError(f"out must have shape {self.out_shape} and dtype {self._np_dtype}, "
                              f"got {out.shape} {out.dtype}")
         img = self._match_channels(img)
-        if img.shape[:2] != plan.source_size and plan.affine is None and not self.config.pad:
-            region = self._scaled_region(img, plan)
+        if window is None:
+            full = img.shape[:2]
         else:
-            region = self._exact_region(img, plan)
+            full = (window[2], window[3])
+        if plan.affine is None and not self.config.pad and (
+                full != plan.source_size
+                or (window is not None and plan.resized_size != plan.source_size)):
+            region = None
+            if not plan.resize_crop and self.config.dct_scaling:
+                region = self._aligned_region(img, plan, full, window)
+            if region is None:
+                region = self._scaled_region(img, plan, full, window)
+        else:
+            region = self._exact_region(img, plan, window)
         if plan.hls is not None:
             region = self._shift_hls(region, plan.hls)
         if self._needs_float:
@@ -618,8 +711,27 @@ class Augmenter:
         out = self._cv2.resize(src, (size_hw[1], size_hw[0]), dst=dst, interpolation=inter)
         return out if out.ndim == 3 else out[:, :, None]
 
-    def _exact_region(self, img, plan):
-        """MXNet's steps on the full-size image: resize, warp, pad, upscale, crop(, resize)."""
+    def _exact_region(self, img, plan, window=None):
+        """MXNet's steps on the full-size image: resize, warp, pad, upscale, crop(, resize).
+        With a window, only the plain crop(, resize) case is possible (see decode_box)."""
+        x, y, w, h = plan.crop
+        if window is not None and (window[0] or window[1] or img.shape[:2] != plan.source_size):
+            if plan.upscale is not None or plan.resized_size != plan.source_size:
+                raise ValueError("this plan needs the whole image, not a window")
+            x -= window[0]
+            y -= window[1]
+            if x < 0 or y < 0 or x + w > img.shape[1] or y + h > img.shape[0]:
+                raise ValueError(f"window {tuple(window)} of shape {img.shape[:2]} does not "
+                                 f"cover the crop {plan.crop}")
+            region = img[y:y + h, x:x + w]
+        else:
+            region = self._full_image_crop(img, plan)
+        if plan.resize_crop:
+            region = self._resize(region, (self._out_h, self._out_w), plan.inter[2],
+                                  dst=self._region_buffer())
+        return region
+
+    def _full_image_crop(self, img, plan):
         cv2 = self._cv2
         work = img
         if work.shape[:2] != plan.resized_size:
@@ -638,21 +750,41 @@ class Augmenter:
         if plan.upscale is not None:
             work = self._resize(work, plan.upscale, plan.inter[2])
         x, y, w, h = plan.crop
-        region = work[y:y + h, x:x + w]
-        if plan.resize_crop:
-            region = self._resize(region, (self._out_h, self._out_w), plan.inter[2],
-                                  dst=self._region_buffer())
-        return region
+        return work[y:y + h, x:x + w]
 
-    def _scaled_region(self, img, plan):
-        """The planned box mapped onto a reduced-scale decode, resized to the output at once."""
-        x0, y0, x1, y1 = plan.source_box
-        fy = img.shape[0] / plan.source_size[0]
-        fx = img.shape[1] / plan.source_size[1]
-        left = min(max(0, int(round(x0 * fx))), img.shape[1] - 1)
-        top = min(max(0, int(round(y0 * fy))), img.shape[0] - 1)
-        right = max(left + 1, min(img.shape[1], int(round(x1 * fx))))
-        bottom = max(top + 1, min(img.shape[0], int(round(y1 * fy))))
+    def _aligned_region(self, img, plan, full, window=None):
+        """Resize-then-crop on part of the image (a plain crop of a resized image, as val's
+        resize + center crop): the part starts where the resize grid nearly meets a source
+        pixel (_aligned_crop), so resizing it with the whole image's factors samples the same
+        positions (to ~0.05 px) as resizing the whole image. None if it does not fit."""
+        full_h, full_w = full
+        (left, right, kx), (top, bottom, ky) = _aligned_crop(plan, full_h, full_w)
+        ox, oy = (window[0], window[1]) if window is not None else (0, 0)
+        left, right, top, bottom = left - ox, right - ox, top - oy, bottom - oy
+        if left < 0 or top < 0 or right > img.shape[1] or bottom > img.shape[0]:
+            return None
+        res_h, res_w = plan.resized_size
+        inter = _resolve_inter(plan.inter[0], (full_h, full_w), (res_h, res_w))
+        part = self._cv2.resize(img[top:bottom, left:right], None, fx=res_w / full_w,
+                                fy=res_h / full_h, interpolation=inter)
+        part = part if part.ndim == 3 else part[:, :, None]
+        x, y, w, h = plan.crop
+        x, y = x - kx, y - ky
+        if x < 0 or y < 0 or x + w > part.shape[1] or y + h > part.shape[0]:
+            return None
+        return part[y:y + h, x:x + w]
+
+    def _scaled_region(self, img, plan, full=None, window=None):
+        """The planned box mapped onto a reduced-scale (``full`` = its size) decode or a window
+        of one, resized to the output at once."""
+        full_h, full_w = full or img.shape[:2]
+        left, top, right, bottom = _mapped_box(plan, full_h, full_w)
+        if window is not None:
+            left, right = left - window[0], right - window[0]
+            top, bottom = top - window[1], bottom - window[1]
+            if left < 0 or top < 0 or right > img.shape[1] or bottom > img.shape[0]:
+                raise ValueError(f"window {tuple(window)} of shape {img.shape[:2]} does not "
+                                 f"cover the mapped crop")
         method = plan.inter[2] if plan.resize_crop else plan.inter[0]
         return self._resize(img[top:bottom, left:right], (self._out_h, self._out_w), method,
                             dst=self._region_buffer())

@@ -23,6 +23,7 @@ Control law (see docs/autotune.md, section 5):
   ``drift_windows`` windows) ends any back-off and re-jumps.
 """
 
+import collections
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ SERIAL_OR_IO_BOUND = "SERIAL_OR_IO_BOUND"
 MAX_THREADS = "MAX_THREADS"
 RAM_BUDGET = "RAM_BUDGET"
 TUNING = "TUNING"
+HISTORY = 1000
 REASONS = (NOT_STARVED, CPU_SATURATED, SERIAL_OR_IO_BOUND, MAX_THREADS, RAM_BUDGET, TUNING)
 
 
@@ -54,7 +56,7 @@ class Settings:
     down_util: float = 0.85
     down_windows: int = 4
     saturated_util: float = 0.8    # process CPU / usable cores that confirms saturation
-    contended_psi: float = 20.0    # PSI cpu "some" avg10 (%) that confirms contention
+    contended_runq: float = 0.2    # threads waiting this share of their runnable time for a CPU
     cpu_rise: float = 0.15         # CPU per batch rising this much with +1 = contention
     drift: float = 0.25            # demand or CPU per batch moving this much = new workload
     drift_windows: int = 3
@@ -77,6 +79,7 @@ class WindowMetrics:
     cpu_util: float = 0.0          # process CPU seconds / (usable cores * seconds)
     images_per_batch: float = 1.0
     psi_some: float = None         # /proc/pressure/cpu "some avg10", when available
+    runq_share: float = None       # share of this process's runnable time spent waiting for a CPU
 
     @property
     def batches_per_s(self):
@@ -104,7 +107,8 @@ class WindowMetrics:
             cpu_util=avg(self.cpu_util, other.cpu_util, self.seconds, other.seconds),
             images_per_batch=avg(self.images_per_batch, other.images_per_batch,
                                  self.batches, other.batches),
-            psi_some=other.psi_some if other.psi_some is not None else self.psi_some)
+            psi_some=other.psi_some if other.psi_some is not None else self.psi_some,
+            runq_share=other.runq_share if other.runq_share is not None else self.runq_share)
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ class Controller:
         self.threads = self._clip(threads or min(2, self.cores))
         self.prefetch = min(max(prefetch, self.min_prefetch), self.max_prefetch)
         self.reason = TUNING
-        self.history = []
+        self.history = collections.deque(maxlen=HISTORY)  # the latest decisions
         self.windows = 0
         self.settled_window = 0     # the window whose decision set the kept thread count
         self.first = None
@@ -244,6 +248,8 @@ class Controller:
             "cpu_per_image": (last.cpu_per_batch / last.images_per_batch
                               if last and last.images_per_batch else None),
             "cpu_util": last.cpu_util if last else None,
+            "run_queue_share": last.runq_share if last else None,
+            "cpu_pressure_some_avg10": last.psi_some if last else None,
             "x_max_images_per_s": self.x_max(),
             "memory_bytes": self.memory.estimate(self.threads, self.prefetch),
             "memory_budget_bytes": _finite(self.memory.budget_bytes),
@@ -356,14 +362,17 @@ class Controller:
     def _classify(self, base, probe):
         """Why one more thread did not help: the CPU is full, or something serial is the limit."""
         s = self.settings
-        util = max(base.cpu_util, probe.cpu_util)
-        contended = (probe.psi_some is not None and probe.psi_some >= s.contended_psi
-                     and util * self.cores >= 1.2)
         cost_rose = (base.cpu_per_batch > 0
                      and probe.cpu_per_batch > (1 + s.cpu_rise) * base.cpu_per_batch)
-        if util >= s.saturated_util or contended or cost_rose:
+        if self._saturated(base) or self._saturated(probe) or cost_rose:
             return CPU_SATURATED
         return SERIAL_OR_IO_BOUND
+
+    def _saturated(self, m):
+        """This process uses most of its cores, or its threads queue for a CPU (other
+        processes hold the cores, or there are more threads than cores)."""
+        s = self.settings
+        return m.cpu_util >= s.saturated_util or (m.runq_share or 0.0) >= s.contended_runq
 
     def _steady(self, m):
         s = self.settings
@@ -406,7 +415,7 @@ class Controller:
     def _grow(self, m, note=""):
         n = self.threads + 1
         if n > self.max_threads:
-            reason = CPU_SATURATED if m.cpu_util >= self.settings.saturated_util else MAX_THREADS
+            reason = CPU_SATURATED if self._saturated(m) else MAX_THREADS
             return self._grow_depth(m) or self._decide(m, "stay", reason=reason, note=note)
         if not self.memory.fits(n, self.prefetch):
             return self._decide(m, "stay", reason=RAM_BUDGET, note=note)
@@ -422,7 +431,7 @@ class Controller:
             self._depth_hold -= 1
             return None
         if depth == self.prefetch or m.busy_fraction >= s.depth_idle \
-                or m.cpu_util >= s.saturated_util:
+                or self._saturated(m):
             return None
         if not self.memory.fits(self.threads, depth):
             return None

@@ -23,6 +23,18 @@ Shared behaviour of every backend:
 - Decoders are safe to share between threads (libjpeg-turbo keeps one handle per thread) and
   release the GIL while decoding (ctypes calls, simplejpeg's ``nogil`` and OpenCV all do).
 
+Region decoding: ``decode_region(data, box, scale=, channels=)`` returns ``(pixels, window)``
+where ``pixels`` covers at least ``box = (x0, y0, x1, y1)`` (coordinates of the image decoded at
+``scale``) and ``window = Window(x, y, full_height, full_width)`` says where ``pixels[0, 0]`` lies
+in that image and how big the whole image is. Backends with ``roi = True`` decode only the region
+(the 'turbojpeg' backend with the ``recpipe._jpegroi`` C extension: libjpeg-turbo's
+``jpeg_crop_scanline`` / ``jpeg_skip_scanlines``, stopping after the region's last row); the
+others decode the whole image and return it with ``window = (0, 0, H, W)``. Inside ``box`` the
+pixels equal a full decode's (the extension widens libjpeg's column crop by a column each side,
+so the chroma-upsampling seam at the window's edges stays outside ``box``). With ``strict=True``
+a region decode still rejects a stream that stops before its EOI marker, but corrupt entropy data
+below the region is never decoded, so not reported.
+
 The 'turbojpeg' backend binds ``libturbojpeg`` directly with ctypes through the TurboJPEG 2.x
 API, which libjpeg-turbo 2.x and 3.x both export: PyTurboJPEG 2.x refuses libjpeg-turbo < 3.0
 (Debian/Ubuntu ship 2.1), and a direct binding also avoids its per-call handle creation and its
@@ -36,6 +48,7 @@ import logging
 import os
 import struct
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,6 +61,8 @@ __all__ = [
     "image_size",
     "is_jpeg",
     "PREFERENCE",
+    "Window",
+    "roi_available",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,6 +73,9 @@ PREFERENCE = ("turbojpeg", "simplejpeg", "opencv")
 
 _EIGHTHS = ((1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (3, 8), (1, 4), (1, 8))
 _OPENCV_SCALES = ((1, 1), (1, 2), (1, 4), (1, 8))
+
+# region decodes refuse outputs (and libjpeg working buffers) above this many bytes
+_MAX_REGION_BYTES = 1 << 31
 
 _JPEG_SOI = b"\xff\xd8"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -177,11 +195,23 @@ def _opencv_decode(data, channels, reduce=1):
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB, dst=img)
 
 
+class Window(NamedTuple):
+    """Where a region decode's pixels lie: ``pixels[0, 0]`` is pixel (``x``, ``y``) of the
+    image decoded at the requested scale, which is ``full_height`` x ``full_width``."""
+
+    x: int
+    y: int
+    full_height: int
+    full_width: int
+
+
 class Decoder:
-    """One decoding backend. ``name``, ``scales``; ``size(data)``; ``decode(data, ...)``."""
+    """One decoding backend. ``name``, ``scales``, ``roi``; ``size(data)``; ``decode(data, ...)``;
+    ``decode_region(data, box, ...)``."""
 
     name = "base"
     scales = ((1, 1),)
+    roi = False  # True when decode_region decodes only the region
 
     def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True):
         self.fast_dct = bool(fast_dct)
@@ -209,6 +239,13 @@ class Decoder:
             raise ValueError(f"{self.name} cannot decode at scale {scale}: "
                              f"supported {list(self.scales)}")
         return self._decode_jpeg(data, scale, channels)
+
+    def decode_region(self, data, box, *, scale=(1, 1), channels=3):
+        """``(pixels, Window)``: ``pixels`` (uint8, ``(h, w, channels)``) cover at least ``box``
+        ``(x0, y0, x1, y1)`` of the image decoded at ``scale``. This generic version decodes the
+        whole image (``Window(0, 0, H, W)``); backends with ``roi`` decode only the region."""
+        img = self.decode(data, scale=scale, channels=channels)
+        return img, Window(0, 0, img.shape[0], img.shape[1])
 
     def _decode_jpeg(self, data, scale, channels):
         raise NotImplementedError
@@ -363,7 +400,11 @@ def _buffer_address(data):
 
 
 class TurboJpegDecoder(Decoder):
-    """libjpeg-turbo's TurboJPEG API via ctypes, one handle per thread; all scales it offers."""
+    """libjpeg-turbo's TurboJPEG API via ctypes, one handle per thread; all scales it offers.
+
+    ``decode_region`` goes through the ``recpipe._jpegroi`` extension when it was built
+    (``roi`` is then True); without it, regions are cut from full decodes.
+    """
 
     name = "turbojpeg"
 
@@ -374,6 +415,8 @@ class TurboJpegDecoder(Decoder):
             raise ImportError("libturbojpeg is not installed: apt-get install libturbojpeg0 "
                               "(or set RECPIPE_TURBOJPEG_LIB to its path)")
         self.scales = _turbojpeg_scales(self._lib)
+        self._roi = _load_roi()
+        self.roi = self._roi is not None
         self._local = threading.local()
         self._flags = ((_TJFLAG_FASTDCT if self.fast_dct else 0)
                        | (_TJFLAG_FASTUPSAMPLE if self.fast_upsample else 0)
@@ -416,6 +459,46 @@ class TurboJpegDecoder(Decoder):
             out = _cmyk_to_rgb(out)
             return _to_gray(out) if channels == 1 else out
         return out
+
+
+    def decode_region(self, data, box, *, scale=(1, 1), channels=3):
+        if self._roi is None or channels not in (1, 3) or len(data) == 0 or not is_jpeg(data):
+            return super().decode_region(data, box, scale=scale, channels=channels)
+        scale = _reduce(*scale)
+        if scale not in self.scales:
+            raise ValueError(f"{self.name} cannot decode at scale {scale}: "
+                             f"supported {list(self.scales)}")
+        x0, y0, x1, y1 = (int(v) for v in box)
+        try:
+            buf, height, width, depth, x, y, full_h, full_w = self._roi.decode(
+                data, scale[0], scale[1], x0, y0, x1, y1, channels, self.fast_dct,
+                self.fast_upsample, self.strict, _MAX_REGION_BYTES)
+        except ValueError as e:
+            raise DecodeError(f"libjpeg: {e}") from None
+        img = np.frombuffer(buf, dtype=np.uint8).reshape(height, width, depth)
+        if depth == 4:
+            img = _cmyk_to_rgb(img)
+            img = _to_gray(img) if channels == 1 else img
+        return img, Window(x, y, full_h, full_w)
+
+
+def _load_roi():
+    """The ``recpipe._jpegroi`` extension module, or None when it was not built."""
+    with _lib_lock:
+        if "roi" not in _lib_state:
+            try:
+                from .. import _jpegroi
+            except ImportError as e:
+                log.debug("recpipe._jpegroi is not built (%s): JPEG regions are cut from full "
+                          "decodes; install libjpeg-turbo headers and reinstall recpipe", e)
+                _jpegroi = None
+            _lib_state["roi"] = _jpegroi
+        return _lib_state["roi"]
+
+
+def roi_available():
+    """True when region decoding is built (``recpipe._jpegroi``) and libturbojpeg loads."""
+    return _load_roi() is not None and _load_turbojpeg() is not None
 
 
 def _turbojpeg_scales(lib):

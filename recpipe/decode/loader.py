@@ -16,7 +16,7 @@ from ..io.header import unpack_header
 from ..io.reader import RecordReader
 from .augment import AugmentConfig, Augmenter, sample_rng
 from .decoders import get_decoder
-from .order import epoch_order, split_batches
+from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
@@ -66,6 +66,9 @@ class ImageLoader:
     ``loader.last_positions``: record positions of the batch just returned.
     ``lookahead``: near the end of an epoch, start decoding the next one (as if ``iter`` had
     been called; a ``set_epoch`` to another number discards that work).
+    ``run_bytes``: on a remote file (``s3://``...) records are fetched ahead by coalesced range
+    requests, and ``shuffle='block'`` shuffles runs of about this many bytes (8 MiB), one
+    request each, then records within a window of runs (``recpipe.decode.order.block_shuffle``).
     ``threads``: a number of decode threads, or 'auto': the autotuner grows them (and the
     prefetch depth) until the consumer stops waiting, see ``autotune_report()``.
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
@@ -81,7 +84,7 @@ class ImageLoader:
                  threads=2, dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
-                 lookahead=True, **augment):
+                 lookahead=True, run_bytes=8 << 20, **augment):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
         if label_width < 1:
@@ -104,6 +107,7 @@ class ImageLoader:
         self.num_parts = num_parts
         self.last_batch = last_batch
         self.shuffle = self._shuffle_mode(shuffle)
+        self._runs = self._byte_runs(run_bytes)
         self.epoch = -1
         self.last_pad = 0
         self.last_positions = np.arange(0)
@@ -120,6 +124,13 @@ class ImageLoader:
                                 stats=self._stats)
         if auto:
             self.enable_autotune()
+
+    def _byte_runs(self, run_bytes):
+        """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
+        if self.shuffle != "block" or not self.reader.remote:
+            return None
+        spans = (self.reader.span(p) for p in range(len(self.reader)))
+        return byte_runs((end - start for start, end in spans), run_bytes)
 
     def _shuffle_mode(self, shuffle):
         if shuffle is True:
@@ -171,7 +182,8 @@ class ImageLoader:
 
     def _batches(self, epoch):
         order = epoch_order(len(self.reader), shuffle=self.shuffle, seed=self.seed, epoch=epoch,
-                            part_index=self.part_index, num_parts=self.num_parts)
+                            part_index=self.part_index, num_parts=self.num_parts,
+                            run_starts=self._runs)
         return split_batches(order, self.batch_size, self.last_batch)
 
     def __len__(self):
@@ -270,13 +282,12 @@ class ImageLoader:
         try:
             height, width = self.decoder.size(data)
             plan = self.augmenter.plan(height, width, sample_rng(self.seed, epoch, position))
-            scale = self.augmenter.decode_scale(plan, self.decoder.scales)
-            img = self.decoder.decode(data, scale=scale, channels=self.config.data_shape[0])
+            img, window = self.augmenter.decode(self.decoder, data, plan)
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
         t2 = time.perf_counter()
         clock.add("decode", t1, t2)
-        self.augmenter.apply(img, plan, batch.images[slot])
+        self.augmenter.apply(img, plan, batch.images[slot], window=window)
         clock.add("augment", t2, time.perf_counter())
         clock.samples += 1
 
@@ -330,6 +341,9 @@ class _Epoch:
         self.issued = {}
         self.next_index = start
         self.issue_index = start
+        # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
+        self.reads = loader.reader.prefetch([p for plan in plans[start:] for p in plan.positions],
+                                            runs=loader._runs)
 
     def __iter__(self):
         return self
@@ -379,6 +393,7 @@ class _Epoch:
 
     def __next__(self):
         if self.next_index >= len(self.plans):
+            self.reads.cancel()
             raise StopIteration
         if self.loader._current is not self:
             raise RuntimeError("this epoch was superseded by a newer iter(loader)")
@@ -410,6 +425,7 @@ class _Epoch:
         return images, labels
 
     def cancel(self):
+        self.reads.cancel()
         for batch in self.issued.values():
             batch.cancelled = True
         self.issued.clear()

@@ -10,7 +10,7 @@ from typing import List, NamedTuple
 
 import numpy as np
 
-__all__ = ["BatchPlan", "epoch_order", "block_shuffle", "split_batches", "SHUFFLE_MODES"]
+__all__ = ["BatchPlan", "epoch_order", "block_shuffle", "byte_runs", "split_batches", "SHUFFLE_MODES"]
 
 SHUFFLE_MODES = ("none", "full", "block")
 
@@ -26,14 +26,33 @@ def _rng(seed, epoch, stream):
     return np.random.Generator(np.random.Philox(key=[seed & 0xFFFFFFFFFFFFFFFF, (epoch << 8) | stream]))
 
 
-def block_shuffle(n, rng, *, block_records, window_blocks):
-    """Shuffle the order of runs of ``block_records`` consecutive records, then shuffle records
-    within windows of ``window_blocks`` runs (a shuffle buffer spanning several runs).
+def byte_runs(sizes, run_bytes):
+    """First positions of runs of consecutive records holding about ``run_bytes`` bytes each
+    (a run ends before the record that would take it past ``run_bytes``; every run has at
+    least one record). ``sizes`` are the records' stored sizes in position order."""
+    starts = []
+    filled = run_bytes
+    for position, size in enumerate(sizes):
+        if filled + size > run_bytes and (filled or not starts):
+            starts.append(position)
+            filled = 0
+        filled += size
+    return starts
 
-    Reads stay sequential within a run, which suits object stores; randomness is weaker than a
-    full permutation (records from far-apart runs never meet in one window).
+
+def block_shuffle(n, rng, *, block_records, window_blocks, run_starts=None):
+    """Shuffle the order of runs of ``block_records`` consecutive records (or the runs beginning
+    at ``run_starts``, e.g. from ``byte_runs``), then shuffle records within windows of
+    ``window_blocks`` runs (a shuffle buffer spanning several runs).
+
+    Reads stay sequential within a run, which suits object stores: with runs of a few MiB each
+    run is fetched by one range request. Randomness is weaker than a full permutation (records
+    from far-apart runs never meet in one window, and neighbours tend to share a batch).
     """
-    blocks = [np.arange(start, min(start + block_records, n)) for start in range(0, n, block_records)]
+    if run_starts is None:
+        run_starts = range(0, n, block_records)
+    bounds = list(run_starts) + [n]
+    blocks = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
     order = rng.permutation(len(blocks))
     result = []
     for w in range(0, len(order), window_blocks):
@@ -43,7 +62,7 @@ def block_shuffle(n, rng, *, block_records, window_blocks):
 
 
 def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1,
-                block_records=64, window_blocks=8):
+                block_records=64, window_blocks=8, run_starts=None):
     """Record positions this part visits in ``epoch``: equal length on every part."""
     if not 0 <= part_index < num_parts:
         raise ValueError(f"part_index={part_index} must be in [0, num_parts={num_parts})")
@@ -55,7 +74,7 @@ def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1
         order = _rng(seed, epoch, 0).permutation(n)
     elif shuffle == "block":
         order = block_shuffle(n, _rng(seed, epoch, 0), block_records=block_records,
-                              window_blocks=window_blocks)
+                              window_blocks=window_blocks, run_starts=run_starts)
     else:
         order = np.arange(n)
     per_part = math.ceil(n / num_parts)

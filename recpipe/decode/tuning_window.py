@@ -25,7 +25,8 @@ import time
 
 from .autotune import Controller, MemoryModel, Settings, WindowMetrics
 
-__all__ = ["AutoTuner", "usable_cores", "available_memory", "cpu_pressure", "initial_threads"]
+__all__ = ["AutoTuner", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
+           "initial_threads"]
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,23 @@ def initial_threads(cores=None):
     return min(2, cores or usable_cores()[0])
 
 
+def run_queue_seconds():
+    """``(cpu, waiting)`` seconds summed over this process's live threads from
+    ``/proc/self/task/*/schedstat``: time on a CPU and time runnable but waiting for one (a
+    thread blocked on the GIL sleeps, so it does not count). None where unavailable."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    cpu = waiting = 0
+    for task in tasks:
+        fields = _read(f"/proc/self/task/{task}/schedstat").split()
+        if len(fields) >= 2:
+            cpu += int(fields[0])
+            waiting += int(fields[1])
+    return cpu / 1e9, waiting / 1e9
+
+
 def _process_cpu_seconds():
     times = os.times()
     return times.user + times.system
@@ -134,6 +152,7 @@ class _Window:
         self.cpu = stats["cpu_seconds"]
         self.busy = _busy_seconds(stats)
         self.process_cpu = _process_cpu_seconds()
+        self.run_queue = run_queue_seconds()
         self.batches = 0
         self.images = 0
         self.waited = 0.0
@@ -162,7 +181,17 @@ class _Window:
             busy_fraction=(_busy_seconds(stats) - self.busy) / (self.threads * seconds),
             cpu_util=(_process_cpu_seconds() - self.process_cpu) / (cores * seconds),
             images_per_batch=self.images / self.batches,
-            psi_some=cpu_pressure())
+            psi_some=cpu_pressure(),
+            runq_share=self._runq_share())
+
+    def _runq_share(self):
+        now = run_queue_seconds()
+        if now is None or self.run_queue is None:
+            return None
+        cpu, waiting = now[0] - self.run_queue[0], now[1] - self.run_queue[1]
+        if cpu <= 0 or waiting < 0:  # threads retired in the window took their counters along
+            return None
+        return waiting / (waiting + cpu)
 
 
 def _busy_seconds(stats):

@@ -81,13 +81,47 @@ class RecordReader:
         position %= len(self)
         start, end = self.span(position)
         # the span is exact with a full index; a partial one may leave big gaps: do not read them
-        window = Window(self._source, start=start, preload=min(end - start, DEFAULT_BLOCK_SIZE))
+        window = Window(self._source, start=start, preload=self._preload(start, end))
         payload, next_pos = read_record(window, start, record=position)
         if next_pos > end:
             raise RecordFormatError(
                 f"record runs to byte {next_pos}, past the next indexed record at {end}: "
                 f"the index does not match the file", path=self.url, offset=start, record=position)
         return payload
+
+    @staticmethod
+    def _preload(start, end):
+        return min(end - start, DEFAULT_BLOCK_SIZE)
+
+    @property
+    def remote(self):
+        """True when reads go through range requests (anything but a local file)."""
+        return bool(getattr(self._source, "remote", False))
+
+    def source_stats(self):
+        """The source's request counters (remote sources), else an empty dict."""
+        stats = getattr(self._source, "stats", None)
+        return stats() if stats is not None else {}
+
+    def prefetch(self, positions, runs=None):
+        """Announce that records ``positions`` will be read soon, in this order.
+
+        A remote source fetches them ahead with coalesced concurrent range requests; ``runs``
+        (sorted first positions of runs of consecutive records, as a block shuffle uses) makes
+        each run's records come from one or few requests. Returns a plan whose ``cancel()``
+        drops what was not read; local files return a plan that does nothing.
+        """
+        prefetch = getattr(self._source, "prefetch", None)
+        if prefetch is None:
+            return _NoPlan()
+        spans = []
+        for position in positions:
+            start, end = self.span(position)
+            spans.append((start, self._preload(start, end)))
+        groups = None
+        if runs is not None:
+            groups = [bisect.bisect_right(runs, position) for position in positions]
+        return prefetch(spans, groups)
 
     def read_key(self, key):
         """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
@@ -129,3 +163,11 @@ class RecordReader:
 
     def __repr__(self):
         return f"RecordReader({self.url!r}, records={len(self)}, index={self.index_url!r})"
+
+
+class _NoPlan:
+    planned_requests = 0
+    planned_bytes = 0
+
+    def cancel(self):
+        pass

@@ -1,12 +1,16 @@
 """``pack_dataset``: a folder of class subfolders or an im2rec ``.lst`` -> RecordIO shards.
 
 Steps: list the items (``items``), fix the plan and save it (``plan``), then stream the items
-through an ``ItemProcessor`` (``transform``) -- in worker processes with an ordered ``imap``, or
-in this process -- while this process writes each shard (``shards``) and publishes it, ``.rec``
+through an ``ItemProcessor`` (``transform``) -- in worker processes (chunks submitted to a
+process pool, a bounded number in flight, results taken in order, each with a deadline) or in
+this process -- while this process writes each shard (``shards``) and publishes it, ``.rec``
 then ``.idx``. Finally the label map ``OUT.labels.json`` is published and the plan removed.
 Unusual inputs and per-item errors are collected into the returned ``PackSummary``.
 """
 
+import collections
+import concurrent.futures
+import concurrent.futures.process
 import contextlib
 import json
 import logging
@@ -105,18 +109,40 @@ def _mp_context(pass_through):
     return multiprocessing.get_context("spawn")
 
 
-def _with_deadline(iterator, seconds):
-    """Items of the chunks from a pool ``imap`` iterator, each chunk waited for at most
-    ``seconds``."""
-    while True:
-        try:
-            yield from iterator.next(timeout=seconds)
-        except StopIteration:
-            return
-        except multiprocessing.TimeoutError:
-            raise TimeoutError(
-                f"no result from the worker processes within {seconds:.0f}s "
-                f"(a worker died or is stuck on an image)") from None
+def _chunk_results(future, seconds):
+    try:
+        return future.result(timeout=seconds)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"no result from a worker process within {seconds:.0f}s "
+                           f"(stuck on an image?)") from None
+    except concurrent.futures.process.BrokenProcessPool as e:
+        raise RuntimeError(f"a worker process died ({e}); if it ran out of memory, "
+                           f"use fewer --workers") from e
+
+
+def _ordered_results(executor, work, chunks, window, seconds):
+    """``work(chunk)`` results of ``chunks``, flattened in order, with at most ``window``
+    chunks in flight (bounded memory) and each waited for at most ``seconds``."""
+    pending = collections.deque()
+    for chunk in chunks:
+        pending.append(executor.submit(work, chunk))
+        if len(pending) >= window:
+            yield from _chunk_results(pending.popleft(), seconds)
+    while pending:
+        yield from _chunk_results(pending.popleft(), seconds)
+
+
+def _stop_workers(executor):
+    """Stop now: cancel queued chunks and terminate the workers (which may be stuck)."""
+    # ProcessPoolExecutor has no public terminate before Python 3.14
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=10)
+    executor.shutdown(wait=True)
 
 
 @contextlib.contextmanager
@@ -125,17 +151,16 @@ def _results(processor, items, workers, chunksize, item_timeout):
     if workers <= 0:
         yield map(processor, items)
         return
-    pool = _mp_context(processor.options.pass_through).Pool(workers, initializer=_init_worker, initargs=(processor,))
+    executor = concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=_mp_context(processor.options.pass_through),
+        initializer=_init_worker, initargs=(processor,))
     try:
-        chunks = pool.imap(_work, _chunks(items, chunksize))
-        yield _with_deadline(chunks, item_timeout * chunksize)
+        yield _ordered_results(executor, _work, _chunks(items, chunksize), 4 * workers,
+                               item_timeout * chunksize)
     except BaseException:
-        pool.terminate()
+        _stop_workers(executor)
         raise
-    else:
-        pool.close()
-    finally:
-        pool.join()
+    executor.shutdown(wait=True)
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -145,6 +145,23 @@ def test_contention_shown_by_rising_cpu_cost_counts_as_saturation():
     assert controller.reason == CPU_SATURATED
 
 
+def test_threads_queueing_for_a_cpu_count_as_saturation():
+    # other processes hold the cores: this process uses little CPU, but its threads wait for one
+    controller = Controller(4, threads=2)
+    controller._jumped = True
+    common = dict(batches=64, seconds=8, wait_fraction=0.3, rate_rse=0.01, cpu_per_batch=0.1,
+                  cpu_util=0.3, images_per_batch=128)
+    controller.update(WindowMetrics(images_per_s=1000, runq_share=0.5, **common))
+    decision = controller.update(WindowMetrics(images_per_s=990, runq_share=0.6, **common))
+    assert decision.action == "rollback threads"
+    assert controller.reason == CPU_SATURATED
+    quiet = Controller(4, threads=2)
+    quiet._jumped = True
+    quiet.update(WindowMetrics(images_per_s=1000, runq_share=0.02, **common))
+    quiet.update(WindowMetrics(images_per_s=990, runq_share=0.03, **common))
+    assert quiet.reason == SERIAL_OR_IO_BOUND
+
+
 def test_serial_stage_holding_the_gil_stops_at_two_threads():
     # a GIL-holding stage caps supply at 3 batches/s whatever the threads; CPU stays low
     plant = Plant(cores=8, cpu=0.2, demand=10.0, serial=3.0)

@@ -16,6 +16,7 @@ import recpipe
 import recpipe.mxnet as rm
 from recpipe.io import IRHeader, pack
 
+from .._photos import pack_training_set
 from .conftest import REPO_ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -48,30 +49,12 @@ def small_rec(tmp_path_factory):
     return str(rec), str(root / "small.idx"), str(lst)
 
 
-def _photos_dir():
-    configured = os.environ.get("RECPIPE_PHOTOS")
-    candidates = [Path(configured)] if configured else []
-    candidates += [REPO_ROOT.parent / "shared" / "data" / "photos", Path("/work/shared/data/photos")]
-    return next((c for c in candidates if c.is_dir()), None)
-
-
 @pytest.fixture(scope="module")
 def photos_rec(tmp_path_factory):
-    """``(rec, idx, classes)``: 40 photos of each of 5 classes packed pass-through (the project's
-    photos when present, else recpipe's synthetic sample photos)."""
-    root = tmp_path_factory.mktemp("photos")
-    source = _photos_dir()
-    if source is None:
-        from recpipe.sample import make_sample_images
-        source = root / "images"
-        make_sample_images(source, classes=5, per_class=40, size=(120, 160))
-    classes = sorted(p.name for p in source.iterdir() if p.is_dir())[:5]
-    rec = root / "photos.rec"
-    with recpipe.RecordWriter(str(rec)) as writer:
-        for label, name in enumerate(classes):
-            for i, path in enumerate(sorted((source / name).glob("*.jpg"))[:40]):
-                writer.write(pack(IRHeader(0, float(label), label * 1000 + i, 0), path.read_bytes()))
-    return str(rec), str(root / "photos.idx"), len(classes)
+    """``(rec, idx, classes)``: 40 photos of each of 5 classes (see tests/_photos.py)."""
+    rec = tmp_path_factory.mktemp("photos") / "photos.rec"
+    assert pack_training_set(rec, 5, 40) == 200
+    return str(rec), str(rec.with_suffix(".idx")), 5
 
 
 def _run(python, command, spec, workdir):
@@ -255,4 +238,3 @@ def test_module_training_loss_goes_down(mxnet_python, photos_rec, tmp_path):
     assert result["batches"] == 10 and len(losses) == 8
     assert all(np.isfinite(losses))
     assert losses[-1] < 0.85 * losses[0], losses
-    print("losses", losses)

@@ -384,3 +384,35 @@ def test_worker_processes_equal_serial(photos, tmp_path):
     assert parallel.errors == serial.errors
     for name in ("-00000-of-00002.rec", "-00001-of-00002.rec", "-00001-of-00002.idx"):
         assert (tmp_path / f"p{name}").read_bytes() == (tmp_path / f"s{name}").read_bytes()
+
+
+def _die(chunk):
+    os._exit(3)
+
+
+def _slow(chunk):
+    import time
+
+    time.sleep(30)
+
+
+@pytest.mark.parametrize("work,error,match", [(_die, RuntimeError, "worker process died"),
+                                              (_slow, TimeoutError, "no result")])
+def test_worker_death_or_hang_is_an_error_not_a_hang(work, error, match):
+    from concurrent.futures import ProcessPoolExecutor
+
+    from recpipe.pack import packer
+
+    executor = ProcessPoolExecutor(1, mp_context=packer._mp_context(False))
+    try:
+        with pytest.raises(error, match=match):
+            list(packer._ordered_results(executor, work, [[1], [2]], 2, 0.5))
+    finally:
+        packer._stop_workers(executor)
+
+
+def test_no_fork_after_opencv_was_imported():
+    from recpipe.pack import packer
+
+    assert "cv2" in sys.modules  # this test module uses it
+    assert packer._mp_context(False).get_start_method() != "fork"

@@ -1,0 +1,273 @@
+"""PyTorch adapters: a map-style ``RecordDataset`` and a threaded batch ``TorchLoader``.
+
+``RecordDataset`` is for ``torch.utils.data.DataLoader``: ``dataset[i]`` is ``(image, label)``
+for record ``i``, decoded and augmented with ImageRecordIter's keywords (``data_shape`` given)
+or the decoded RGB ``(H, W, C)`` uint8 image (``data_shape=None``), then passed to
+``transform`` when one is given. It is fork-safe and spawn-safe: the record file and the decoder
+are opened lazily in each process (a forked worker re-opens its own descriptor, reads are
+positional), and pickling sends only the arguments. Its augmentation is reproducible per
+``(seed, epoch, record)``; call ``set_epoch(n)`` before each epoch (DataLoader workers get a
+fresh copy of the dataset at every ``iter``, unless ``persistent_workers=True``). For many
+ranks use ``ShardSampler`` (or torch's ``DistributedSampler``).
+
+``TorchLoader`` wraps ``recpipe.decode.ImageLoader``: decode threads fill freshly allocated
+numpy batches that become tensors with ``torch.from_numpy`` (no copy), optionally copied into
+pinned memory and moved to ``device`` with ``non_blocking``. Rank and world size come from
+``recpipe.distributed.detect_rank`` unless given; every rank gets the same number of batches
+and sees the same per-epoch permutation. ``state_dict()``/``load_state_dict()`` resume exactly
+mid-epoch.
+
+>>> loader = TorchLoader("train.rec", 256, (3, 224, 224), shuffle=True,   # doctest: +SKIP
+...                      random_resized_crop=True, rand_mirror=True, device="cuda",
+...                      pin_memory=True, label_dtype=torch.long)
+>>> for epoch in range(epochs):                                             # doctest: +SKIP
+...     loader.set_epoch(epoch)
+...     for images, labels in loader:
+...         ...
+"""
+
+import logging
+import os
+
+import numpy as np
+
+from ._optional import require
+from .decode.augment import AugmentConfig, Augmenter, sample_rng
+from .decode.decoders import get_decoder
+from .decode.loader import ImageLoader
+from .decode.order import epoch_order
+from .distributed import detect_rank
+from .errors import DecodeError, RecordFormatError
+from .io.header import unpack_header
+from .io.reader import RecordReader
+
+__all__ = ["RecordDataset", "TorchLoader", "ShardSampler"]
+
+log = logging.getLogger(__name__)
+
+
+def _torch():
+    return require("torch", "torch")
+
+
+def _header_labels(header, label_width, url, position):
+    """The float32 label(s) of a record by ImageRecordIter's rules: a scalar when
+    ``label_width == 1``, else an array of ``label_width`` packed labels."""
+    if header.flag == 0:
+        if label_width != 1:
+            raise RecordFormatError(f"record has a single label but label_width={label_width}",
+                                    path=url, record=position)
+        return np.float32(header.label)
+    if header.flag < label_width:
+        raise RecordFormatError(f"record has {header.flag} packed labels but "
+                                f"label_width={label_width}", path=url, record=position)
+    labels = np.asarray(header.label, dtype=np.float32)
+    return labels[0] if label_width == 1 else labels[:label_width].copy()
+
+
+class RecordDataset:
+    """Map-style dataset over the records of a ``.rec`` (index order when there is an index).
+
+    ``data_shape=(C, H, W)`` with ImageRecordIter augmentation keywords gives ``(C, H, W)``
+    (or ``(H, W, C)`` with ``layout='NHWC'``) tensors of ``dtype``; ``data_shape=None`` gives
+    the decoded RGB image as an ``(H, W, 3)`` uint8 tensor (or numpy array with ``transform``,
+    which receives it). Labels are float32 tensors (cast with ``label_dtype``).
+    """
+
+    def __init__(self, url, data_shape=None, index_url=None, storage_options=None, *,
+                 transform=None, label_width=1, label_dtype=None, dtype="uint8", layout="NCHW",
+                 seed=0, decoder="auto", **augment):
+        self.url = str(url)
+        self.index_url = index_url
+        self.storage_options = storage_options
+        self.transform = transform
+        self.label_width = int(label_width)
+        self.label_dtype = label_dtype
+        self.seed = int(seed)
+        self.decoder_name = decoder
+        self.epoch = 0
+        self.config = None
+        if data_shape is not None:
+            self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
+                                                    layout=layout, **augment)
+        elif augment:
+            raise ValueError(f"augmentation keywords {sorted(augment)} need data_shape")
+        self._pid = None
+        self._open()
+        self._length = len(self._reader)
+
+    def _open(self):
+        self._reader = RecordReader(self.url, self.index_url, self.storage_options)
+        self._decoder = get_decoder(self.decoder_name)
+        self._augmenter = Augmenter(self.config) if self.config is not None else None
+        self._pid = os.getpid()
+
+    def _ensure_open(self):
+        if self._pid != os.getpid():  # a forked worker: own file handle and decoder state
+            self._open()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for key in ("_reader", "_decoder", "_augmenter"):
+            state[key] = None
+        state["_pid"] = None
+        return state
+
+    def __len__(self):
+        return self._length
+
+    def set_epoch(self, epoch):
+        """Augmentation of the next samples uses epoch number ``epoch``."""
+        self.epoch = int(epoch)
+
+    def __getitem__(self, position):
+        torch = _torch()
+        self._ensure_open()
+        position = int(position)
+        payload = self._reader[position]
+        header, start = unpack_header(payload, path=self.url, record=position)
+        label = torch.from_numpy(np.array(_header_labels(header, self.label_width, self.url,
+                                                        position)))
+        if self.label_dtype is not None:
+            label = label.to(self.label_dtype)
+        try:
+            image = self._decode(memoryview(payload)[start:], position)
+        except DecodeError as exc:
+            raise DecodeError(exc.reason, path=self.url, record=position) from exc
+        if self.transform is not None:
+            return self.transform(image), label
+        return torch.from_numpy(image), label
+
+    def _decode(self, data, position):
+        if self._augmenter is None:
+            return self._decoder.decode(data, channels=3)
+        height, width = self._decoder.size(data)
+        plan = self._augmenter.plan(height, width, sample_rng(self.seed, self.epoch, position))
+        scale = self._augmenter.decode_scale(plan, self._decoder.scales)
+        img = self._decoder.decode(data, scale=scale, channels=self.config.channels)
+        out = np.empty(self._augmenter.out_shape, dtype=self._augmenter.dtype)
+        self._augmenter.apply(img, plan, out)
+        return out
+
+    def close(self):
+        if self._reader is not None and self._pid == os.getpid():
+            self._reader.close()
+
+    def __repr__(self):
+        return (f"RecordDataset({self.url!r}, records={self._length}, "
+                f"data_shape={self.config.data_shape if self.config else None})")
+
+
+class ShardSampler:
+    """Record positions of this rank for each epoch, for ``DataLoader(sampler=...)``.
+
+    The same permutation on every rank for a given ``seed`` and epoch (``set_epoch``), cut into
+    equal parts (wrapping around), so every rank gets the same number of samples. ``shuffle``:
+    False, True/'full' or 'block' (runs of consecutive records: sequential reads).
+    """
+
+    def __init__(self, num_records, *, shuffle=False, seed=0, rank=None, world_size=None):
+        info = detect_rank(rank, world_size)
+        self.num_records = int(num_records)
+        self.shuffle = {False: "none", None: "none", True: "full"}.get(shuffle, shuffle)
+        self.seed = int(seed)
+        self.rank, self.world_size = info.rank, info.world_size
+        self.epoch = 0
+        self._order(0)  # validate now
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def _order(self, epoch):
+        return epoch_order(self.num_records, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
+                           part_index=self.rank, num_parts=self.world_size)
+
+    def __iter__(self):
+        return iter(self._order(self.epoch).tolist())
+
+    def __len__(self):
+        return len(self._order(0))
+
+
+class TorchLoader:
+    """Batches ``(images, labels)`` as torch tensors from a threaded ``ImageLoader``.
+
+    ``rank``/``world_size`` (default: ``detect_rank()``) select this rank's part; any other
+    ``ImageLoader`` keyword (``threads``, ``shuffle``, ``seed``, ``dtype``, ``last_batch``,
+    augmentation keywords...) passes through. ``pin_memory`` copies each batch into page-locked
+    memory (ignored with a warning when no accelerator is available); ``device`` moves it there
+    (``non_blocking`` when pinned). ``label_dtype`` casts the labels (e.g. ``torch.long``).
+    """
+
+    def __init__(self, url, batch_size, data_shape, index_url=None, storage_options=None, *,
+                 rank=None, world_size=None, pin_memory=False, device=None, non_blocking=True,
+                 label_dtype=None, **loader_kwargs):
+        torch = _torch()
+        if "part_index" in loader_kwargs or "num_parts" in loader_kwargs:
+            raise ValueError("give rank/world_size (or nothing, to detect them), "
+                             "not part_index/num_parts")
+        info = detect_rank(rank, world_size)
+        self.rank, self.world_size = info.rank, info.world_size
+        self.device = torch.device(device) if device is not None else None
+        self.pin_memory = bool(pin_memory) and self._can_pin(torch)
+        self.non_blocking = bool(non_blocking)
+        self.label_dtype = label_dtype
+        self.loader = ImageLoader(url, batch_size, data_shape, index_url, storage_options,
+                                  part_index=info.rank, num_parts=info.world_size,
+                                  **loader_kwargs)
+
+    @staticmethod
+    def _can_pin(torch):
+        if torch.cuda.is_available():
+            return True
+        log.warning("pin_memory=True ignored: no CUDA device is available")
+        return False
+
+    def _tensor(self, array, torch):
+        tensor = torch.from_numpy(array)
+        if self.pin_memory:
+            tensor = tensor.pin_memory()
+        if self.device is not None:
+            tensor = tensor.to(self.device, non_blocking=self.non_blocking and self.pin_memory)
+        return tensor
+
+    def __iter__(self):
+        torch = _torch()
+        for images, labels in self.loader:
+            labels = self._tensor(labels, torch)
+            if self.label_dtype is not None:
+                labels = labels.to(self.label_dtype)
+            yield self._tensor(images, torch), labels
+
+    def __len__(self):
+        """Batches per epoch (the same on every rank)."""
+        return len(self.loader)
+
+    @property
+    def last_pad(self):
+        """Filler samples at the end of the batch just returned (``last_batch='pad'``)."""
+        return self.loader.last_pad
+
+    def set_epoch(self, epoch):
+        self.loader.set_epoch(epoch)
+
+    def state_dict(self):
+        """Where the loader is (epoch, batch, order settings); plain ints and strings."""
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state):
+        """The next ``iter`` yields exactly the batches an uninterrupted run would have."""
+        self.loader.load_state_dict(state)
+
+    def stats(self):
+        return self.loader.stats()
+
+    def close(self):
+        """Stop and join the decode threads."""
+        self.loader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,278 @@
+"""recpipe.torch: RecordDataset in DataLoader workers, TorchLoader, ShardSampler, training loops."""
+
+import json
+import pickle
+
+import cv2
+import numpy as np
+import pytest
+
+import recpipe
+from recpipe.decode.loader import ImageLoader
+from recpipe.errors import DecodeError
+from recpipe.io import IRHeader, pack
+
+from ._photos import pack_training_set
+
+torch = pytest.importorskip(
+    "torch", reason="torch is not installed: pip install torch==2.13.0 (tools/test.sh does)")
+rt = pytest.importorskip("recpipe.torch")
+
+N_IMAGES = 21
+
+
+def _image(i):
+    h, w = 26 + (i * 5) % 20, 40 - (i * 3) % 14
+    ys, xs = np.mgrid[0:h, 0:w]
+    return np.stack([(xs * 6 + i * 9) % 256, (ys * 5 + i * 13) % 256,
+                     np.full((h, w), (i * 37) % 256)], axis=-1).astype(np.uint8)
+
+
+def _jpeg(bgr):
+    return cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    """N_IMAGES records labelled i % 3, with two packed labels (i, -i)."""
+    url = str(tmp_path_factory.mktemp("torch") / "small.rec")
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(N_IMAGES):
+            writer.write(pack(IRHeader(0, [float(i % 3), float(-i)], i, 0), _jpeg(_image(i))))
+    return url
+
+
+@pytest.fixture(scope="module")
+def photos_rec(tmp_path_factory):
+    """``(rec, classes)``: 20 photos of each of 4 classes (see tests/_photos.py)."""
+    url = tmp_path_factory.mktemp("photos") / "photos.rec"
+    assert pack_training_set(url, 4, 20) == 80
+    return str(url), 4
+
+
+AUG = dict(resize=30, rand_crop=True, rand_mirror=True, brightness=0.2, seed=4)
+
+
+def _dataset_epoch(dataset, **loader_kwargs):
+    loader = torch.utils.data.DataLoader(dataset, batch_size=6, **loader_kwargs)
+    images, labels = zip(*loader)
+    return torch.cat(images), torch.cat(labels)
+
+
+# -- RecordDataset ----------------------------------------------------------------------------
+
+
+def test_dataset_items_are_the_threaded_loaders_samples(rec):
+    dataset = rt.RecordDataset(rec, (3, 24, 24), label_width=2, **AUG)
+    dataset.set_epoch(1)
+    with ImageLoader(rec, 7, (3, 24, 24), label_width=2, **AUG) as loader:
+        loader.set_epoch(1)
+        batches = list(loader)
+    expected_images = np.concatenate([b[0] for b in batches])
+    expected_labels = np.concatenate([b[1] for b in batches])
+    assert len(dataset) == N_IMAGES
+    for i in (0, 5, 20):
+        image, label = dataset[i]
+        assert image.dtype == torch.uint8 and tuple(image.shape) == (3, 24, 24)
+        assert np.array_equal(image.numpy(), expected_images[i])
+        assert label.tolist() == expected_labels[i].tolist() == [float(i % 3), float(-i)]
+    dataset.set_epoch(2)  # a new epoch draws new augmentation
+    assert not all(np.array_equal(dataset[i][0].numpy(), expected_images[i]) for i in range(5))
+
+
+def test_dataset_in_forked_dataloader_workers_matches_the_main_process(rec):
+    dataset = rt.RecordDataset(rec, (3, 20, 20), label_width=2, label_dtype=torch.long, **AUG)
+    dataset[0]  # the parent has its file open before the workers fork
+    images0, labels0 = _dataset_epoch(dataset)
+    images2, labels2 = _dataset_epoch(dataset, num_workers=2, multiprocessing_context="fork")
+    assert images0.shape == (N_IMAGES, 3, 20, 20) and labels0.dtype == torch.long
+    assert torch.equal(images0, images2) and torch.equal(labels0, labels2)
+    assert dataset[3][1].tolist() == [0, -3]  # the parent still reads after the fork
+
+
+def test_dataset_pickles_without_its_open_file(rec):
+    dataset = rt.RecordDataset(rec, (3, 16, 16), label_width=2, **AUG)
+    state = dataset.__getstate__()
+    assert state["_reader"] is None and state["_decoder"] is None
+    clone = pickle.loads(pickle.dumps(dataset))  # what a spawn worker receives
+    assert len(clone) == N_IMAGES
+    assert torch.equal(clone[7][0], dataset[7][0])
+
+
+def test_dataset_without_data_shape_hands_the_decoded_image_to_transform(rec):
+    dataset = rt.RecordDataset(rec, transform=lambda img: img.shape, label_width=2)
+    shape, label = dataset[4]
+    assert shape == _image(4).shape
+    raw = rt.RecordDataset(rec, label_width=2)[4][0]
+    assert raw.dtype == torch.uint8
+    assert np.abs(raw.numpy().astype(int) - _image(4)[..., ::-1]).mean() < 3  # RGB of the BGR source
+    with pytest.raises(ValueError, match="need data_shape"):
+        rt.RecordDataset(rec, resize=10)
+
+
+def test_dataset_errors_name_the_record(tmp_path):
+    url = str(tmp_path / "bad.rec")
+    with recpipe.RecordWriter(url) as writer:
+        writer.write(pack(IRHeader(0, 1.0, 0, 0), _jpeg(_image(0))))
+        writer.write(pack(IRHeader(0, 1.0, 1, 0), b"\xff\xd8 this is not a jpeg"))
+    dataset = rt.RecordDataset(url, (3, 8, 8))
+    assert dataset[0][1].item() == 1.0
+    with pytest.raises(DecodeError) as info:
+        dataset[1]
+    assert info.value.record == 1 and "bad.rec" in str(info.value)
+    with pytest.raises(recpipe.RecordFormatError, match="label_width=2"):
+        rt.RecordDataset(url, (3, 8, 8), label_width=2)[0]
+
+
+# -- TorchLoader ------------------------------------------------------------------------------
+
+
+def test_loader_tensors_are_the_decoded_arrays_without_a_copy(rec, monkeypatch):
+    seen = []
+    original = torch.from_numpy
+
+    def spy(array):
+        tensor = original(array)
+        seen.append((array.ctypes.data, tensor))
+        return tensor
+
+    monkeypatch.setattr(torch, "from_numpy", spy)
+    with rt.TorchLoader(rec, 8, (3, 16, 16), rank=0, world_size=1, label_width=2,
+                        threads=2) as loader:
+        batches = list(loader)
+    assert len(batches) == len(loader) == 3
+    images, labels = batches[0]
+    assert images.dtype == torch.uint8 and tuple(images.shape) == (8, 3, 16, 16)
+    assert tuple(labels.shape) == (8, 2) and labels.dtype == torch.float32
+    pointers = {tensor.data_ptr() for _, tensor in seen}
+    assert all(address == tensor.data_ptr() for address, tensor in seen)
+    assert images.data_ptr() in pointers and labels.data_ptr() in pointers
+    assert loader.last_pad == 3
+
+
+def test_loader_device_and_pin_memory_without_cuda(rec, caplog):
+    with rt.TorchLoader(rec, 10, (3, 8, 8), rank=0, world_size=1, label_width=2,
+                        pin_memory=True, device="cpu", label_dtype=torch.long) as loader:
+        images, labels = next(iter(loader))
+        assert images.device.type == "cpu" and labels.dtype == torch.long
+        assert loader.pin_memory is torch.cuda.is_available()
+    if not torch.cuda.is_available():
+        assert "pin_memory=True ignored" in caplog.text
+
+
+def test_loader_takes_its_rank_from_the_environment(rec, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with rt.TorchLoader(rec, 4, (3, 8, 8), label_width=2) as loader:
+        assert (loader.rank, loader.world_size) == (1, 2)
+        assert (loader.loader.part_index, loader.loader.num_parts) == (1, 2)
+        labels = torch.cat([lab for _, lab in loader])
+    assert labels[:, 1].tolist()[:10] == [float(-i) for i in range(11, 21)]
+    with pytest.raises(ValueError, match="part_index"):
+        rt.TorchLoader(rec, 4, (3, 8, 8), part_index=0, num_parts=1)
+
+
+def test_loader_resumes_mid_epoch_exactly(rec):
+    kwargs = dict(rank=0, world_size=1, label_width=2, shuffle=True, threads=2, **AUG)
+
+    def run(loader, epochs):
+        return [[(i.clone(), lab.clone()) for i, lab in loader] for _ in range(epochs)]
+
+    with rt.TorchLoader(rec, 4, (3, 12, 12), **kwargs) as loader:
+        reference = run(loader, 2)
+    with rt.TorchLoader(rec, 4, (3, 12, 12), **kwargs) as loader:
+        first = iter(loader)
+        taken = [next(first) for _ in range(2)]
+        state = json.loads(json.dumps(loader.state_dict()))
+    assert state["batch"] == 2 and state["epoch"] == 0
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(taken, reference[0]))
+    with rt.TorchLoader(rec, 4, (3, 12, 12), **kwargs) as resumed:
+        resumed.load_state_dict(state)
+        rest = run(resumed, 2)
+    assert len(rest[0]) == len(reference[0]) - 2
+    for got, want in zip(rest[0] + rest[1], reference[0][2:] + reference[1]):
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+# -- ShardSampler -----------------------------------------------------------------------------
+
+
+def test_shard_sampler_gives_every_rank_an_equal_share_of_one_permutation():
+    parts = [list(rt.ShardSampler(23, shuffle=True, seed=3, rank=r, world_size=4))
+             for r in range(4)]
+    assert {len(p) for p in parts} == {6}
+    joined = [x for p in parts for x in p]
+    assert sorted(set(joined)) == list(range(23))
+    assert joined[23:] == joined[:1]  # the one wrapped filler comes from the start
+    sampler = rt.ShardSampler(23, shuffle=True, seed=3, rank=0, world_size=4)
+    sampler.set_epoch(1)
+    assert list(sampler) != parts[0] and len(sampler) == 6
+
+
+# -- training ---------------------------------------------------------------------------------
+
+
+def _net(classes):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, classes))
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Two torch threads on a busy 2-core machine spin-wait each other: use one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _train(batches_per_epoch, classes, epochs):
+    """Train a small CNN; return the mean loss of each epoch."""
+    torch.manual_seed(0)
+    net = _net(classes)
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    mean = torch.tensor([123.7, 116.3, 103.5]).view(1, 3, 1, 1)
+    losses = []
+    for epoch in range(epochs):
+        total, count = 0.0, 0
+        for images, labels in batches_per_epoch(epoch):
+            logits = net((images.float() - mean) / 58.0)
+            loss = torch.nn.functional.cross_entropy(logits, labels.long())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total, count = total + loss.item() * len(labels), count + len(labels)
+        losses.append(total / count)
+    return losses
+
+
+TRAIN_AUG = dict(resize=36, rand_crop=True, rand_mirror=True)
+
+
+def test_training_with_the_threaded_loader_lowers_the_loss(photos_rec, one_torch_thread):
+    url, classes = photos_rec
+    with rt.TorchLoader(url, 16, (3, 32, 32), rank=0, world_size=1, shuffle=True, seed=1,
+                        threads=2, label_dtype=torch.long, **TRAIN_AUG) as loader:
+        def epoch_batches(epoch):
+            loader.set_epoch(epoch)
+            return loader
+        losses = _train(epoch_batches, classes, epochs=10)
+    assert all(np.isfinite(losses))
+    assert np.mean(losses[-2:]) < 0.85 * np.mean(losses[:2]), losses
+
+
+def test_training_with_dataset_and_dataloader_workers_lowers_the_loss(photos_rec, one_torch_thread):
+    url, classes = photos_rec
+    dataset = rt.RecordDataset(url, (3, 32, 32), seed=1, **TRAIN_AUG)
+    generator = torch.Generator().manual_seed(0)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=16, shuffle=True, num_workers=2,
+                                         generator=generator, multiprocessing_context="fork")
+
+    def epoch_batches(epoch):
+        dataset.set_epoch(epoch)  # workers copy the dataset at every iter()
+        return loader
+    losses = _train(epoch_batches, classes, epochs=10)
+    assert all(np.isfinite(losses))
+    assert np.mean(losses[-2:]) < 0.85 * np.mean(losses[:2]), losses
