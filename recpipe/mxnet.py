@@ -51,7 +51,13 @@ Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
   raises RecordFormatError naming the record (routed through ``on_error``).
 - With ``mean_img`` the mean image is subtracted in output coordinates; MXNet subtracts it
   before mirroring (the two differ only on mirrored samples, by the asymmetry of the mean
-  image). A missing file is computed over one pass of the (augmented) data and saved.
+  image). A missing file is computed over one pass of the (augmented) data and saved; we average
+  raw pixels, MXNet averages pixels already multiplied by ``scale / std`` and then subtracts
+  that from raw pixels (the same file only when ``std_*`` and ``scale`` are 1).
+- JPEGs may be decoded at a reduced DCT scale when the output is at most half the crop
+  (``dct_scaling=True``, the default, much faster); ``dct_scaling=False`` gives MXNet's pixels
+  exactly in validation mode (resize + center crop), the default differs only for outputs at
+  least 2x smaller than the source region (and is less aliased there).
 - ``dtype='uint8'`` (and ``ImageRecordUInt8Iter``) with mean/std/scale keywords raises
   ValueError (MXNet ignores them silently); ``dtype='float16'`` is an extra.
 - Unsupported: ``dtype='int8'``, 4-channel ``data_shape``, ``mean_a``/``std_a`` other than the
@@ -184,6 +190,18 @@ def _dtype(value):
     return _DTYPES[key]
 
 
+def _data_shape(value):
+    if isinstance(value, str):
+        value = [v for v in value.strip().strip("()[]").split(",") if v.strip()]
+    try:
+        shape = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"data_shape={value!r}: expected (C, H, W) integers") from None
+    if shape and shape[0] == 4:
+        raise NotImplementedError(f"data_shape={shape}: 4-channel (RGBA) output is not supported")
+    return shape
+
+
 def _shuffle(kwargs):
     shuffle = _as_bool("shuffle", kwargs.get("shuffle", False))
     if not shuffle and _as_int("shuffle_chunk_size", kwargs.get("shuffle_chunk_size", 0)) > 0:
@@ -223,7 +241,7 @@ def _translate(kwargs, *, default_dtype="float32", cls_name="ImageRecordIter"):
         url=str(kwargs["path_imgrec"]),
         index_url=kwargs.get("path_imgidx") or None,
         batch_size=_as_int("batch_size", kwargs["batch_size"]),
-        data_shape=kwargs["data_shape"],
+        data_shape=_data_shape(kwargs["data_shape"]),
         threads=max(1, _as_int("preprocess_threads", kwargs.get("preprocess_threads", 4))),
         prefetch=max(1, _as_int("prefetch_buffer", kwargs.get("prefetch_buffer", 4))),
         dtype=dtype,
@@ -379,10 +397,7 @@ class _RecordIterBase:
         mx = require("mxnet", "mxnet")
         loader_kwargs, options, imglist_url = _translate(
             kwargs, default_dtype=self._default_dtype, cls_name=type(self).__name__)
-        shape = tuple(int(v) for v in _parse_shape(loader_kwargs["data_shape"]))
-        if shape and shape[0] == 4:
-            raise NotImplementedError(f"data_shape={shape}: 4-channel (RGBA) output is not "
-                                      "supported")
+        shape = loader_kwargs["data_shape"]
         super().__init__(options.batch_size)
         self._mx = mx
         self._options = options
@@ -392,9 +407,9 @@ class _RecordIterBase:
             layout = loader_kwargs.get("layout", "NCHW")
             mean = _mean_image(mx, options.mean_img, loader_kwargs, imglist_url, shape)
             self._normalizer = _Normalizer(mean, options.normalize, layout)
-        self.loader = _make_loader(loader_kwargs, imglist_url)
         self._pinned = (mx.cpu_pinned(options.device_id)
                         if options.device_id >= 0 and mx.context.num_gpus() > 0 else None)
+        self.loader = _make_loader(loader_kwargs, imglist_url)  # starts threads: keep it last
         self._batch = None
         self._started = False
         self._epoch = iter(self.loader)  # start decoding the first batches now
@@ -496,10 +511,6 @@ class _RecordIterBase:
         self.close()
 
 
-def _parse_shape(value):
-    if isinstance(value, str):
-        return [int(v) for v in value.strip().strip("()[]").split(",") if v.strip()]
-    return list(value)
 
 
 _CLASSES = {}

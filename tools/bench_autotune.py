@@ -1,13 +1,13 @@
 """Benchmark ``threads="auto"`` against a fixed-thread sweep, with a sleeping consumer.
 
 The consumer sleeps ``T`` seconds per batch (a simulated accelerator: sleeping releases the GIL
-as a CUDA sync does). ``T`` is set from a calibration run (``P1``: seconds per batch that one
-decode thread takes here, uncapped) so that each scenario asks for a given number of cores
-(docs/autotune.md, section 6):
+as a CUDA sync does). ``T`` is set from a calibration run (``c``: decode-thread CPU seconds per
+batch, from ``time.thread_time``, which other processes' load does not inflate) so that each
+scenario asks for a given number of cores (docs/autotune.md, section 6):
 
-- ``s1`` consumer-bound: ``T = 2 * P1`` (needs ~0.5 core)
-- ``s2`` needs ~1.6 threads: ``T = P1 / 1.6``
-- ``s3`` CPU-saturated: ``T = P1 / 4``
+- ``s1`` consumer-bound: ``T = 2 * c`` (needs ~0.5 core)
+- ``s2`` needs ~1.6 cores: ``T = c / 1.6``
+- ``s3`` CPU-saturated: ``T = c / 4``
 - ``s4`` workload change: ``s1`` for the first half of the run, then ``s2``
 
 For each scenario every configuration (fixed 1..4 threads and auto) runs ``--reps`` times, in
@@ -87,10 +87,14 @@ def consume(loader, steps, seconds):
 
 
 def calibrate(rec, seconds):
-    """Seconds per batch for one decode thread with an instant consumer."""
+    """``(cpu, wall)``: decode CPU seconds per batch, and wall seconds per batch of one thread
+    with an instant consumer."""
     with make_loader(rec, 1) as loader:
+        before = loader.stats()
         rate, _ = consume(loader, lambda _: 0.0, seconds)
-    return BATCH / rate
+        after = loader.stats()
+    cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / (after["samples"] - before["samples"])
+    return cpu * BATCH, BATCH / rate
 
 
 def run_one(rec, threads, steps, seconds):
@@ -126,22 +130,22 @@ def _windows_to_settle_after(decisions, change_time):
     return settled
 
 
-def scenario_steps(name, p1, seconds):
+def scenario_steps(name, cpu, seconds):
     if name == "s4":
-        first, second = 2 * p1, p1 / 1.6
+        first, second = 2 * cpu, cpu / 1.6
         return lambda elapsed: first if elapsed < seconds / 2 else second
-    step = p1 / RATIOS[name]
+    step = cpu / RATIOS[name]
     return lambda elapsed: step
 
 
-def run_scenario(rec, name, p1, seconds, reps, rng):
+def run_scenario(rec, name, cpu, seconds, reps, rng):
     configs = list(FIXED) + ["auto"]
     runs = {c: [] for c in configs}
     for rep in range(reps):
         order = configs[:]
         rng.shuffle(order)
         for config in order:
-            result = run_one(rec, config, scenario_steps(name, p1, seconds), seconds)
+            result = run_one(rec, config, scenario_steps(name, cpu, seconds), seconds)
             runs[config].append(result)
             print(f"  {name} rep {rep + 1} {config!s:>4}: {result['images_per_s']:7.1f} img/s"
                   + (f"  -> {result['final_threads']} threads, {result['reason']}, settled at "
@@ -168,7 +172,7 @@ def summarize(name, runs):
         "auto_reasons": [r["reason"] for r in autos],
         "auto_settled_window": [r["settled_window"] for r in autos],
         "auto_max_threads_seen": [r["max_threads_seen"] for r in autos],
-        "auto_wait": [(round(r["wait_before"], 3), round(r["wait_after"], 3)) for r in autos],
+        "auto_wait": [(r["wait_before"], r["wait_after"]) for r in autos],
         "pass_throughput": med["auto"] >= 0.95 * fixed[best_n],
         "pass_settled": settled <= 10,
         "pass_not_overprovisioned": final <= n95 + 1,
@@ -207,7 +211,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--photos", default="/work/shared/data/photos")
     parser.add_argument("--rec", default=".bench/autotune/photos.rec")
-    parser.add_argument("--seconds", type=float, default=16.0, help="seconds per run")
+    parser.add_argument("--seconds", type=float, default=20.0, help="seconds per run")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--scenarios", default="s1,s2,s3,s4")
     parser.add_argument("--overhead-reps", type=int, default=5)
@@ -218,21 +222,22 @@ def main(argv=None):
 
     rec = build_rec(args.photos, args.rec)
     rng = random.Random(args.seed)
-    p1 = calibrate(rec, 4.0)
+    cpu, wall1 = calibrate(rec, 4.0)
     results = {
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "machine": {"cores": usable_cores(), "cpu": platform.processor() or platform.machine(),
                     "python": platform.python_version(), "load_before": os.getloadavg()},
         "data": {"rec": rec, "records": len(recpipe.RecordReader(rec)), "batch": BATCH,
                  "config": "train"},
-        "p1_seconds_per_batch": p1,
+        "cpu_seconds_per_batch": cpu,
+        "one_thread_wall_seconds_per_batch": wall1,
         "scenarios": [],
     }
-    print(f"calibration: one thread takes {p1 * 1e3:.0f} ms per batch of {BATCH}",
-          file=sys.stderr)
+    print(f"calibration: {cpu * 1e3:.0f} CPU-ms per batch of {BATCH}; one thread takes "
+          f"{wall1 * 1e3:.0f} ms a batch now", file=sys.stderr)
     for name in [s for s in args.scenarios.split(",") if s]:
         seconds = args.seconds * (1.5 if name == "s4" else 1)
-        results["scenarios"].append(run_scenario(rec, name, p1, seconds, args.reps, rng))
+        results["scenarios"].append(run_scenario(rec, name, cpu, seconds, args.reps, rng))
     if args.overhead_reps:
         results["overhead"] = overhead(rec, args.overhead_seconds, args.overhead_reps)
     results["machine"]["load_after"] = os.getloadavg()
@@ -245,7 +250,8 @@ def main(argv=None):
 
 
 def print_table(results):
-    print(f"P1 = {results['p1_seconds_per_batch'] * 1e3:.0f} ms/batch (1 thread), "
+    print(f"c = {results['cpu_seconds_per_batch'] * 1e3:.0f} CPU-ms/batch, one thread "
+          f"{results['one_thread_wall_seconds_per_batch'] * 1e3:.0f} ms/batch, "
           f"load {results['machine']['load_before']} -> {results['machine']['load_after']}")
     print("| scenario | fixed 1 | fixed 2 | fixed 3 | fixed 4 | auto | auto/best | n95 | "
           "auto final threads | reasons | settled window | pass |")

@@ -8,7 +8,9 @@ Measures, on in-memory JPEG bytes (default: /work/shared/data/photos):
   4. per-stage cost (plan / decode / crop-resize / mirror+normalise write) of the train config
      (random_resized_crop to 224, rand_mirror) and the val config (resize 256, center crop 224),
      uint8 vs float32 (and float16) output, NCHW and NHWC, with and without DCT scaling;
-  5. end-to-end single-thread rate of each config relative to the bare full-size decode rate.
+  5. end-to-end single-thread rate of each config relative to the bare full-size decode rate,
+     with region-of-interest decoding (recpipe._jpegroi) on and off;
+  6. bare region decode vs whole-image decode for the train/val crops, baseline and progressive.
 
 Every figure is the median of --repeats runs; ratios are taken within this one run.
 Usage: python tools/bench_decoders.py [--data DIR] [--count N] [--repeats R] [--quick]
@@ -143,8 +145,12 @@ def gil_progress(dec, size=3000):
     return during / alone
 
 
-def stage_times(blobs, dec, config, repeats):
-    """Median per-image microseconds of plan, decode, region (crop-resize), write, total."""
+def stage_times(blobs, dec, config, repeats, roi=True):
+    """Median per-image microseconds of plan, decode, region (crop-resize), write, total.
+
+    ``roi``: decode through ``Augmenter.decode`` (DCT scale + region when the decoder has
+    ``roi``), as the loader does; False: the whole image at ``decode_scale`` (the old path).
+    """
     aug = Augmenter(config)
     out = np.empty(aug.out_shape, aug.dtype)
     sizes = [dec.size(b) for b in blobs]
@@ -154,15 +160,16 @@ def stage_times(blobs, dec, config, repeats):
         acc = dict.fromkeys(results, 0.0)
         for index, (blob, (h, w)) in enumerate(zip(blobs, sizes)):
             t0 = clock()
-            plan = aug.plan(h, w, sample_rng(0, epoch, index))
-            scale = aug.decode_scale(plan, dec.scales)
+            plan = aug.plan(h, w, aug.sample_rng(0, epoch, index))
             t1 = clock()
-            img = dec.decode(blob, scale=scale, channels=config.channels)
-            t2 = clock()
-            if img.shape[:2] != plan.source_size:
-                region = aug._scaled_region(img, plan)
+            if roi:
+                img, window = aug.decode(dec, blob, plan)
             else:
-                region = aug._exact_region(img, plan)
+                img = dec.decode(blob, scale=aug.decode_scale(plan, dec.scales),
+                                 channels=config.channels)
+                window = None
+            t2 = clock()
+            region = aug._region(aug._match_channels(img), plan, window)
             t3 = clock()
             aug._write(region, plan, out)
             t4 = clock()
@@ -175,18 +182,52 @@ def stage_times(blobs, dec, config, repeats):
     return {k: statistics.median(v) for k, v in results.items()}
 
 
-def bench_pipeline(blobs, dec, repeats):
+PIPELINE_ROWS = (
+    # (dtype, layout, dct_scaling, roi)
+    ("uint8", "NCHW", True, True),
+    ("uint8", "NCHW", True, False),
+    ("uint8", "NCHW", False, True),
+    ("float32", "NCHW", True, True),
+    ("float32", "NCHW", True, False),
+    ("float16", "NCHW", True, True),
+    ("uint8", "NHWC", True, True),
+    ("float32", "NHWC", True, True),
+)
+
+
+def bench_pipeline(blobs, dec, repeats, quick=False):
     full = median_rate(lambda: [dec.decode(b) for b in blobs], len(blobs), repeats)
     rows = []
     for label, base in (("train", TRAIN), ("val", VAL)):
-        for dtype, layout in (("uint8", "NCHW"), ("float32", "NCHW"), ("float16", "NCHW"),
-                              ("uint8", "NHWC"), ("float32", "NHWC")):
-            for dct in (True, False):
-                extra = NORM if dtype != "uint8" else {}
-                cfg = AugmentConfig(**base, **extra, dtype=dtype, layout=layout, dct_scaling=dct)
-                st = stage_times(blobs, dec, cfg, repeats)
-                rows.append((label, dtype, layout, dct, st, 1e6 / st["total"] / full))
+        for dtype, layout, dct, roi in PIPELINE_ROWS[:5] if quick else PIPELINE_ROWS:
+            extra = NORM if dtype != "uint8" else {}
+            cfg = AugmentConfig(**base, **extra, dtype=dtype, layout=layout, dct_scaling=dct)
+            st = stage_times(blobs, dec, cfg, repeats, roi=roi)
+            rows.append((label, dtype, layout, dct, roi, st, 1e6 / st["total"] / full))
     return full, rows
+
+
+def bench_roi_decode(blobs, dec, repeats):
+    """Bare decode images/s: whole image vs the train/val crop only (region decode), 1 thread,
+    baseline and progressive copies of the same images."""
+    progressive = [cv2.imencode(".jpg", cv2.imdecode(np.frombuffer(b, np.uint8), 1),
+                                [cv2.IMWRITE_JPEG_QUALITY, 90, cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1]
+                   .tobytes() for b in blobs]
+    rows = []
+    for kind, data in (("baseline", blobs), ("progressive", progressive)):
+        full = median_rate(lambda: [dec.decode(b) for b in data], len(data), repeats)
+        rows.append((kind, "whole image", full, 1.0))
+        for label, base in (("train", TRAIN), ("val", VAL)):
+            aug = Augmenter(AugmentConfig(**base, dtype="uint8"))
+            jobs = []
+            for index, b in enumerate(data):
+                plan = aug.plan(*dec.size(b), aug.sample_rng(0, 0, index))
+                scale = aug.decode_scale(plan, dec.scales)
+                jobs.append((b, aug.decode_box(plan, scale), scale))
+            rate = median_rate(lambda: [dec.decode_region(b, box, scale=s) for b, box, s in jobs],
+                               len(jobs), repeats)
+            rows.append((kind, f"{label} crop region", rate, rate / full))
+    return rows
 
 
 def bench_rng(repeats):
@@ -196,11 +237,15 @@ def bench_rng(repeats):
         for i in range(n):
             sample_rng(7, 1, i).random(64)
 
+    def reused():
+        for i in range(n):
+            Augmenter.sample_rng(7, 1, i).random(64)
+
     def seedseq():
         for i in range(n):
             np.random.default_rng([7, 1, i]).random(64)
 
-    return (1e6 / median_rate(philox, n, repeats), 1e6 / median_rate(seedseq, n, repeats))
+    return tuple(1e6 / median_rate(fn, n, repeats) for fn in (philox, reused, seedseq))
 
 
 def main():
@@ -236,15 +281,24 @@ def main():
         print(f"{name:11s} 1 thread {one:7.0f} img/s  2 threads {two:7.0f} img/s  x{two / one:.2f}"
               f"  Python-thread progress during a 3000x3000 decode: {gil:.2f}")
 
-    philox, seedseq = bench_rng(args.repeats)
+    philox, reused, seedseq = bench_rng(args.repeats)
     print(f"\n## per-sample RNG incl. 64 uniforms: Philox key/counter {philox:.1f} us, "
+          f"re-keyed per-thread Philox (Augmenter.sample_rng) {reused:.1f} us, "
           f"default_rng(SeedSequence) {seedseq:.1f} us")
 
-    full, rows = bench_pipeline(blobs, dec, args.repeats)
+    if dec.roi:
+        print(f"\n## region decode ({dec.name} + recpipe._jpegroi), images/s, 1 thread")
+        for kind, what, rate, ratio in bench_roi_decode(blobs, dec, args.repeats):
+            print(f"{kind:11s} {what:18s} {rate:8.0f} img/s  x{ratio:.2f}")
+    else:
+        print("\n## region decode: recpipe._jpegroi is not built, skipped")
+
+    full, rows = bench_pipeline(blobs, dec, args.repeats, quick=args.quick)
     print(f"\n## per-stage us/image with {dec.name} (1 thread); bare full decode {full:.0f} img/s")
-    print("config dtype   layout dct   plan  decode crop-resize write  total  img/s  x full-decode")
-    for label, dtype, layout, dct, st, ratio in rows:
-        print(f"{label:6s} {dtype:7s} {layout:6s} {dct!s:5s} {st['rng+plan']:5.1f} "
+    print("config dtype   layout dct   roi    plan  decode crop-resize write  total  img/s  "
+          "x full-decode")
+    for label, dtype, layout, dct, roi, st, ratio in rows:
+        print(f"{label:6s} {dtype:7s} {layout:6s} {dct!s:5s} {roi!s:5s} {st['rng+plan']:5.1f} "
               f"{st['decode']:7.0f} {st['crop-resize']:7.0f} {st['write']:7.0f} "
               f"{st['total']:6.0f} {1e6 / st['total']:6.0f}  {ratio:.2f}")
 

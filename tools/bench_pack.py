@@ -11,7 +11,10 @@ listing, reading, coding, writing):
 
 im2rec runs with the mxnet venv's python (``--mxnet-python``) from a ``.lst`` made beforehand
 (not timed). Each round runs every contender once, alternating which of a pair goes first; the
-table gives medians and the ratio im2rec / recpipe (higher is better for recpipe).
+table gives medians of wall time and the ratio im2rec / recpipe (higher is better for recpipe),
+and the same for CPU time (user + system of the command and the processes it waited for), which
+says more than wall time when other jobs load the machine: under contention a command with
+more processes gets a bigger share of the cores.
 
     python tools/bench_pack.py [--data /work/shared/data/photos] [--rounds 5] [--json]
 """
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,14 +92,21 @@ def data_summary(folder):
             "mean_kb": round(sum(sizes) / max(1, len(sizes)) / 1024, 1)}
 
 
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_timed(cmd, cwd):
+    """``(wall seconds, CPU seconds)`` of a command and every process it waited for."""
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu_before
 
 
 def count_records(idx_path):
@@ -135,6 +146,7 @@ def main(argv=None):
                         args.data], check=True, capture_output=True)
         contests = contenders(args, work, mxpy, im2rec)
         times = {contest: {name: [] for name, _, _ in pairs} for contest, pairs in contests.items()}
+        cpu = {contest: {name: [] for name, _, _ in pairs} for contest, pairs in contests.items()}
         records = {}
         for contest, pairs in contests.items():  # warm-up: page cache, pyc files
             for name, cmd, idx in pairs:
@@ -145,7 +157,9 @@ def main(argv=None):
             for contest, pairs in contests.items():
                 order = pairs if round_no % 2 == 0 else pairs[::-1]
                 for name, cmd, _ in order:
-                    times[contest][name].append(run_timed(cmd, work))
+                    wall, cpu_s = run_timed(cmd, work)
+                    times[contest][name].append(wall)
+                    cpu[contest][name].append(cpu_s)
         result = {"machine": machine(), "data": data_summary(args.data), "rounds": args.rounds,
                   "load_before": load_before, "load_after": os.getloadavg(),
                   "commands": {c: {n: " ".join(cmd) for n, cmd, _ in p} for c, p in contests.items()},
@@ -153,12 +167,16 @@ def main(argv=None):
         for contest, by_name in times.items():
             ours = statistics.median(by_name["recpipe"])
             theirs = statistics.median(by_name["im2rec"])
+            ours_cpu = statistics.median(cpu[contest]["recpipe"])
+            theirs_cpu = statistics.median(cpu[contest]["im2rec"])
             result["contests"][contest] = {
                 "recpipe_median_s": round(ours, 3), "im2rec_median_s": round(theirs, 3),
                 "recpipe_s": [round(t, 3) for t in by_name["recpipe"]],
                 "im2rec_s": [round(t, 3) for t in by_name["im2rec"]],
-                "speedup": round(theirs / ours, 2), "target": TARGETS[contest],
-                "met": theirs / ours >= TARGETS[contest]}
+                "recpipe_cpu_median_s": round(ours_cpu, 3),
+                "im2rec_cpu_median_s": round(theirs_cpu, 3),
+                "speedup": round(theirs / ours, 2), "cpu_ratio": round(theirs_cpu / ours_cpu, 2),
+                "target": TARGETS[contest], "met": theirs / ours >= TARGETS[contest]}
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -176,10 +194,13 @@ def print_table(result):
     d = result["data"]
     print(f"data: {d['path']}: {d['files']} files, {d['bytes'] / 1e6:.1f} MB; "
           f"{result['rounds']} rounds, medians of whole-command wall time")
-    print(f"{'contest':<14}{'recpipe s':>10}{'im2rec s':>10}{'speedup':>9}{'target':>8}  met")
+    print(f"{'contest':<14}{'recpipe s':>10}{'im2rec s':>10}{'speedup':>9}{'target':>8}  met"
+          f"{'recpipe cpu':>13}{'im2rec cpu':>12}{'cpu ratio':>11}")
     for contest, r in result["contests"].items():
         print(f"{contest:<14}{r['recpipe_median_s']:>10.3f}{r['im2rec_median_s']:>10.3f}"
-              f"{r['speedup']:>8.2f}x{r['target']:>7.1f}x  {'yes' if r['met'] else 'NO'}")
+              f"{r['speedup']:>8.2f}x{r['target']:>7.1f}x  {'yes' if r['met'] else 'NO ':<3}"
+              f"{r['recpipe_cpu_median_s']:>13.3f}{r['im2rec_cpu_median_s']:>12.3f}"
+              f"{r['cpu_ratio']:>10.2f}x")
     for contest, names in result["records"].items():
         print(f"records written ({contest}): " + ", ".join(f"{n} {c}" for n, c in names.items()))
 

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -129,6 +130,28 @@ def cpu_model():
 def machine_info():
     return {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
             "python": sys.version.split()[0], "loadavg_start": list(os.getloadavg())}
+
+
+def cpu_snapshot():
+    """(wall s, busy CPU s of the whole machine, CPU s of our reaped children) right now."""
+    busy = None
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.time(), busy, children.ru_utime + children.ru_stime
+
+
+def other_cores(start, end):
+    """Average cores used by processes other than our runners between two ``cpu_snapshot``s."""
+    if start[1] is None or end[1] is None or end[0] <= start[0]:
+        return None
+    others = (end[1] - start[1]) - (end[2] - start[2])
+    return max(0.0, others / (end[0] - start[0]))
 
 
 def mxnet_effective_threads(requested):
@@ -349,6 +372,17 @@ def fmt(value, digits=1):
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
+def busy_note(machine):
+    """A warning when other processes took a noticeable share of the cores during the run."""
+    other = machine.get("other_cores")
+    if other is None:
+        return ""
+    text = f"; other processes used {other:.2f} cores on average during the run"
+    if other > 0.25:
+        text += " (BUSY machine: the ratios are only indicative)"
+    return text
+
+
 def markdown(report):
     machine, args = report["machine"], report["args"]
     lines = [
@@ -357,7 +391,7 @@ def markdown(report):
         f"Command: `{report['command']}`  ",
         f"Machine: {machine['nproc']} cores, {machine['cpu_model']}, {machine['platform']}; "
         f"load average {fmt(machine['loadavg_start'][0], 2)} at start, "
-        f"{fmt(machine['loadavg_end'][0], 2)} at end.  ",
+        f"{fmt(machine['loadavg_end'][0], 2)} at end{busy_note(machine)}.  ",
         f"Data: {report['data']['images']} JPEGs of {report['data']['photos']} packed pass-through "
         f"into one .rec/.idx (ImageFolder reads the same files).  ",
         f"Batch {args['batch']}, {args['batches']} timed batches after at least {args['warmup']} "
@@ -396,7 +430,7 @@ def update_file(path, snippet):
     if BEGIN_MARK in text and END_MARK in text:
         head, rest = text.split(BEGIN_MARK, 1)
         tail = rest.split(END_MARK, 1)[1].lstrip("\n")
-        text = head + block + tail
+        text = head + block + ("\n" + tail if tail else "")
     else:
         text = text + ("\n" if text and not text.endswith("\n\n") else "") + block
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -406,27 +440,33 @@ def update_file(path, snippet):
 
 # -- main --------------------------------------------------------------------------------------
 
-def main(argv=None):
-    args = parse_args(argv)
-    log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
-    machine = machine_info()
-    rec, image_count = pack_photos(args.photos, args.work)
+def interpreters(args):
+    """The python of each contender (None = not available) and the notes on what is missing."""
     peers_python = find_python(args.peers_python, (PEERS_PYTHON,))
     pythons = {"recpipe": peers_python or sys.executable,
                "mxnet": find_python(args.mxnet_python, MXNET_PYTHONS),
                "dali": peers_python, "torch": peers_python}
-    skipped = [f"{name}: no interpreter (run tools/setup_peers.sh / tools/setup_mxnet_venv.sh)"
+    missing = [f"{name}: no interpreter (run tools/setup_peers.sh / tools/setup_mxnet_venv.sh)"
                for name, python in pythons.items() if python is None]
+    return pythons, missing
+
+
+def print_plan(measurements, targets):
+    for measurement in measurements.values():
+        print(f"{measurement.key:<24} {measurement.python} {' '.join(measurement.argv)}")
+    for target in targets:
+        print(f"target: {target.name}: {target.numerator} / {target.denominator} >= {target.goal}")
+
+
+def run_benchmark(args, argv, log):
+    """Every round, the RSS check, and the report dict."""
+    machine = machine_info()
+    rec, image_count = pack_photos(args.photos, args.work)
+    pythons, skipped = interpreters(args)
     measurements, targets = build_plan(args, rec, pythons)
-    if args.dry_run:
-        for measurement in measurements.values():
-            print(f"{measurement.key:<24} {measurement.python} {' '.join(measurement.argv)}")
-        for target in targets:
-            print(f"target: {target.name}: {target.numerator} / {target.denominator} >= {target.goal}")
-        return 0
     log(f"{len(measurements)} measurements x {args.rounds} rounds, threads {args.thread_list}, "
         f"{machine['nproc']} cores ({machine['cpu_model']})")
-    started = time.time()
+    started, cpu_start = time.time(), cpu_snapshot()
     run_rounds(measurements, args.rounds, log)
     results = [evaluate(target, measurements) for target in targets]
     rss = None
@@ -438,7 +478,8 @@ def main(argv=None):
         elif error:
             skipped.append(f"rss: {error}")
     machine["loadavg_end"] = list(os.getloadavg())
-    report = {
+    machine["other_cores"] = other_cores(cpu_start, cpu_snapshot())
+    return {
         "command": "python tools/bench_peers.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine,
         "data": {"photos": str(args.photos), "rec": str(rec), "images": image_count},
@@ -454,8 +495,12 @@ def main(argv=None):
         "skipped": skipped,
         "raw_runs": {m.key: m.runs for m in measurements.values()},
     }
+
+
+def write_outputs(args, report, log):
+    """The markdown snippet (stdout, file, optionally a BENCHMARKS.md block) and the JSON."""
     snippet = markdown(report)
-    print(snippet)
+    print(snippet, file=sys.stderr if args.json_path == "-" else sys.stdout)
     markdown_path = args.markdown or args.work / "peers.md"
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
     markdown_path.write_text(snippet)
@@ -468,6 +513,17 @@ def main(argv=None):
     elif args.json_path:
         Path(args.json_path).write_text(json.dumps(report, indent=1, default=str))
         log(f"json written to {args.json_path}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    log = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    if args.dry_run:
+        rec, _ = pack_photos(args.photos, args.work)
+        print_plan(*build_plan(args, rec, interpreters(args)[0]))
+        return 0
+    report = run_benchmark(args, argv, log)
+    write_outputs(args, report, log)
     return 0
 
 

@@ -8,14 +8,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-if ! ldconfig -p 2>/dev/null | grep -q libturbojpeg; then
+# libjpeg62-turbo-dev (Debian; libjpeg-turbo8-dev on Ubuntu): headers for the recpipe._jpegroi
+# C extension (region decoding), built by `pip install -e .` below when they are present
+if ! ldconfig -p 2>/dev/null | grep -q libturbojpeg || [ ! -f /usr/include/jpeglib.h ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    (apt-get install -y -q libturbojpeg0 >/dev/null 2>&1 ||
-      { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libturbojpeg0 >/dev/null 2>&1; }) ||
-      echo "warning: could not install libturbojpeg0; the turbojpeg decoder tests will be skipped" >&2
+    apt_jpeg() { apt-get install -y -q libturbojpeg0 "$1" >/dev/null 2>&1; }
+    (apt_jpeg libjpeg62-turbo-dev || apt_jpeg libjpeg-turbo8-dev ||
+      { apt-get update -q >/dev/null 2>&1 &&
+        { apt_jpeg libjpeg62-turbo-dev || apt_jpeg libjpeg-turbo8-dev; }; }) ||
+      echo "warning: could not install libturbojpeg0/libjpeg-turbo headers; the turbojpeg" \
+        "decoder and region-decode tests will be skipped" >&2
   else
-    echo "warning: libturbojpeg0 missing and apt-get not usable; turbojpeg tests will be skipped" >&2
+    echo "warning: libturbojpeg0 or jpeglib.h missing and apt-get not usable; turbojpeg" \
+      "and region-decode tests will be skipped" >&2
   fi
+fi
+# with the headers and a compiler here, recpipe._jpegroi must build (tests/decode/test_jpegroi.py)
+if [ -f /usr/include/jpeglib.h ] && command -v cc >/dev/null; then
+  export RECPIPE_REQUIRE_JPEGROI=1
 fi
 
 "$PY" -m pip install -q --disable-pip-version-check -e '.[test,turbo,s3]' 'torch==2.13.0'

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import DecodeError, RecordFormatError
 from ..io.header import unpack_header
 from ..io.reader import RecordReader
-from .augment import AugmentConfig, Augmenter, sample_rng
+from .augment import AugmentConfig, Augmenter
 from .decoders import get_decoder
 from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool
@@ -281,7 +281,8 @@ class ImageLoader:
         clock.add("read", t0, t1)
         try:
             height, width = self.decoder.size(data)
-            plan = self.augmenter.plan(height, width, sample_rng(self.seed, epoch, position))
+            plan = self.augmenter.plan(height, width,
+                                       self.augmenter.sample_rng(self.seed, epoch, position))
             img, window = self.augmenter.decode(self.decoder, data, plan)
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc

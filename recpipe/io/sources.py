@@ -199,13 +199,13 @@ def open_source(url, storage_options=None):
         except FileNotFoundError:
             raise FileNotFoundError(f"no such file: {url}") from None
     options, _ = split_storage_options(storage_options)
+    if _protocol(url) in ("s3", "s3a") and hasattr(fs, "retries"):
+        fs.retries = 1  # recpipe's retry layer (and botocore's) own retries: they must not multiply
     try:
         info = fs.info(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"no such file: {url}") from None
     if info.get("type") == "directory":
         raise IsADirectoryError(f"not a file: {url}")
-    if _protocol(url) in ("s3", "s3a") and hasattr(fs, "retries"):
-        fs.retries = 1  # recpipe's retry layer (and botocore's) own retries: they must not multiply
     return RemoteSource(_ranges(fs, path, str(url), options), str(url), int(info["size"]), options,
                         identity=_identity(url, info), storage_options=storage_options)

@@ -31,8 +31,11 @@ class PackItem(NamedTuple):
 
 
 def join_url(root, path):
-    """``root/path`` for a local folder or an fsspec URL."""
-    return f"{str(root).rstrip('/')}/{path}" if root else path
+    """``root/path`` for a local folder or an fsspec URL; an absolute ``path`` (or a URL) is
+    used as is, like ``os.path.join`` in im2rec."""
+    if not root or path.startswith("/") or "://" in path:
+        return path
+    return f"{str(root).rstrip('/')}/{path}"
 
 
 def is_list_file(src):

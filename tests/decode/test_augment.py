@@ -358,3 +358,98 @@ def test_float_and_uint8_paths_agree():
     raw, _ = run(cfg(data_shape=(3, 40, 40), rand_mirror=True, dtype="uint8"), img, index=1)
     flt, _ = run(cfg(data_shape=(3, 40, 40), rand_mirror=True), img, index=1)
     assert math.isclose(float(np.abs(flt - raw).max()), 0.0, abs_tol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ regions
+
+TRAIN_KW = dict(data_shape=(3, 64, 64), random_resized_crop=True, min_random_area=0.08,
+                max_random_area=1.0, min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3,
+                rand_mirror=True, dtype="uint8")
+
+
+def photo_jpeg(h, w, seed, cell=6):
+    img = smooth_image(h, w, seed=seed, cell=cell)
+    return cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 92])[1].tobytes()
+
+
+def roi_and_full(aug, dec, data, plan):
+    via_roi = np.empty(aug.out_shape, aug.dtype)
+    img, window = aug.decode(dec, data, plan)
+    aug.apply(img, plan, via_roi, window=window)
+    full = np.empty(aug.out_shape, aug.dtype)  # the whole image at the same DCT scale
+    aug.apply(dec.decode(data, scale=aug.decode_scale(plan, dec.scales)), plan, full)
+    return via_roi, full, window
+
+
+def test_decode_box_is_the_crop_without_a_resize_step():
+    aug = Augmenter(cfg(**TRAIN_KW))
+    plan = aug.plan(300, 200, sample_rng(0, 0, 3))
+    x, y, w, h = plan.crop
+    assert aug.decode_box(plan, (1, 1)) == (x, y, x + w, y + h)
+
+
+def test_decode_box_none_when_the_whole_image_is_needed():
+    plan_of = lambda aug: aug.plan(120, 100, sample_rng(0, 0, 0))  # noqa: E731
+    for kw in (dict(max_rotate_angle=10), dict(pad=4), dict(data_shape=(3, 200, 200)),
+               dict(resize=80, dct_scaling=False)):
+        aug = Augmenter(cfg(**{"data_shape": (3, 64, 64), **kw}))
+        assert aug.decode_box(plan_of(aug), (1, 1)) is None, kw
+
+
+@pytest.mark.parametrize("layout,dtype,dct", [("NCHW", "uint8", True), ("NHWC", "float32", True),
+                                              ("NCHW", "uint8", False)])
+def test_region_path_equals_full_decode_path_for_random_resized_crop(layout, dtype, dct):
+    dec = get_decoder("auto")
+    extra = MEANS if dtype != "uint8" else {}
+    aug = Augmenter(cfg(**{**TRAIN_KW, "layout": layout, "dtype": dtype}, dct_scaling=dct,
+                        **extra))
+    scales = set()
+    for i in range(8):
+        data = photo_jpeg(150 + 7 * i, 190 - 5 * i, seed=i)
+        plan = aug.plan(*dec.size(data), sample_rng(1, 0, i))
+        scales.add(aug.decode_scale(plan, dec.scales))
+        via_roi, full, window = roi_and_full(aug, dec, data, plan)
+        if dec.roi:
+            assert window is not None
+        # libjpeg's column crop is widened so its upsampling seam stays outside the crop:
+        # the pixels the crop reads are the full decode's, so the outputs are the same
+        assert np.abs(via_roi.astype(np.float64) - full).max() <= 1e-3
+    assert (1, 1) in scales and (len(scales) > 1) == dct  # both the exact and the scaled case
+
+
+def test_region_path_close_to_resize_then_crop():
+    """val (resize + center crop): the part is resized with the whole image's factors from a
+    start on the resize grid, so sample positions match the full path to ~0.02 px."""
+    dec = get_decoder("auto")
+    aug = Augmenter(cfg(data_shape=(3, 64, 64), resize=80, dtype="uint8"))
+    for i in range(8):
+        data = photo_jpeg(130 + 9 * i, 170 - 4 * i, seed=10 + i)
+        plan = aug.plan(*dec.size(data), sample_rng(2, 0, i))
+        via_roi, full, window = roi_and_full(aug, dec, data, plan)
+        diff = np.abs(via_roi.astype(int) - full)
+        assert diff.mean() < 0.5 and diff.max() <= 16
+
+
+def test_apply_checks_the_window_covers_the_crop():
+    aug = Augmenter(cfg(**TRAIN_KW))
+    img = smooth_image(100, 120, seed=3)
+    plan = aug.plan(100, 120, sample_rng(0, 0, 1))
+    x, y, w, h = plan.crop
+    out = np.empty(aug.out_shape, aug.dtype)
+    part = np.ascontiguousarray(img[y:y + h, x:x + w])
+    aug.apply(part, plan, out, window=(x, y, 100, 120))
+    ref = np.empty(aug.out_shape, aug.dtype)
+    aug.apply(img, plan, ref)
+    assert np.array_equal(out, ref)
+    with pytest.raises(ValueError, match="cover"):
+        aug.apply(part[1:], plan, out, window=(x, y, 100, 120))
+
+
+def test_thread_reused_rng_matches_sample_rng():
+    for args in ((0, 0, 0), (7, 3, 12345), (2 ** 90 + 1, 5, 2 ** 40)):
+        fresh = sample_rng(*args)
+        reused = Augmenter.sample_rng(*args)
+        assert np.array_equal(fresh.random(64), reused.random(64))
+        assert np.array_equal(fresh.standard_normal(3), reused.standard_normal(3))
+    aug = Augmenter(cfg(**TRAIN_KW, brightness=0.2, pca_noise=0.1))
+    assert aug.plan(90, 70, Augmenter.sample_rng(4, 1, 9)) == aug.plan(90, 70, sample_rng(4, 1, 9))

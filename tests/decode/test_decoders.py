@@ -217,3 +217,18 @@ def test_many_threads_decode_identically(name):
     for t in threads:
         t.join()
     assert not errors and not results
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_decode_region_covers_the_box(name, photo):
+    dec = get_decoder(name)
+    full = dec.decode(photo)
+    for box in [(10, 20, 90, 60), (0, 0, 131, 97)]:
+        img, window = dec.decode_region(photo, box)
+        x0, y0, x1, y1 = box
+        assert window.full_height == 97 and window.full_width == 131
+        assert window.x <= x0 and window.y <= y0
+        inside = img[y0 - window.y:y1 - window.y, x0 - window.x:x1 - window.x]
+        assert np.array_equal(inside, full[y0:y1, x0:x1])
+    if not dec.roi:  # generic version: the whole image
+        assert img.shape == full.shape and window[:2] == (0, 0)

@@ -27,6 +27,15 @@ SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>
             b"<Message>Please reduce your request rate.</Message></Error>")
 
 
+def _hang_up(env):
+    sock = env.get("werkzeug.socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class Faults:
     """WSGI middleware injecting faults into ranged GETs."""
 
@@ -84,6 +93,7 @@ class Faults:
             return [SLOWDOWN]
         if kind == "pdrop":  # connection closed before any response byte
             self._count("drop")
+            _hang_up(env)
             raise ConnectionAbortedError("fault: dropped")
         if kind == "pstall":
             self._count("stall")
@@ -94,6 +104,7 @@ class Faults:
 
             def cut():
                 yield body[:len(body) // 2]
+                _hang_up(env)  # the client sees the connection close mid-body
                 raise ConnectionAbortedError("fault: body cut")
             return cut()
         return [body]

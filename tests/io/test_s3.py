@@ -183,20 +183,22 @@ def test_image_loader_from_s3_matches_local(s3, tmp_path):
     payloads = [pack(IRHeader(0, float(i % 3), i, 0), jpeg(i, shape=(40, 48, 3)))
                 for i in range(48)]
     url, local = _upload(base, options, payloads, tmp_path)
-    kwargs = dict(batch_size=8, data_shape=(3, 32, 32), threads=2, shuffle="block", seed=3,
-                  rand_mirror=True, random_resized_crop=True, run_bytes=8 * KIB)
-    batches = {}
-    for name, target, opts in (("s3", url, options), ("local", local, None)):
-        with ImageLoader(target, storage_options=opts, **kwargs) as loader:
+    kwargs = dict(batch_size=8, data_shape=(3, 32, 32), threads=2, seed=3, rand_mirror=True,
+                  random_resized_crop=True, run_bytes=8 * KIB, lookahead=False)
+    batches, stats = {}, {}
+    for name, target, opts, shuffle in (("s3", url, options, False), ("local", local, None, False),
+                                        ("s3-block", url, options, "block")):
+        with ImageLoader(target, storage_options=opts, shuffle=shuffle, **kwargs) as loader:
             batches[name] = [(x.copy(), y.copy()) for x, y in loader]
-            if name == "s3":
-                stats = loader.reader.source_stats()
-                runs = len(loader._runs)
+            stats[name] = loader.reader.source_stats()
+            runs = loader._runs
     assert len(batches["s3"]) == len(batches["local"]) == 6
     for (xs, ys), (xl, yl) in zip(batches["s3"], batches["local"]):
-        assert np.array_equal(ys, yl)  # same records in the same order (runs sized in bytes)
-        assert np.array_equal(xs, xl)
-    assert stats["requests"] == runs  # one range request per run
+        assert np.array_equal(ys, yl) and np.array_equal(xs, xl)
+    labels = sorted(float(v) for _, y in batches["s3-block"] for v in y)
+    assert labels == sorted(float(v) for _, y in batches["local"] for v in y)
+    assert len(runs) > 2 and stats["s3-block"]["requests"] == len(runs)  # one request per run
+    assert stats["s3"]["requests"] == 1  # 48 consecutive records: one coalesced request
 
 
 def test_pack_dataset_writes_to_s3(s3, tmp_path):

@@ -98,6 +98,12 @@ def batch_facts(base):
                                  "shape": list(data.shape), "label": label.asnumpy().tolist(),
                                  "context": str(data.context), "dtype": np.dtype(data.dtype).name})
     it.close()
+    uint8 = rm.ImageRecordUInt8Iter(**base)
+    batch = next(uint8)
+    facts["uint8"] = {"provide": desc(uint8.provide_data),
+                      "dtype": np.dtype(batch.data[0].dtype).name,
+                      "max": float(batch.data[0].asnumpy().max())}
+    uint8.close()
     return facts
 
 

@@ -1,10 +1,10 @@
 """recpipe.mxnet.ImageRecordIter: keyword handling here, and against the real mxnet 1.9.1 in its
 venv (``adapter_checks.py`` run as a subprocess, ``@pytest.mark.mxnet``)."""
 
+import importlib.util
 import json
 import os
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -74,7 +74,7 @@ def _run(python, command, spec, workdir):
 
 def test_module_imports_without_mxnet_and_the_classes_need_it():
     assert "ImageRecordIter" in rm.__all__
-    if "mxnet" in sys.modules:
+    if importlib.util.find_spec("mxnet") is not None:
         pytest.skip("mxnet is importable here")
     with pytest.raises(ImportError, match=r"recpipe\[mxnet\]"):
         rm.ImageRecordIter  # noqa: B018
@@ -122,6 +122,8 @@ def test_unknown_keywords_warn_with_a_suggestion():
      "max_random_illumination"),
     ({"mean_img": "m.nd", "dtype": "uint8"}, ValueError, "mean_img"),
     ({"round_batch": "maybe"}, ValueError, "round_batch"),
+    ({"data_shape": "4,8,8"}, NotImplementedError, "4-channel"),
+    ({"data_shape": "3,x,8"}, ValueError, "data_shape"),
 ])
 def test_keywords_we_cannot_honour_raise_naming_them(extra, error, name):
     with pytest.raises(error, match=name):
@@ -202,6 +204,8 @@ def test_dataiter_contract(mxnet_python, small_rec, tmp_path):
     assert {b["index_dtype"] for b in batch["batches"]} == {"uint64"}
     assert {tuple(b["shape"]) for b in batch["batches"]} == {(5, 3, 24, 24)}
     assert {b["context"] for b in batch["batches"]} == {"cpu(0)"}
+    assert batch["uint8"]["provide"] == [["data", [5, 3, 24, 24], "uint8"]]
+    assert batch["uint8"]["dtype"] == "uint8" and batch["uint8"]["max"] > 100  # raw pixels
 
     imglist = facts["imglist"]
     assert imglist["labels"] == [[i * 2.0, -i - 0.5] for i in range(N_IMAGES)]

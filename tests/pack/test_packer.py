@@ -105,6 +105,14 @@ def test_list_root_defaults_to_its_folder(photos, tmp_path):
     assert summary.written == len(CLASSES) * PER_CLASS
 
 
+def test_list_with_absolute_paths(photos, tmp_path):
+    lst = tmp_path / "abs.lst"
+    lst.write_text("".join(format_list_line(i, [lab], str(photos / p))
+                           for i, (p, lab) in enumerate(_walk_order(photos))))
+    summary = pack_dataset(lst, tmp_path / "o", pass_through=True, root=tmp_path / "elsewhere")
+    assert summary.ok and summary.written == len(CLASSES) * PER_CLASS
+
+
 def test_images_directly_in_src_are_rejected(photos, tmp_path):
     (photos / "stray.jpg").write_bytes(_jpeg(10, 10, 0))
     with pytest.raises(ValueError, match="stray.jpg"):
