@@ -2,7 +2,6 @@
 
 import logging
 
-from .decode import ImageLoader
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
@@ -37,3 +36,13 @@ __all__ = [
 ]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+
+def __getattr__(name):
+    # imported on first use: the decode stack is not needed to pack or read records, and
+    # importing it costs every command-line start (see BENCHMARKS.md, pack)
+    if name == "ImageLoader":
+        from .decode import ImageLoader
+
+        return ImageLoader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -181,8 +181,8 @@ static int roi_start(roi_job *job)
     jpeg_start_decompress(cinfo);
     job->out_x = 0;
     width = cinfo->output_width;
-    /* The merged upsampler (fast_upsample on 4:2:x) had cropping bugs in libjpeg-turbo < 2.1.3:
-     * crop columns only with fancy upsampling. */
+    /* libjpeg-turbo has had memory bugs when cropping with the merged upsampler (fast_upsample
+     * on 4:2:x; upstream issue #574): crop columns only with fancy upsampling. */
     if ((x0 > 0 || x1 < job->full_w) && cinfo->do_fancy_upsampling) {
         /* Fancy upsampling replicates chroma at the window's edges, so its outermost columns
          * differ from a full decode: widen by 1 column left (libjpeg then aligns it down to an

@@ -26,7 +26,7 @@ def register(subparsers):
     p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
     p.add_argument("--decoder", default="auto", help="auto, turbojpeg, simplejpeg or opencv")
     p.add_argument("--max-threads", type=int, default=None,
-                   help="upper bound for the tuner (default: usable cores + 1)")
+                   help="upper bound for the tuner (default: twice the usable cores)")
     p.add_argument("--window-batches", type=int, default=8, help="batches per decision window")
     p.add_argument("--window-seconds", type=float, default=1.5,
                    help="minimum seconds per decision window")

@@ -171,8 +171,10 @@ class Controller:
     """Decide the next (threads, prefetch) from measured windows. Pure and single-threaded.
 
     ``cores``: usable cores (affinity and cgroup quota). ``threads``: the setting the first window
-    runs with (default ``min(2, cores)``). ``max_threads`` defaults to ``cores + 1`` so that
-    saturation is shown by a rejected probe, not assumed.
+    runs with (default ``min(2, cores)``). ``max_threads`` defaults to ``2 * cores`` (at least
+    ``cores + 1``): saturation is shown by a rejected probe, not assumed, and threads beyond the
+    cores are kept only when they measurably help (storage waits, CPU shared with others).
+    The model jump never goes past ``cores``.
     """
 
     def __init__(self, cores, *, threads=None, prefetch=2, min_threads=1, max_threads=None,
@@ -180,7 +182,8 @@ class Controller:
         self.cores = max(1, int(cores))
         self.settings = settings or Settings()
         self.min_threads = max(1, min_threads)
-        self.max_threads = max(self.min_threads, max_threads or self.cores + 1)
+        self.max_threads = max(self.min_threads, max_threads or max(2 * self.cores,
+                                                                    self.cores + 1))
         self.min_prefetch = min_prefetch or prefetch
         self.max_prefetch = max(self.min_prefetch, max_prefetch)
         self.memory = memory or MemoryModel()

@@ -204,7 +204,7 @@ class AutoTuner:
 
     ``ImageLoader(threads="auto")`` creates one; ``loader.autotuner`` is it. Options: window and
     warm-up sizes, ``threads`` to start with (default ``initial_threads()``),
-    ``min_threads``/``max_threads`` (default 1 and usable cores + 1),
+    ``min_threads``/``max_threads`` (default 1 and twice the usable cores),
     ``max_prefetch`` (16), ``ram_budget`` in bytes (default half the available memory),
     ``settings`` (``autotune.Settings``), ``cores`` (default from affinity and cgroup quota).
     With ``min_threads == max_threads`` and ``max_prefetch == loader.prefetch`` it only measures.

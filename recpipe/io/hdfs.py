@@ -15,6 +15,7 @@ goes through fsspec's own implementation with one session per thread.
 """
 
 import os
+from urllib.parse import urlsplit
 
 from .._optional import require
 
@@ -45,15 +46,13 @@ def hdfs_filesystem_class(impl):
 def hdfs_url_to_fs(url, impl, fs_options):
     """``(filesystem, path)`` for an ``hdfs://`` or ``viewfs://`` URL with client ``impl``."""
     cls = hdfs_filesystem_class(impl)
+    parts = urlsplit(url)
     kwargs = dict(cls._get_kwargs_from_urls(url))
     kwargs.update(fs_options)
-    if impl == "native" and "host" not in kwargs:  # hdfs-native needs host[:port]; url parts give it
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(url)
+    if impl == "native" and "host" not in kwargs:  # hdfs-native needs host[:port]
         kwargs["host"] = parts.hostname or ""
         kwargs.setdefault("port", parts.port)
-    return cls(**kwargs), cls._strip_protocol(url)
+    return cls(**kwargs), parts.path or "/"  # paths inside the cluster, without host:port
 
 
 class ArrowHdfsRanges:

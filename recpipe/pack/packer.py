@@ -9,8 +9,6 @@ Unusual inputs and per-item errors are collected into the returned ``PackSummary
 """
 
 import collections
-import concurrent.futures
-import concurrent.futures.process
 import contextlib
 import json
 import logging
@@ -110,6 +108,8 @@ def _mp_context(pass_through):
 
 
 def _chunk_results(future, seconds):
+    import concurrent.futures.process
+
     try:
         return future.result(timeout=seconds)
     except concurrent.futures.TimeoutError:
@@ -151,6 +151,8 @@ def _results(processor, items, workers, chunksize, item_timeout):
     if workers <= 0:
         yield map(processor, items)
         return
+    import concurrent.futures  # only here: pass-through in this process does not need it
+
     executor = concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=_mp_context(processor.options.pass_through),
         initializer=_init_worker, initargs=(processor,))

@@ -389,3 +389,81 @@ def test_cli_tune_table(rec, capsys):
                  "--config", "val"]) == 0
     out = capsys.readouterr().out
     assert "threads" in out and "consumer wait" in out
+
+
+# -- the window measurements, on a scripted clock ---------------------------------------------
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeLoader:
+    """What the tuner needs from a loader, with scripted worker counters."""
+
+    class augmenter:
+        out_shape = (3, 8, 8)
+        dtype = np.dtype(np.uint8)
+
+    batch_size = 4
+    label_width = 1
+
+    def __init__(self):
+        self.threads = 2
+        self.prefetch = 2
+        self.observers = []
+        self.cpu_seconds = 0.0
+        self.busy = 0.0
+
+    def set_threads(self, n):
+        self.threads = n
+
+    def add_observer(self, fn):
+        self.observers.append(fn)
+
+    def stats(self):
+        return {"cpu_seconds": self.cpu_seconds,
+                "stage_seconds": {"read": 0.0, "decode": self.busy, "augment": 0.0}}
+
+
+def test_windows_skip_warmup_drop_long_pauses_and_measure(monkeypatch):
+    from recpipe.decode import tuning_window
+
+    clock = FakeClock()
+    monkeypatch.setattr(tuning_window.time, "perf_counter", clock)
+    loader = FakeLoader()
+    controller = ScriptedController()
+    controller.threads, controller.prefetch = 2, 2
+    tuning_window.AutoTuner(loader, controller=controller, window_batches=4, window_seconds=1.0,
+                            warmup_batches=3, warmup_seconds=0.0, settle_seconds=0.0)
+    observe = loader.observers[0]
+
+    def deliver(interval, waited, images=4):
+        clock.now += interval
+        loader.cpu_seconds += 0.1
+        loader.busy += 0.15
+        observe(images, waited)
+
+    for _ in range(4):  # the first has no interval, then three warm-up batches
+        deliver(0.5, 0.4)
+    assert controller.windows == []
+    deliver(0.5, 0.1)
+    deliver(tuning_window.GAP_LIMIT + 1, 0.0)  # an evaluation pause: the window is dropped
+    deliver(0.5, 0.0)  # reopens the window (nothing to count yet)
+    # the measured window: intervals 0.5, 0.3, 0.4, 0.4 s with waits 0.1, 0.0, 0.2, 0.1 s
+    for interval, waited in ((0.5, 0.1), (0.3, 0.0), (0.4, 0.2), (0.4, 0.1)):
+        deliver(interval, waited)
+    assert len(controller.windows) == 1
+    m = controller.windows[0]
+    assert m.batches == 4
+    assert m.seconds == pytest.approx(1.6)
+    assert m.wait_fraction == pytest.approx(0.4 / 1.6)
+    assert m.images_per_s == pytest.approx(16 / 1.6)
+    assert m.demand == pytest.approx(1 / 0.3)  # median compute of 0.4, 0.3, 0.2, 0.3
+    assert m.cpu_per_batch == pytest.approx(0.1)
+    assert m.busy_fraction == pytest.approx(0.6 / (2 * 1.6))
+    assert loader.threads == 3 and loader.prefetch == 5  # the scripted decision was applied
