@@ -58,8 +58,6 @@ def test_every_core_module_declares_all_and_its_names_resolve(module_name):
         assert hasattr(module, name), f"{module_name}.__all__ lists missing {name!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="the subpackage recpipe/pack/ shadows the function "
-                                       "recpipe.pack as soon as it is imported")
 def test_public_functions_are_not_shadowed_by_subpackages():
     for info in pkgutil.iter_modules(recpipe.__path__, "recpipe."):
         if info.ispkg:

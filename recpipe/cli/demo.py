@@ -33,7 +33,7 @@ def run(args):
 
 def _demo(args, folder):
     from ..decode import bench
-    from ..pack.packer import pack_dataset
+    from ..packing.packer import pack_dataset
     from ..sample import make_sample_images
     from .bench import format_table
 

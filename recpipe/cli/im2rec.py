@@ -5,8 +5,8 @@ import os
 import sys
 import time
 
-from ..pack.im2rec import PackOptions, pack_prefix
-from ..pack.listing import DEFAULT_EXTS, make_lists
+from ..packing.im2rec import PackOptions, pack_prefix
+from ..packing.listing import DEFAULT_EXTS, make_lists
 
 __all__ = ["register", "run"]
 

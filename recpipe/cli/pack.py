@@ -119,7 +119,7 @@ def _print_summary(summary, out):
 
 
 def run(args):
-    from ..pack.packer import pack_dataset, parse_size
+    from ..packing.packer import pack_dataset, parse_size
 
     shard_size = parse_size(args.shard_size) if args.shard_size else 0
     bar = _ProgressBar(not (args.no_progress or args.json) and sys.stderr.isatty())

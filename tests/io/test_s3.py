@@ -204,7 +204,7 @@ def test_image_loader_from_s3_matches_local(s3, tmp_path):
 def test_pack_dataset_writes_to_s3(s3, tmp_path):
     import cv2
 
-    from recpipe.pack.packer import pack_dataset
+    from recpipe.packing.packer import pack_dataset
 
     base, options = s3
     for cls in ("a", "b"):

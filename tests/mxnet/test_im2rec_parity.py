@@ -15,7 +15,7 @@ import pytest
 
 import recpipe
 from recpipe.cli import main
-from recpipe.pack.listing import make_lists
+from recpipe.packing.listing import make_lists
 
 from .conftest import unb64
 

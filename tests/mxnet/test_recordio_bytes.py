@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import recpipe
-from recpipe.io import pack  # recpipe.pack is shadowed by the recpipe.pack subpackage once imported
+from recpipe.io import pack
 
 from .conftest import b64, unb64
 

@@ -14,9 +14,9 @@ import pytest
 
 import recpipe
 from recpipe.cli import main
-from recpipe.pack import im2rec as im2rec_lib
-from recpipe.pack.im2rec import PackOptions, find_list_files, pack_list
-from recpipe.pack.listing import make_lists
+from recpipe.packing import im2rec as im2rec_lib
+from recpipe.packing.im2rec import PackOptions, find_list_files, pack_list
+from recpipe.packing.listing import make_lists
 
 # name -> (height, width); extension decides the encoding
 TREE = {

@@ -9,7 +9,7 @@ Semantics copied from ``mxnet/tools/im2rec.py`` (``shared/docs/recordio-compat.m
   ``IRHeader(0, label(s), id=lst index, 0)``; ``.idx`` key = lst index;
 - pass-through stores the file bytes as they are; otherwise the image is decoded with
   ``cv2.imread`` semantics (``cv2.imdecode`` of the file bytes with the same flag: both apply the
-  EXIF orientation), center-cropped, resized and re-encoded by ``recpipe.pack.encode.transcode``.
+  EXIF orientation), center-cropped, resized and re-encoded by ``recpipe.packing.encode.transcode``.
 
 Unlike im2rec, an image that cannot be read or decoded (or a ``.lst`` line that does not parse)
 is logged with its path and reason and skipped, and returned in ``PackResult.skipped``; outputs

@@ -14,9 +14,9 @@ import recpipe
 from recpipe.cli import main
 from recpipe.errors import DecodeError
 from recpipe.io.index import format_list_line
-from recpipe.pack.packer import pack_dataset, parse_size
-from recpipe.pack.plan import cut_by_count
-from recpipe.pack.transform import target_size
+from recpipe.packing.packer import pack_dataset, parse_size
+from recpipe.packing.plan import cut_by_count
+from recpipe.packing.transform import target_size
 
 CLASSES = ("cat", "dog", "eel")
 PER_CLASS = 4
@@ -195,7 +195,7 @@ def test_pass_through_bytes_equal_files(photos, tmp_path):
 def test_pass_through_does_not_import_cv2(photos, tmp_path):
     code = textwrap.dedent(f"""
         import sys
-        from recpipe.pack.packer import pack_dataset
+        from recpipe.packing.packer import pack_dataset
         pack_dataset({str(photos)!r}, {str(tmp_path / 'o')!r}, pass_through=True)
         print('cv2' in sys.modules)
     """)
@@ -323,7 +323,7 @@ def test_resume_after_kill_9(photos, tmp_path):
     pack_dataset(photos, tmp_path / "clean" / "o", **args)
     code = textwrap.dedent(f"""
         import os, signal
-        from recpipe.pack.packer import pack_dataset
+        from recpipe.packing.packer import pack_dataset
         def progress(done, total, nbytes):
             if done == 9:
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -409,7 +409,7 @@ def _slow(chunk):
 def test_worker_death_or_hang_is_an_error_not_a_hang(work, error, match):
     from concurrent.futures import ProcessPoolExecutor
 
-    from recpipe.pack import packer
+    from recpipe.packing import packer
 
     executor = ProcessPoolExecutor(1, mp_context=packer._mp_context(False))
     try:
@@ -420,7 +420,7 @@ def test_worker_death_or_hang_is_an_error_not_a_hang(work, error, match):
 
 
 def test_no_fork_after_opencv_was_imported():
-    from recpipe.pack import packer
+    from recpipe.packing import packer
 
     assert "cv2" in sys.modules  # this test module uses it
     assert packer._mp_context(False).get_start_method() != "fork"
