@@ -15,6 +15,7 @@ from ..errors import DecodeError, RecordFormatError
 from ..io.header import unpack_header
 from ..io.reader import RecordReader
 from .augment import AugmentConfig, Augmenter
+from .buffers import BufferPool
 from .decoders import get_decoder
 from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool
@@ -118,6 +119,7 @@ class ImageLoader:
         self._observers = []
         self.autotuner = None
         self._resume_batch = 0
+        self._buffers = BufferPool(keep=prefetch + 2)
         len(self)  # validates batch_size, last_batch and the parts now
         auto = threads == "auto"
         self._pool = WorkerPool(self._process, initial_threads() if auto else threads,
@@ -354,7 +356,8 @@ class _Epoch:
 
     def _allocate(self, plan):
         augmenter = self.loader.augmenter
-        images = np.empty((len(plan.positions),) + augmenter.out_shape, dtype=augmenter.dtype)
+        images = self.loader._buffers.array((len(plan.positions),) + augmenter.out_shape,
+                                            augmenter.dtype)
         label_shape = (len(plan.positions),) if self.loader.label_width == 1 else (
             len(plan.positions), self.loader.label_width)
         return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32))
