@@ -34,10 +34,11 @@ import numpy as np
 from ._optional import require
 from .decode.augment import AugmentConfig, Augmenter, sample_rng
 from .decode.decoders import get_decoder
+from .decode.labels import header_labels
 from .decode.loader import ImageLoader
 from .decode.order import epoch_order
 from .distributed import detect_rank
-from .errors import DecodeError, RecordFormatError
+from .errors import DecodeError
 from .io.header import unpack_header
 from .io.reader import RecordReader
 
@@ -48,21 +49,6 @@ log = logging.getLogger(__name__)
 
 def _torch():
     return require("torch", "torch")
-
-
-def _header_labels(header, label_width, url, position):
-    """The float32 label(s) of a record by ImageRecordIter's rules: a scalar when
-    ``label_width == 1``, else an array of ``label_width`` packed labels."""
-    if header.flag == 0:
-        if label_width != 1:
-            raise RecordFormatError(f"record has a single label but label_width={label_width}",
-                                    path=url, record=position)
-        return np.float32(header.label)
-    if header.flag < label_width:
-        raise RecordFormatError(f"record has {header.flag} packed labels but "
-                                f"label_width={label_width}", path=url, record=position)
-    labels = np.asarray(header.label, dtype=np.float32)
-    return labels[0] if label_width == 1 else labels[:label_width].copy()
 
 
 class RecordDataset:
@@ -126,8 +112,8 @@ class RecordDataset:
         position = int(position)
         payload = self._reader[position]
         header, start = unpack_header(payload, path=self.url, record=position)
-        label = torch.from_numpy(np.array(_header_labels(header, self.label_width, self.url,
-                                                        position)))
+        label = torch.from_numpy(np.array(header_labels(header, self.label_width, path=self.url,
+                                                       record=position)))
         if self.label_dtype is not None:
             label = label.to(self.label_dtype)
         try:
@@ -141,12 +127,10 @@ class RecordDataset:
     def _decode(self, data, position):
         if self._augmenter is None:
             return self._decoder.decode(data, channels=3)
-        height, width = self._decoder.size(data)
-        plan = self._augmenter.plan(height, width, sample_rng(self.seed, self.epoch, position))
-        scale = self._augmenter.decode_scale(plan, self._decoder.scales)
-        img = self._decoder.decode(data, scale=scale, channels=self.config.channels)
+        img, plan, window = self._augmenter.decode_planned(
+            self._decoder, data, sample_rng(self.seed, self.epoch, position))
         out = np.empty(self._augmenter.out_shape, dtype=self._augmenter.dtype)
-        self._augmenter.apply(img, plan, out)
+        self._augmenter.apply(img, plan, out, window=window)
         return out
 
     def close(self):

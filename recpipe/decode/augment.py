@@ -692,6 +692,16 @@ class Augmenter:
             return left, top, right, bottom
         return _mapped_box(plan, full_h, full_w)
 
+    def decode_planned(self, decoder, data, rng):
+        """Plan a sample from its image header, then decode just what the plan needs.
+
+        Returns ``(pixels, plan, window)``: pass them to ``apply(pixels, plan, out, window=window)``.
+        """
+        height, width = decoder.size(data)
+        plan = self.plan(height, width, rng)
+        img, window = self.decode(decoder, data, plan)
+        return img, plan, window
+
     def decode(self, decoder, data, plan):
         """Decode ``data`` no more than ``plan`` needs: at ``decode_scale`` and, when the
         decoder decodes regions (``decoder.roi``), only ``decode_box``. Returns ``(pixels,

@@ -11,12 +11,13 @@ import time
 
 import numpy as np
 
-from ..errors import DecodeError, RecordFormatError
+from ..errors import DecodeError
 from ..io.header import unpack_header
 from ..io.reader import RecordReader
 from .augment import AugmentConfig, Augmenter
 from .buffers import BufferPool
 from .decoders import get_decoder
+from .labels import header_labels
 from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool
 from .stats import PipelineStats
@@ -282,10 +283,8 @@ class ImageLoader:
         t1 = time.perf_counter()
         clock.add("read", t0, t1)
         try:
-            height, width = self.decoder.size(data)
-            plan = self.augmenter.plan(height, width,
-                                       self.augmenter.sample_rng(self.seed, epoch, position))
-            img, window = self.augmenter.decode(self.decoder, data, plan)
+            img, plan, window = self.augmenter.decode_planned(
+                self.decoder, data, self.augmenter.sample_rng(self.seed, epoch, position))
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
         t2 = time.perf_counter()
@@ -295,19 +294,8 @@ class ImageLoader:
         clock.samples += 1
 
     def _write_label(self, labels, slot, header, position):
-        width = self.label_width
-        if header.flag == 0:
-            if width != 1:
-                raise RecordFormatError(
-                    f"record has a single label but label_width={width}",
-                    path=self.reader.url, record=position)
-            labels[slot] = header.label
-        elif header.flag < width:
-            raise RecordFormatError(
-                f"record has {header.flag} packed labels but label_width={width}",
-                path=self.reader.url, record=position)
-        else:
-            labels[slot] = header.label[:width] if width > 1 else header.label[0]
+        labels[slot] = header_labels(header, self.label_width, path=self.reader.url,
+                                     record=position)
 
     def _on_sample_error(self, batch, slot, epoch, exc, clock):
         if self.on_error == "replace" and self._replace(batch, slot, epoch, exc, clock):
