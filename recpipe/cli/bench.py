@@ -28,30 +28,16 @@ def register(subparsers):
 
 def run(args):
     from ..decode import bench
-    from ..decode.stats import write_chrome_trace
 
-    threads = args.threads or bench.usable_cores()
-    images = bench.load_images(args.file, limit=512)
-    results = {"file": args.file, "threads": threads, "decoder": args.decoder,
-               "batch_size": args.batch_size, "dtype": args.dtype}
-    _say(args, f"bare decode ({threads} threads)...")
-    results["bare_decode_images_per_s"] = bench.bare_decode_rate(
-        images, threads, decoder=args.decoder, seconds=args.seconds)
-    results["configs"] = {}
-    for i, name in enumerate(c for c in args.configs.split(",") if c):
-        if name not in bench.CONFIGS:
-            print(f"recpipe bench: unknown configuration {name!r}", file=sys.stderr)
-            return 2
-        _say(args, f"pipeline, {name} configuration...")
-        result = bench.pipeline_rate(args.file, bench.CONFIGS[name], threads,
-                                     batch_size=args.batch_size, seconds=args.seconds,
-                                     dtype=args.dtype, decoder=args.decoder,
-                                     trace=bool(args.trace) and i == 0)
-        spans = result.pop("trace")
-        if spans:
-            write_chrome_trace(spans, args.trace)
-        result["vs_bare_decode"] = result["images_per_s"] / results["bare_decode_images_per_s"]
-        results["configs"][name] = result
+    configs = [c for c in args.configs.split(",") if c]
+    if any(name not in bench.CONFIGS for name in configs):
+        print(f"recpipe bench: unknown configuration in {args.configs!r}: choose from "
+              f"{', '.join(bench.CONFIGS)}", file=sys.stderr)
+        return 2
+    results = bench.measure(args.file, configs, threads=args.threads,
+                            batch_size=args.batch_size, seconds=args.seconds, dtype=args.dtype,
+                            decoder=args.decoder, trace_path=args.trace,
+                            say=lambda message: _say(args, message))
     if args.sweep or args.plot:
         top = args.max_threads or bench.usable_cores()
         first = next(iter(results["configs"]), "train")
@@ -64,11 +50,12 @@ def run(args):
         if args.plot:
             _plot_sweep(results["sweep"], args.plot, f"{first} pipeline, {args.file}")
     results["peak_rss_mb"] = bench.peak_rss_mb()
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(format_table(results))
+    print_results(results, args.json)
     return 0
+
+
+def print_results(results, as_json):
+    print(json.dumps(results, indent=2) if as_json else format_table(results))
 
 
 def _say(args, message):

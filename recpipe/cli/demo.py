@@ -1,6 +1,5 @@
 """``recpipe demo``: pack a built-in generated sample, run the decode pipeline, print throughput."""
 
-import json
 import os
 import sys
 import tempfile
@@ -35,7 +34,7 @@ def _demo(args, folder):
     from ..decode import bench
     from ..packing.packer import pack_dataset
     from ..sample import make_sample_images
-    from .bench import format_table
+    from .bench import print_results
 
     images_dir = os.path.join(folder, "images")
     _say(args, f"generating {args.classes * args.per_class} sample images in {images_dir} ...")
@@ -49,23 +48,12 @@ def _demo(args, folder):
     rec = written[0].rec
     _say(args, f"packed {summary.written} images ({summary.output_bytes / 1e6:.1f} MB) in "
                f"{summary.seconds:.2f} s: " + ", ".join(s.rec for s in written))
-    threads = args.threads or bench.usable_cores()
-    results = {"file": rec, "threads": threads, "decoder": "auto", "batch_size": 64,
-               "dtype": "uint8", "pack": summary.to_dict()}
     _say(args, "measuring bare decode and the train/val pipelines ...")
-    results["bare_decode_images_per_s"] = bench.bare_decode_rate(
-        bench.load_images(rec), threads, seconds=args.seconds)
-    results["configs"] = {}
-    for name, config in bench.CONFIGS.items():
-        result = bench.pipeline_rate(rec, config, threads, batch_size=64, seconds=args.seconds)
-        result.pop("trace")
-        result["vs_bare_decode"] = result["images_per_s"] / results["bare_decode_images_per_s"]
-        results["configs"][name] = result
+    results = bench.measure(rec, list(bench.CONFIGS), threads=args.threads, batch_size=64,
+                            seconds=args.seconds)
+    results["pack"] = summary.to_dict()
     results["peak_rss_mb"] = bench.peak_rss_mb()
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(format_table(results))
+    print_results(results, args.json)
     return 0
 
 

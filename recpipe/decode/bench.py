@@ -17,7 +17,7 @@ from .decoders import get_decoder
 from .loader import ImageLoader
 
 __all__ = ["TRAIN", "VAL", "CONFIGS", "usable_cores", "peak_rss_mb", "load_images",
-           "bare_decode_rate", "pipeline_rate", "thread_sweep"]
+           "bare_decode_rate", "pipeline_rate", "thread_sweep", "measure"]
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +127,32 @@ def _finished(timed, batches, start, seconds):
 def thread_sweep(url, config, thread_counts, **kwargs):
     """``pipeline_rate`` for each thread count, in order."""
     return [pipeline_rate(url, config, n, **kwargs) for n in thread_counts]
+
+
+def measure(url, configs, *, threads=None, batch_size=128, seconds=3.0, dtype="uint8",
+            decoder="auto", trace_path=None, say=None):
+    """Bare decode rate, then each named configuration's pipeline rate: the results dict of
+    ``recpipe bench``. ``trace_path`` writes a Chrome trace of the first configuration."""
+    from .stats import write_chrome_trace
+
+    unknown = [name for name in configs if name not in CONFIGS]
+    if unknown:
+        raise ValueError(f"unknown configuration(s) {unknown}: choose from {sorted(CONFIGS)}")
+    say = say or log.info
+    threads = threads or usable_cores()
+    results = {"file": url, "threads": threads, "decoder": decoder, "batch_size": batch_size,
+               "dtype": dtype, "configs": {}}
+    say(f"bare decode ({threads} threads)...")
+    bare = bare_decode_rate(load_images(url, limit=512), threads, decoder=decoder, seconds=seconds)
+    results["bare_decode_images_per_s"] = bare
+    for i, name in enumerate(configs):
+        say(f"pipeline, {name} configuration...")
+        result = pipeline_rate(url, CONFIGS[name], threads, batch_size=batch_size,
+                               seconds=seconds, dtype=dtype, decoder=decoder,
+                               trace=bool(trace_path) and i == 0)
+        spans = result.pop("trace")
+        if spans:
+            write_chrome_trace(spans, trace_path)
+        result["vs_bare_decode"] = result["images_per_s"] / bare
+        results["configs"][name] = result
+    return results
