@@ -121,7 +121,7 @@ class ImageLoader:
         self.autotuner = None
         self._resume_batch = 0
         self._buffers = BufferPool(keep=prefetch + 2)
-        len(self)  # validates batch_size, last_batch and the parts now
+        self._batches(0)  # validates batch_size, last_batch and the parts now
         auto = threads == "auto"
         self._pool = WorkerPool(self._process, initial_threads() if auto else threads,
                                 stats=self._stats)
@@ -191,7 +191,9 @@ class ImageLoader:
 
     def __len__(self):
         """Batches per epoch (the same on every part)."""
-        return len(self._batches(0))
+        per_part = -(-len(self.reader) // self.num_parts)
+        full, tail = divmod(per_part, self.batch_size)
+        return full + (1 if tail and self.last_batch != "drop" else 0)
 
     def state_dict(self):
         """Where the loader is: enough to resume exactly (order and augmentation included)."""
