@@ -16,12 +16,20 @@ def register(subparsers):
         description="Pack SRC (a folder of class subfolders, or an im2rec .lst) into RecordIO "
                     "files named from the prefix OUT (any fsspec URL): OUT.rec + OUT.idx + "
                     "OUT.labels.json; OUT-00000-of-0000N.rec/.idx with shards; OUT_train / "
-                    "OUT_val with --val-ratio. Files appear only when complete.")
+                    "OUT_val with --val-ratio. Files appear only when complete. With --dask, "
+                    "each shard is written by a task on a Dask cluster, and OUT.manifest.json "
+                    "lists the shards.")
     p.add_argument("src", metavar="SRC", help="folder of class subfolders, or a .lst file")
     p.add_argument("out", metavar="OUT", help="output prefix, e.g. out/train or s3://b/train")
     p.add_argument("--root", help="folder the .lst paths are relative to (default: its folder)")
     p.add_argument("--workers", type=int, default=None,
-                   help="worker processes (default: usable cores; 0 for --pass-through)")
+                   help="worker processes (default: usable cores; 0 for --pass-through); "
+                        "with --dask local, the cluster's worker processes")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="write the shards on a Dask cluster (pip install 'recpipe[dask]'): "
+                        "'local' starts one of --workers processes here, else a scheduler "
+                        "address such as tcp://host:8786; SRC and OUT must be reachable from "
+                        "every worker. Default shards: 2 per worker thread")
     p.add_argument("--pass-through", action="store_true",
                    help="store the file bytes as they are (no decode)")
     p.add_argument("--resize", type=int, default=0, metavar="S",
@@ -105,6 +113,8 @@ def _print_summary(summary, out):
               f"{shards[0].rec}{' ...' if len(shards) > 1 else ''}", file=out)
     if summary.labels_file:
         print(f"  label map: {summary.labels_file}", file=out)
+    if summary.cluster:
+        _print_cluster(summary, out)
     if summary.unusual:
         print("unusual inputs:", file=out)
         for reason, info in summary.unusual.items():
@@ -113,25 +123,62 @@ def _print_summary(summary, out):
     if summary.errors:
         print(f"errors: {len(summary.errors)} image(s) skipped:", file=out)
         for error in summary.errors[:20]:
-            print(f"  {error['path']}: {error['reason']}", file=out)
+            shard = f" (shard {error['shard']})" if error.get("shard") else ""
+            print(f"  {error['path']}{shard}: {error['reason']}", file=out)
         if len(summary.errors) > 20:
             print(f"  ... and {len(summary.errors) - 20} more (see --json)", file=out)
 
 
-def run(args):
+_SHARD_LINES = 20
+
+
+def _print_cluster(summary, out):
+    """The Dask run: the cluster, how the shard count was chosen, each shard, the manifest."""
+    cluster = summary.cluster
+    print(f"  dask: {cluster['shards']} shard task(s) on {cluster['scheduler']} "
+          f"({cluster['workers']} workers, {cluster['threads']} threads)", file=out)
+    if cluster.get("default_shards"):
+        print(f"  no --shards/--shard-size: {cluster['shards']} shards chosen (2 per worker "
+              f"thread); pass the same --shards to compare with a single-machine pack",
+              file=out)
+    shards = [s for split in summary.splits.values() for s in split]
+    for shard in shards[:_SHARD_LINES]:
+        kept = " (kept from the interrupted run)" if shard.kept else ""
+        print(f"    {shard.rec.rsplit('/', 1)[-1]}: {shard.records} records, "
+              f"{shard.bytes / 1e6:.1f} MB{kept}", file=out)
+    if len(shards) > _SHARD_LINES:
+        print(f"    ... and {len(shards) - _SHARD_LINES} more (see the manifest)", file=out)
+    print(f"  manifest: {summary.manifest_file}", file=out)
+
+
+def _pack(args, progress):
     from ..packing.packer import pack_dataset, parse_size
 
     shard_size = parse_size(args.shard_size) if args.shard_size else 0
+    return pack_dataset(
+        args.src, args.out, root=args.root, workers=args.workers,
+        pass_through=args.pass_through, resize=args.resize, center_crop=args.center_crop,
+        quality=args.quality, encoding=args.encoding, color=args.color,
+        pack_label=args.pack_label, exact=args.exact, shards=args.shards,
+        shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
+        val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
+        progress=progress, dask=args.dask)
+
+
+def run(args):
+    from ..packing.cluster import ShardTaskError
+
     bar = _ProgressBar(not (args.no_progress or args.json) and sys.stderr.isatty())
     try:
-        summary = pack_dataset(
-            args.src, args.out, root=args.root, workers=args.workers,
-            pass_through=args.pass_through, resize=args.resize, center_crop=args.center_crop,
-            quality=args.quality, encoding=args.encoding, color=args.color,
-            pack_label=args.pack_label, exact=args.exact, shards=args.shards,
-            shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
-            val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
-            progress=bar)
+        summary = _pack(args, bar)
+    except ShardTaskError as e:  # shard tasks failed on the cluster; each is named
+        print(f"recpipe pack: error: {e}", file=sys.stderr)
+        return EXIT_ITEMS_FAILED
+    except ImportError as e:  # --dask without the dask extra: the message says what to install
+        if not args.dask:
+            raise
+        print(f"recpipe pack: error: {e}", file=sys.stderr)
+        return EXIT_ITEMS_FAILED
     finally:
         bar.close()
     if args.json:
@@ -141,3 +188,4 @@ def run(args):
     if summary.ok or args.tolerate_errors:
         return EXIT_OK
     return EXIT_ITEMS_FAILED
+

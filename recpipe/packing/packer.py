@@ -6,6 +6,8 @@ process pool, a bounded number in flight, results taken in order, each with a de
 this process -- while this process writes each shard (``shards``) and publishes it, ``.rec``
 then ``.idx``. Finally the label map ``OUT.labels.json`` is published and the plan removed.
 Unusual inputs and per-item errors are collected into the returned ``PackSummary``.
+With ``dask=`` the same plan is written by a Dask cluster instead, one task per shard
+(``cluster``).
 """
 
 import collections
@@ -204,9 +206,12 @@ def _prepare_jobs(plan, summary, resume, storage_options):
     return jobs
 
 
-def _write_shard(job, results, *, plan, report, summary, on_error, flush_every, progress, total,
-                 storage_options):
-    writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress)
+def _write_shard(job, results, *, root, report, summary, on_error, flush_every, progress, total,
+                 storage_options, checksums=False):
+    """Write ``job``'s remaining items from ``results`` and publish the shard; ``summary`` is
+    anything with ``written``/``failed``/``input_bytes`` counters. Returns the writer's
+    ``digests()`` (None without ``checksums``)."""
+    writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress, checksums)
     try:
         for item in job.todo:
             result = next(results)
@@ -215,7 +220,7 @@ def _write_shard(job, results, *, plan, report, summary, on_error, flush_every, 
             if result.error:
                 summary.failed += 1
                 if on_error == "raise":
-                    raise DecodeError(result.error, path=join_url(plan.root, item.path))
+                    raise DecodeError(result.error, path=join_url(root, item.path))
                 log.warning("%s: skipped: %s", item.path, result.error)
             else:
                 writer.write(result.payload, item.index)
@@ -229,6 +234,7 @@ def _write_shard(job, results, *, plan, report, summary, on_error, flush_every, 
         raise
     writer.publish()
     job.summary.records, job.summary.bytes = writer.records, writer.offset
+    return writer.digests()
 
 
 def _name(url):
@@ -271,6 +277,20 @@ def _check_arguments(on_error, quality, encoding, color, workers):
         raise ValueError(f"workers must be >= 0, got {workers}")
 
 
+def _image_options(pass_through, resize, center_crop, quality, encoding, color, pack_label,
+                   exact):
+    return ImageOptions(bool(pass_through), int(resize or 0), bool(center_crop), int(quality),
+                        ".jpg" if encoding == ".jpeg" else encoding, int(color),
+                        bool(pack_label), bool(exact))
+
+
+def _plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size):
+    if shuffle is None:
+        shuffle = not str(src).lower().endswith(".lst")
+    return PlanOptions(image, bool(shuffle), int(seed), float(val_ratio or 0.0),
+                       int(shards or 0), int(shard_size or 0))
+
+
 def _plan_for(src, out, root, options, extensions, resume, storage_options):
     """The plan, and whether an interrupted run of it is being resumed (its saved plan exists:
     without one, outputs already present cannot be trusted to come from the same options)."""
@@ -279,6 +299,12 @@ def _plan_for(src, out, root, options, extensions, resume, storage_options):
                                            storage_options=storage_options)
     plan = build_plan(src, item_root, out, items, classes, options)
     saved = load_plan(out, storage_options) if resume else None
+    return plan, _adopt_plan(plan, out, resume, saved, storage_options)
+
+
+def _adopt_plan(plan, out, resume, saved, storage_options):
+    """Check ``plan`` against the ``saved`` one of an interrupted run (None: there is none),
+    or save it; returns whether that run is being resumed."""
     if saved is not None and saved.fingerprint != plan.fingerprint:
         raise ValueError(
             f"{plan_url(out)} was made for different inputs or options; run the same command "
@@ -287,7 +313,7 @@ def _plan_for(src, out, root, options, extensions, resume, storage_options):
         log.info("--resume: no interrupted run found at %s; starting from scratch", out)
     if saved is None:
         save_plan(plan, storage_options)
-    return plan, saved is not None
+    return saved is not None
 
 
 def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resize=0,
@@ -295,7 +321,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
                  exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
                  on_error="skip", resume=False, extensions=DEFAULT_EXTENSIONS,
                  storage_options=None, progress=None, chunksize=None, flush_every=256,
-                 item_timeout=60.0):
+                 item_timeout=60.0, dask=None):
     """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
 
     ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``
@@ -306,17 +332,28 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     (``on_error="raise"`` stops instead); ``resume=True`` continues an interrupted run with the
     same arguments. ``progress(done, total, input_bytes)`` is called after each item. A worker
     process that yields nothing for ``item_timeout`` seconds per item stops the run.
+
+    ``dask``: write the shards on a Dask cluster instead, one task per shard, each writing its
+    own files to ``out`` (which every worker must reach): ``"local"`` starts a ``LocalCluster``
+    of ``workers`` processes, a string is a scheduler address, or pass a
+    ``distributed.Client``. It also publishes ``OUT.manifest.json`` (``manifest``); without
+    ``shards``/``shard_size`` it writes two shards per worker thread. See ``cluster``.
     Returns a ``PackSummary``.
     """
     started = time.perf_counter()
     _check_arguments(on_error, quality, encoding, color, workers)
-    image = ImageOptions(bool(pass_through), int(resize or 0), bool(center_crop), int(quality),
-                         ".jpg" if encoding == ".jpeg" else encoding, int(color),
-                         bool(pack_label), bool(exact))
-    if shuffle is None:
-        shuffle = not str(src).lower().endswith(".lst")
-    options = PlanOptions(image, bool(shuffle), int(seed), float(val_ratio or 0.0),
-                          int(shards or 0), int(shard_size or 0))
+    image = _image_options(pass_through, resize, center_crop, quality, encoding, color,
+                           pack_label, exact)
+    if dask is not None:
+        from .cluster import pack_on_dask
+
+        return pack_on_dask(
+            dask, src, out, root=root, image=image, shuffle=shuffle, seed=seed,
+            val_ratio=val_ratio, shards=shards, shard_size=shard_size, workers=workers,
+            on_error=on_error, resume=resume, extensions=extensions,
+            storage_options=storage_options, progress=progress, flush_every=flush_every,
+            item_timeout=item_timeout, started=started)
+    options = _plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
     plan, resume = _plan_for(src, out, root, options, extensions, resume, storage_options)
     workers = default_workers(pass_through) if workers is None else workers
     summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers)
@@ -331,7 +368,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     try:
         with _results(processor, iter(todo), workers, chunksize, item_timeout) as results:
             for job in jobs:
-                _write_shard(job, results, plan=plan, report=report, summary=summary,
+                _write_shard(job, results, root=plan.root, report=report, summary=summary,
                              on_error=on_error, flush_every=flush_every, progress=progress,
                              total=len(todo), storage_options=storage_options)
     finally:

@@ -28,6 +28,15 @@ class InputReport:
         if error:
             self.errors.append({"path": path, "reason": error})
 
+    def merge(self, other):
+        """Add ``other``'s counts, examples and errors after this report's own (reports of
+        shards merged in plan order equal one report of all items in that order)."""
+        self.counts.update(other.counts)
+        for reason, paths in other.examples.items():
+            room = self.max_examples - len(self.examples[reason])
+            self.examples[reason].extend(paths[:max(room, 0)])
+        self.errors.extend(other.errors)
+
     def unusual(self):
         """``{reason: {"count", "meaning", "examples"}}``, most frequent first."""
         return {reason: {"count": count, "meaning": REASONS.get(reason, reason),
@@ -60,6 +69,8 @@ class PackSummary:
     seconds: float = 0.0
     workers: int = 0
     labels_file: Optional[str] = None
+    manifest_file: Optional[str] = None  # OUT.manifest.json, written by a Dask run
+    cluster: Optional[dict] = None  # the Dask cluster a run used: scheduler, workers, threads
     unusual: Dict[str, dict] = field(default_factory=dict)
     errors: List[dict] = field(default_factory=list)
 
@@ -90,6 +101,8 @@ class PackSummary:
             "megabytes_per_second": round(self.megabytes_per_second, 2),
             "workers": self.workers,
             "labels_file": self.labels_file,
+            "manifest_file": self.manifest_file,
+            "cluster": self.cluster,
             "classes": self.classes,
             "splits": {name: [vars(shard).copy() for shard in shards]
                        for name, shards in self.splits.items()},

@@ -4,9 +4,12 @@ A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (`
 and publishes them ``.rec`` first, then ``.idx``. On a local filesystem the temporary files are
 kept when writing stops early; ``recover_partial`` then finds the last record that is complete in
 both files, truncates both to it and tells where to continue. ``verify_published`` checks that a
-shard published by an earlier run holds what the plan says.
+shard published by an earlier run holds what the plan says. With ``checksums=True`` the writer
+also keeps the SHA-256 of both files as it writes them (for a manifest); ``file_digest`` hashes
+a file already published.
 """
 
+import hashlib
 import logging
 import os
 from typing import NamedTuple
@@ -21,11 +24,12 @@ from ..io.scan import Window, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
 
 __all__ = ["TEMP_TAG", "Progress", "ShardWriter", "recover_partial", "verify_published",
-           "is_local"]
+           "is_local", "file_digest"]
 
 log = logging.getLogger(__name__)
 
 TEMP_TAG = "pack"
+_HASH_BLOCK = 8 << 20
 
 
 class Progress(NamedTuple):
@@ -45,7 +49,8 @@ def is_local(url, storage_options=None):
 class ShardWriter:
     """Append records to a shard's temporary files; ``publish()`` renames them into place."""
 
-    def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress()):
+    def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress(),
+                 checksums=False):
         resume = progress.records > 0
         self._rec = AtomicOutput(rec_url, storage_options, temp_tag=TEMP_TAG, append=resume)
         try:
@@ -55,6 +60,12 @@ class ShardWriter:
             raise
         self.records = progress.records
         self.offset = progress.offset
+        self._hashes = None
+        if checksums:
+            self._hashes = (hashlib.sha256(), hashlib.sha256())
+            if resume:  # appending to local temporary files: hash what is already there
+                for output, digest in zip((self._rec, self._idx), self._hashes):
+                    _hash_local(output.temp_path, digest)
 
     @property
     def resumable(self):
@@ -62,10 +73,20 @@ class ShardWriter:
 
     def write(self, payload, key):
         data = frame(payload)
+        line = format_index_line(key, self.offset).encode()
         self._rec.write(data)
-        self._idx.write(format_index_line(key, self.offset).encode())
+        self._idx.write(line)
+        if self._hashes is not None:
+            self._hashes[0].update(data)
+            self._hashes[1].update(line)
         self.offset += len(data)
         self.records += 1
+
+    def digests(self):
+        """``(rec_sha256, idx_sha256)`` of what was written (hex), or None without checksums."""
+        if self._hashes is None:
+            return None
+        return tuple(digest.hexdigest() for digest in self._hashes)
 
     def flush(self):
         """Push buffered bytes to the OS, so a killed process leaves them for ``--resume``."""
@@ -91,6 +112,24 @@ class ShardWriter:
         else:
             self._rec.discard()
             self._idx.discard()
+
+
+def _hash_local(path, digest):
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
+
+
+def file_digest(url, storage_options=None):
+    """``(sha256 hex, size)`` of a published file, read in blocks."""
+    fs, path = url_to_fs(url, storage_options)
+    digest = hashlib.sha256()
+    size = 0
+    with fs.open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
 
 
 def _keys_position(keys, planned_keys):

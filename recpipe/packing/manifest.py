@@ -1,0 +1,161 @@
+"""``OUT.manifest.json``: the shards of a distributed pack, tied together.
+
+A Dask pack (``cluster``) publishes it last, once every shard is in place: per split, the
+shards in order with their record count, the size and SHA-256 of each ``.rec``/``.idx``,
+plus the options, the label map, the plan fingerprint and the recpipe version. Shard files are
+named relative to the manifest's folder, so the output can be moved as a whole.
+
+``read_manifest(url)`` gives the shard URLs in order; ``iter_records`` reads every record of
+all shards with ``RecordReader``:
+
+>>> manifest = read_manifest("s3://bucket/train.manifest.json")   # doctest: +SKIP
+>>> for rec_url, idx_url in manifest.shard_urls():                 # doctest: +SKIP
+...     with recpipe.RecordReader(rec_url, idx_url) as reader: ...
+"""
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..io.atomic import AtomicOutput
+from ..io.sources import url_to_fs
+from .items import join_url
+
+__all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "ManifestShard", "Manifest", "manifest_url",
+           "build_manifest", "publish_manifest", "read_manifest", "iter_records"]
+
+log = logging.getLogger(__name__)
+
+MANIFEST_FORMAT = "recpipe-pack-manifest"
+MANIFEST_VERSION = 1
+
+
+def manifest_url(out):
+    return f"{out}.manifest.json"
+
+
+def _name(url):
+    return str(url).rsplit("/", 1)[-1]
+
+
+def _folder(url):
+    url = str(url)
+    return url.rsplit("/", 1)[0] if "/" in url else ""
+
+
+@dataclass(frozen=True)
+class ManifestShard:
+    """One shard of a manifest, with its files' URLs resolved against the manifest's folder."""
+
+    split: str
+    rec: str
+    idx: str
+    records: int
+    rec_bytes: int
+    idx_bytes: int
+    rec_sha256: Optional[str]
+    idx_sha256: Optional[str]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    url: str
+    data: dict
+
+    @property
+    def classes(self):
+        """Class name -> label for a folder source; None for a ``.lst`` source."""
+        return self.data.get("classes")
+
+    @property
+    def splits(self):
+        return list(self.data["splits"])
+
+    @property
+    def records(self):
+        return sum(split["records"] for split in self.data["splits"].values())
+
+    def shards(self, split=None) -> Tuple[ManifestShard, ...]:
+        """The shards of ``split`` (default: all splits, in manifest order), in order."""
+        if split is not None and split not in self.data["splits"]:
+            raise KeyError(f"{self.url}: no split {split!r} (has {', '.join(self.splits)})")
+        names = [split] if split is not None else self.splits
+        folder = _folder(self.url)
+        return tuple(
+            ManifestShard(name, join_url(folder, s["rec"]), join_url(folder, s["idx"]),
+                          s["records"], s["rec_bytes"], s["idx_bytes"], s.get("rec_sha256"),
+                          s.get("idx_sha256"))
+            for name in names for s in self.data["splits"][name]["shards"])
+
+    def shard_urls(self, split=None):
+        """``[(rec_url, idx_url), ...]`` in order, ready for ``RecordReader(rec, idx)``."""
+        return [(shard.rec, shard.idx) for shard in self.shards(split)]
+
+
+def build_manifest(plan, splits, digests, version):
+    """The manifest of ``plan`` written as ``splits`` (``{name: [ShardSummary]}``), with
+    ``digests`` (``{rec url: (rec_sha256, idx_sha256, idx_bytes)}``)."""
+    def shard_entry(shard):
+        rec_sha256, idx_sha256, idx_bytes = digests[shard.rec]
+        return {"rec": _name(shard.rec), "idx": _name(shard.idx), "records": shard.records,
+                "rec_bytes": shard.bytes, "idx_bytes": idx_bytes, "rec_sha256": rec_sha256,
+                "idx_sha256": idx_sha256}
+
+    return {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "recpipe_version": version,
+        "source": plan.src,
+        "root": plan.root,
+        "fingerprint": plan.fingerprint,
+        "options": dataclasses.asdict(plan.options),
+        "classes": plan.classes,
+        "records": sum(s.records for shards in splits.values() for s in shards),
+        "bytes": sum(s.bytes for shards in splits.values() for s in shards),
+        "splits": {name: {"records": sum(s.records for s in shards),
+                          "bytes": sum(s.bytes for s in shards),
+                          "shards": [shard_entry(s) for s in shards]}
+                   for name, shards in splits.items()},
+    }
+
+
+def publish_manifest(out, data, storage_options=None):
+    """Write ``data`` to ``OUT.manifest.json`` atomically; returns its URL."""
+    url = manifest_url(out)
+    output = AtomicOutput(url, storage_options)
+    try:
+        output.write(json.dumps(data, indent=2).encode())
+    except BaseException:
+        output.discard()
+        raise
+    output.commit()
+    return url
+
+
+def read_manifest(url, storage_options=None):
+    """The ``Manifest`` at ``url`` (``OUT.manifest.json``, or the prefix ``OUT``)."""
+    url = str(url)
+    if not url.endswith(".json"):
+        url = manifest_url(url)
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        data = json.loads(fs.cat_file(path))
+    except ValueError as e:
+        raise ValueError(f"{url}: not a JSON manifest ({e})") from e
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        raise ValueError(f"{url}: not a recpipe pack manifest")
+    if data.get("version") != MANIFEST_VERSION:
+        raise ValueError(f"{url}: unsupported manifest version {data.get('version')!r}")
+    return Manifest(url, data)
+
+
+def iter_records(url, split=None, storage_options=None):
+    """``(key, payload)`` of every record of the manifest's shards, shard by shard in order."""
+    from ..io.reader import RecordReader
+
+    for rec_url, idx_url in read_manifest(url, storage_options).shard_urls(split):
+        with RecordReader(rec_url, idx_url, storage_options) as reader:
+            for key, payload in zip(reader.keys, reader):
+                yield key, payload
