@@ -41,6 +41,7 @@ Where recpipe differs from MXNet (documented choices, RNG streams are ours anywa
 - misspelled or unsupported keywords raise instead of being silently ignored.
 """
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, fields
@@ -426,6 +427,7 @@ def _aligned_crop(plan, full_h, full_w):
     return _aligned_axis(x, w, full_w, res_w), _aligned_axis(y, h, full_h, res_h)
 
 
+@functools.lru_cache(maxsize=4096)
 def _aligned_axis(start, length, full, resized, budget=48):
     """(first, end, k) along one axis: the part starts at source pixel ``first`` ~= k * full /
     resized, the candidate k below ``start`` (at most ``budget`` source pixels further out;
