@@ -242,7 +242,7 @@ def _translate(kwargs, *, default_dtype="float32", cls_name="ImageRecordIter"):
         index_url=kwargs.get("path_imgidx") or None,
         batch_size=_as_int("batch_size", kwargs["batch_size"]),
         data_shape=_data_shape(kwargs["data_shape"]),
-        threads=max(1, _as_int("preprocess_threads", kwargs.get("preprocess_threads", 4))),
+        threads=_threads(kwargs.get("preprocess_threads")),
         prefetch=max(1, _as_int("prefetch_buffer", kwargs.get("prefetch_buffer", 4))),
         dtype=dtype,
         shuffle=_shuffle(kwargs),
@@ -301,6 +301,13 @@ class _ImglistLoader(ImageLoader):
         except KeyError:
             raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
                                     path=self.reader.url, record=position) from None
+
+
+def _threads(preprocess_threads):
+    """``preprocess_threads`` as decode threads; not given means the autotuner decides."""
+    if preprocess_threads is None or preprocess_threads == "auto":
+        return "auto"
+    return max(1, _as_int("preprocess_threads", preprocess_threads))
 
 
 def _make_loader(loader_kwargs, imglist_url):

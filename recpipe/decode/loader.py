@@ -71,8 +71,8 @@ class ImageLoader:
     ``run_bytes``: on a remote file (``s3://``...) records are fetched ahead by coalesced range
     requests, and ``shuffle='block'`` shuffles runs of about this many bytes (8 MiB), one
     request each, then records within a window of runs (``recpipe.decode.order.block_shuffle``).
-    ``threads``: a number of decode threads, or 'auto': the autotuner grows them (and the
-    prefetch depth) until the consumer stops waiting, see ``autotune_report()``.
+    ``threads``: 'auto' (the default: the autotuner grows the decode threads, and the prefetch
+    depth, until the consumer stops waiting, see ``autotune_report()``) or a fixed number.
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
@@ -83,7 +83,7 @@ class ImageLoader:
     """
 
     def __init__(self, url, batch_size, data_shape, index_url=None, storage_options=None, *,
-                 threads=2, dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
+                 threads="auto", dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
                  lookahead=True, run_bytes=8 << 20, **augment):
