@@ -8,7 +8,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .sources import url_to_fs
 
-__all__ = ["AtomicOutput", "temporary_name"]
+__all__ = ["AtomicOutput", "publish", "temporary_name"]
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +77,19 @@ class AtomicOutput:
                 self.fs.rm(self.temp_path)
             except FileNotFoundError:
                 pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def publish(url, data, storage_options=None):
+    """Write ``data`` (bytes) to ``url`` atomically: all of it appears, or nothing."""
+    with AtomicOutput(url, storage_options) as output:
+        output.write(data)
+    return str(url)

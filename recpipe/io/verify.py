@@ -17,7 +17,7 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 
 from ..errors import RecordFormatError
-from .atomic import AtomicOutput
+from .atomic import publish
 from .header import unpack_header
 from .index import format_index_line, index_url_for, read_index
 from .scan import Window, read_record, scan_records
@@ -268,13 +268,8 @@ def rebuild_index(url, index_url=None, *, positions=False, skip_bad=False, stora
         raise ValueError(f"the index would overwrite the record file {url}")
     offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions)
     keys, kind, reason = _choose_keys(offsets, ids, positions)
-    output = AtomicOutput(index_url, storage_options)
-    try:
-        output.write("".join(format_index_line(k, o) for k, o in zip(keys, offsets)).encode())
-        output.commit()
-    except BaseException:
-        output.discard()
-        raise
+    publish(index_url, "".join(format_index_line(k, o) for k, o in zip(keys, offsets)).encode(),
+            storage_options)
     log.info("wrote %s: %d entries keyed by %s (%s)", index_url, len(offsets), kind, reason)
     return IndexRebuild(index_url, len(offsets), kind, reason, skipped)
 

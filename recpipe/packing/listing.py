@@ -129,14 +129,9 @@ def split_lists(items, chunks=1, train_ratio=1.0, test_ratio=0.0):
 
 def write_list(path, items):
     """Write ``items`` as a ``.lst`` file (published atomically), formatted exactly like im2rec."""
-    out = AtomicOutput(path)
-    try:
+    with AtomicOutput(path) as out:
         for item in items:
             out.write(format_list_line(item.index, (item.label,), item.path).encode("utf-8"))
-    except BaseException:
-        out.discard()
-        raise
-    out.commit()
     log.info("wrote %s (%d images)", path, len(items))
 
 

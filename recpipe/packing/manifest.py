@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from ..io.atomic import AtomicOutput
+from ..io.atomic import publish
 from ..io.sources import url_to_fs
 from .items import join_url
 
@@ -123,15 +123,7 @@ def build_manifest(plan, splits, digests, version):
 
 def publish_manifest(out, data, storage_options=None):
     """Write ``data`` to ``OUT.manifest.json`` atomically; returns its URL."""
-    url = manifest_url(out)
-    output = AtomicOutput(url, storage_options)
-    try:
-        output.write(json.dumps(data, indent=2).encode())
-    except BaseException:
-        output.discard()
-        raise
-    output.commit()
-    return url
+    return publish(manifest_url(out), json.dumps(data, indent=2).encode(), storage_options)
 
 
 def read_manifest(url, storage_options=None):

@@ -22,7 +22,7 @@ import threading
 import time
 
 from ..errors import DecodeError
-from ..io.atomic import AtomicOutput
+from ..io.atomic import publish
 from .items import DEFAULT_EXTENSIONS, join_url, load_items
 from .plan import (PlanOptions, build_plan, labels_url, load_plan, plan_url, remove_plan,
                    save_plan)
@@ -254,14 +254,7 @@ def _publish_labels(plan, summary, storage_options):
                                       "bytes": s.bytes} for s in shards]}
                    for name, shards in summary.splits.items()},
     }
-    output = AtomicOutput(url, storage_options)
-    try:
-        output.write(json.dumps(data, indent=2).encode())
-    except BaseException:
-        output.discard()
-        raise
-    output.commit()
-    return url
+    return publish(url, json.dumps(data, indent=2).encode(), storage_options)
 
 
 def _check_arguments(on_error, quality, encoding, color, workers):

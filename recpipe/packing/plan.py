@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..io.atomic import AtomicOutput
+from ..io.atomic import publish
 from ..io.format import HEAD_SIZE, padded
 from ..io.header import HEADER_SIZE
 from ..io.sources import url_to_fs
@@ -195,13 +195,7 @@ def build_plan(src, root, out, items: List[PackItem], classes, options: PlanOpti
 
 
 def save_plan(plan, storage_options=None):
-    output = AtomicOutput(plan_url(plan.out), storage_options)
-    try:
-        output.write(json.dumps(plan.to_dict()).encode())
-    except BaseException:
-        output.discard()
-        raise
-    output.commit()
+    publish(plan_url(plan.out), json.dumps(plan.to_dict()).encode(), storage_options)
 
 
 def load_plan(out, storage_options=None):
