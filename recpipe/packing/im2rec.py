@@ -21,13 +21,13 @@ import contextlib
 import logging
 import os
 import struct
-from dataclasses import dataclass
 from typing import List, NamedTuple, Optional
 
 from ..io.header import pack
 from ..io.index import read_list
 from ..io.writer import RecordWriter
 from .encode import make_header, transcode
+from .transform import ImageOptions
 
 __all__ = [
     "PackOptions",
@@ -48,25 +48,10 @@ DEFAULT_TASK_TIMEOUT = 600.0
 LOG_EVERY = 1000
 
 
-@dataclass(frozen=True)
-class PackOptions:
-    """im2rec's record options (``--pass-through``, ``--resize``, ...), with im2rec's defaults."""
-
-    pass_through: bool = False
-    resize: int = 0
-    center_crop: bool = False
-    quality: int = 95
-    color: int = 1
-    encoding: str = ".jpg"
-    pack_label: bool = False
-
-    def __post_init__(self):
-        if self.color not in (-1, 0, 1):
-            raise ValueError(f"color must be -1, 0 or 1, got {self.color}")
-        if self.encoding not in (".jpg", ".png"):
-            raise ValueError(f"encoding must be .jpg or .png, got {self.encoding!r}")
-        if self.resize < 0:
-            raise ValueError(f"resize must be 0 (off) or positive, got {self.resize}")
+def PackOptions(**options):  # noqa: N802 - reads as the options type it builds
+    """im2rec's record options (``pass_through``, ``resize``, ...) with im2rec's defaults: the
+    packer's ``ImageOptions``, always decoding at full size like im2rec."""
+    return ImageOptions(exact=True, **options)
 
 
 class Skipped(NamedTuple):

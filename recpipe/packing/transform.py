@@ -43,6 +43,14 @@ class ImageOptions:
     pack_label: bool = False
     exact: bool = False
 
+    def __post_init__(self):
+        if self.color not in (-1, 0, 1):
+            raise ValueError(f"color must be -1, 0 or 1, got {self.color}")
+        if self.encoding not in (".jpg", ".png"):
+            raise ValueError(f"encoding must be .jpg or .png, got {self.encoding!r}")
+        if self.resize < 0:
+            raise ValueError(f"resize must be 0 (off) or positive, got {self.resize}")
+
 
 class ItemResult(NamedTuple):
     """What became of one item: ``payload`` (None on error), unusual ``reasons`` and ``error``."""
