@@ -50,6 +50,7 @@ from typing import NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import DecodeError
+from . import resize as fast_resize
 
 __all__ = [
     "AugmentConfig",
@@ -447,6 +448,20 @@ def _aligned_axis(start, length, full, resized, budget=48):
     return first, end, k
 
 
+def _resize_then_crop_box(plan, full_h, full_w):
+    """(x0, y0, x1, y1): the pixels of a ``full_h x full_w`` decode that resizing it to
+    ``plan.resized_size`` and keeping ``plan.crop`` samples (``fast_resize`` axes)."""
+    x, y, w, h = plan.crop
+    res_h, res_w = plan.resized_size
+    top, bottom = fast_resize.taps_span(h, y, full_h / res_h, full_h)
+    left, right = fast_resize.taps_span(w, x, full_w / res_w, full_w)
+    return left, top, right, bottom
+
+
+def _is_linear(method, old_hw, new_hw):
+    return _resolve_inter(method, old_hw, new_hw) == 1  # cv2.INTER_LINEAR
+
+
 def _randint(u, low, high):
     """Integer uniform in [low, high] from a uniform u in [0, 1)."""
     return min(high, low + int(u * (high - low + 1)))
@@ -510,6 +525,10 @@ class Augmenter:
                              [-m * g for m, g in zip(self._means, self._gains)])
         self._cv_depth = {"uint8": cv2.CV_8U, "float32": cv2.CV_32F, "float16": cv2.CV_16F}[c.dtype]
         self._np_dtype = np.dtype(c.dtype)
+        # one C call for resize + crop + mirror + layout + normalisation (see _linear_axes)
+        self._fused = (fast_resize.available() and c.dct_scaling and not self._needs_float
+                       and not self._has_hls and not self._affine and not c.pad
+                       and c.dtype in ("uint8", "float32"))
 
     @staticmethod
     def sample_rng(seed, epoch, index):
@@ -690,6 +709,8 @@ class Augmenter:
         num, den = scale
         full_h, full_w = (src_h * num + den - 1) // den, (src_w * num + den - 1) // den
         if not plan.resize_crop:
+            if self._fused and _is_linear(plan.inter[0], (full_h, full_w), plan.resized_size):
+                return _resize_then_crop_box(plan, full_h, full_w)
             (left, right, _), (top, bottom, _) = _aligned_crop(plan, full_h, full_w)
             return left, top, right, bottom
         return _mapped_box(plan, full_h, full_w)
@@ -726,6 +747,13 @@ class Augmenter:
         if out.shape != self.out_shape or out.dtype != self._np_dtype:
             raise ValueError(f"out must have shape {self.out_shape} and dtype {self._np_dtype}, "
                              f"got {out.shape} {out.dtype}")
+        axes = self._linear_axes(plan, img, window)
+        if axes is not None:
+            gains, offsets = self._affine_terms(plan) if self._np_dtype != np.uint8 else (None, None)
+            fast_resize.linear_into(self._match_channels(img), out, *axes, mirror=plan.mirror,
+                                    nchw=self.config.layout == "NCHW", gains=gains,
+                                    offsets=offsets)
+            return
         region = self._region(self._match_channels(img), plan, window)
         if plan.hls is not None:
             region = self._shift_hls(region, plan.hls)
@@ -733,6 +761,44 @@ class Augmenter:
             self._write_float_path(region, plan, out)
         else:
             self._write(region, plan, out)
+
+    def _linear_axes(self, plan, img, window):
+        """``(y_axis, x_axis)`` for ``fast_resize.linear_into`` when what is left to do is a
+        bilinear resize of part of the decoded image (then mirror and normalise), else None:
+
+        - resize step (maybe through a DCT scale), then a plain crop (val): the crop's part of
+          the resize grid, sampled where resizing the whole image would sample it;
+        - a crop resized to the output from a reduced-scale or windowed decode: the crop box
+          mapped onto the decode (as ``_scaled_region``);
+        - no resize step: the crop box, resized to the output (random-resized crop) or copied.
+        MXNet's whole-image resize followed by a resized crop stays on the OpenCV path.
+        """
+        if not self._fused or plan.affine is not None or plan.upscale is not None:
+            return None
+        full = img.shape[:2] if window is None else (window[2], window[3])
+        wx, wy = (window[0], window[1]) if window is not None else (0, 0)
+        out_hw = (self._out_h, self._out_w)
+        resized = plan.resized_size != plan.source_size
+        if not plan.resize_crop and (resized or full != plan.source_size):
+            if not _is_linear(plan.inter[0], full, plan.resized_size):
+                return None
+            (res_h, res_w), (x, y) = plan.resized_size, plan.crop[:2]
+            return (fast_resize.Axis(-wy, full[0], y, full[0] / res_h),
+                    fast_resize.Axis(-wx, full[1], x, full[1] / res_w))
+        if plan.resize_crop and (full != plan.source_size or (window is not None and resized)):
+            left, top, right, bottom = _mapped_box(plan, *full)
+            box = (bottom - top, right - left)
+            if not _is_linear(plan.inter[2], box, out_hw):
+                return None
+            return (fast_resize.Axis(top - wy, box[0], 0.0, box[0] / out_hw[0]),
+                    fast_resize.Axis(left - wx, box[1], 0.0, box[1] / out_hw[1]))
+        if resized:
+            return None
+        x, y, w, h = plan.crop
+        if plan.resize_crop and not _is_linear(plan.inter[2], (h, w), out_hw):
+            return None
+        return (fast_resize.Axis(y - wy, h, 0.0, h / out_hw[0]),
+                fast_resize.Axis(x - wx, w, 0.0, w / out_hw[1]))
 
     def _region(self, img, plan, window):
         """The output-sized crop (H, W, C) uint8, before colour, mirror and normalisation."""
