@@ -1,8 +1,9 @@
-"""Build step for recpipe's two optional C extensions; the metadata lives in pyproject.toml.
+"""Build step for recpipe's optional C extensions; the metadata lives in pyproject.toml.
 
 ``recpipe._jpegroi`` (region-of-interest JPEG decoding) needs libjpeg-turbo's headers
 (``apt-get install libjpeg62-turbo-dev`` or ``libjpeg-turbo8-dev``); ``recpipe._resize``
-(bilinear resize straight into the batch) needs only a C compiler. When one cannot be built, the
+(bilinear resize straight into the batch) and ``recpipe._colour`` (colour jitter straight into
+the batch) need only a C compiler. When one cannot be built, the
 build only warns and recpipe uses its OpenCV/whole-image paths instead.
 """
 
@@ -31,7 +32,7 @@ class OptionalBuildExt(build_ext):
     def _skipped(exc, name="C extensions"):
         sys.stderr.write(f"warning: not building {name} ({exc}); recpipe falls back to slower "
                          "paths (whole-image decodes for _jpegroi: install libjpeg-turbo headers, "
-                         "apt-get install libjpeg62-turbo-dev; OpenCV resizes for _resize).\n")
+                         "apt-get install libjpeg62-turbo-dev; OpenCV/NumPy for _resize/_colour).\n")
 
 
 setup(
@@ -39,6 +40,8 @@ setup(
         Extension("recpipe._jpegroi", sources=["recpipe/_jpegroi.c"], libraries=["jpeg"],
                   extra_compile_args=["-O2"], optional=True),
         Extension("recpipe._resize", sources=["recpipe/_resize.c"],
+                  extra_compile_args=["-O3"], optional=True),
+        Extension("recpipe._colour", sources=["recpipe/_colour.c"],
                   extra_compile_args=["-O3"], optional=True),
     ],
     cmdclass={"build_ext": OptionalBuildExt},

@@ -124,40 +124,69 @@ static void write_row(const job *j, Py_ssize_t y, Py_ssize_t from)
 }
 
 #ifdef __SSE2__
-/* 3 channels into (C, H, W) planes, 4 output pixels at a time; returns the columns done. */
-static Py_ssize_t write_row_planar3(const job *j, Py_ssize_t y)
+/* Clamp 4 int32 lanes to [0, 255] with SSE2 compares. */
+static inline __m128i clamp_u8(__m128i q)
+{
+    q = _mm_and_si128(q, _mm_cmpgt_epi32(q, _mm_setzero_si128()));
+    __m128i hi = _mm_set1_epi32(255), over = _mm_cmpgt_epi32(q, hi);
+    return _mm_or_si128(_mm_andnot_si128(over, q), _mm_and_si128(over, hi));
+}
+
+/* 4 output pixels of a 3-channel row, lanes (R, G, B, -), rounded and clamped. */
+static inline void four_pixels(const job *j, Py_ssize_t x, __m128i px[4])
+{
+    for (int k = 0; k < 4; k++) {
+        const float *p = j->row + j->left[x + k];
+        __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + j->step[x + k]);
+        __m128 v = _mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), _mm_set1_ps(j->weight[x + k])));
+        px[k] = clamp_u8(_mm_cvtps_epi32(v));
+    }
+}
+
+/* 3 channels, 4 output pixels at a time, any layout and output type; returns the columns done. */
+static Py_ssize_t write_row_rgb(const job *j, Py_ssize_t y)
 {
     Py_ssize_t w = j->out_w, plane = j->out_h * w, x = 0;
+    __m128 gains = _mm_setr_ps(j->gains[0], j->gains[1], j->gains[2], 0.f);
+    __m128 offsets = _mm_setr_ps(j->offsets[0], j->offsets[1], j->offsets[2], 0.f);
     for (; x + 4 <= w; x += 4) {
-        __m128 px[4];
-        for (int k = 0; k < 4; k++) {
-            const float *p = j->row + j->left[x + k];
-            __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + j->step[x + k]);
-            px[k] = _mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), _mm_set1_ps(j->weight[x + k])));
-        }
-        _MM_TRANSPOSE4_PS(px[0], px[1], px[2], px[3]);
-        __m128i r = _mm_cvtps_epi32(px[0]), g = _mm_cvtps_epi32(px[1]);
-        __m128i b = _mm_cvtps_epi32(px[2]);
-        if (j->is_float) {
-            __m128i lo = _mm_setzero_si128(), hi = _mm_set1_epi32(255);
-            __m128i v[3] = {r, g, b};
-            for (int c = 0; c < 3; c++) {
-                __m128i q = v[c];  /* clamp to [0, 255] with SSE2 compares */
-                q = _mm_and_si128(q, _mm_cmpgt_epi32(q, lo));
-                __m128i over = _mm_cmpgt_epi32(q, hi);
-                q = _mm_or_si128(_mm_andnot_si128(over, q), _mm_and_si128(over, hi));
-                __m128 f = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(q), _mm_set1_ps(j->gains[c])),
-                                      _mm_set1_ps(j->offsets[c]));
-                _mm_storeu_ps((float *)j->dst + c * plane + y * w + x, f);
+        __m128i px[4];
+        four_pixels(j, x, px);
+        if (j->nchw) {
+            __m128 f[4] = {_mm_cvtepi32_ps(px[0]), _mm_cvtepi32_ps(px[1]),
+                           _mm_cvtepi32_ps(px[2]), _mm_cvtepi32_ps(px[3])};
+            _MM_TRANSPOSE4_PS(f[0], f[1], f[2], f[3]);  /* now f[c] = channel c of 4 pixels */
+            if (j->is_float) {
+                for (int c = 0; c < 3; c++)
+                    _mm_storeu_ps((float *)j->dst + c * plane + y * w + x,
+                                  _mm_add_ps(_mm_mul_ps(f[c], _mm_set1_ps(j->gains[c])),
+                                             _mm_set1_ps(j->offsets[c])));
+            } else {
+                __m128i u = _mm_packus_epi16(
+                    _mm_packs_epi32(_mm_cvtps_epi32(f[0]), _mm_cvtps_epi32(f[1])),
+                    _mm_packs_epi32(_mm_cvtps_epi32(f[2]), _mm_cvtps_epi32(f[2])));
+                int32_t words[4];
+                _mm_storeu_si128((__m128i *)words, u);
+                uint8_t *out = (uint8_t *)j->dst + y * w + x;
+                memcpy(out, &words[0], 4);
+                memcpy(out + plane, &words[1], 4);
+                memcpy(out + 2 * plane, &words[2], 4);
+            }
+        } else if (j->is_float) {
+            float *out = (float *)j->dst + (y * w + x) * 3;
+            for (int k = 0; k < 4; k++) {
+                float v[4];
+                _mm_storeu_ps(v, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(px[k]), gains), offsets));
+                memcpy(out + 3 * k, v, 3 * sizeof(float));
             }
         } else {
-            __m128i u = _mm_packus_epi16(_mm_packs_epi32(r, g), _mm_packs_epi32(b, b));
-            uint8_t *out = (uint8_t *)j->dst + y * w + x;
-            int32_t words[4];
-            _mm_storeu_si128((__m128i *)words, u);
-            memcpy(out, &words[0], 4);
-            memcpy(out + plane, &words[1], 4);
-            memcpy(out + 2 * plane, &words[2], 4);
+            __m128i u = _mm_packus_epi16(_mm_packs_epi32(px[0], px[1]),
+                                         _mm_packs_epi32(px[2], px[3]));
+            uint8_t bytes[16];
+            _mm_storeu_si128((__m128i *)bytes, u);
+            uint8_t *out = (uint8_t *)j->dst + (y * w + x) * 3;
+            for (int k = 0; k < 4; k++)
+                memcpy(out + 3 * k, bytes + 4 * k, 3);
         }
     }
     return x;
@@ -173,8 +202,8 @@ static void run_job(job *j)
                   j->src + j->ty.second[y] * stride + start, j->row, n, j->ty.frac[y]);
         Py_ssize_t done = 0;
 #ifdef __SSE2__
-        if (j->nchw && j->channels == 3)
-            done = write_row_planar3(j, y);
+        if (j->channels == 3)
+            done = write_row_rgb(j, y);
 #endif
         write_row(j, y, done);
     }

@@ -2,7 +2,7 @@
 
 For the first --count photos (decoded once, in RAM) and each configuration (train / val x uint8
 / float32 normalised, NCHW), times ``Augmenter.apply`` (resize, crop, mirror, layout,
-normalisation; no decode) with the fused path and with the OpenCV path (``_fused = False``),
+normalisation; no decode) with the fused path and with the OpenCV path (``_fast_resize`` off),
 alternating them --repeats times, and reports the medians and their ratio. For val it also
 times the region decode each path asks for (the fused path decodes only the pixels its crop
 samples; the OpenCV path starts its part where the resize grid meets a source pixel), and it
@@ -45,7 +45,7 @@ def augmenters(config, dtype):
     kwargs = dict(config, dtype=dtype, **(NORMALISE if dtype == "float32" else {}))
     fused = Augmenter(AugmentConfig(**kwargs))
     opencv = Augmenter(AugmentConfig(**kwargs))
-    opencv._fused = False
+    opencv._fast_resize = opencv._direct = False
     exact = Augmenter(AugmentConfig(**dict(kwargs, dct_scaling=False)))
     return {"fused": fused, "opencv": opencv, "exact": exact}
 

@@ -53,6 +53,7 @@ from typing import NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import DecodeError
+from . import colour
 from . import resize as fast_resize
 
 __all__ = [
@@ -528,10 +529,14 @@ class Augmenter:
                              [-m * g for m, g in zip(self._means, self._gains)])
         self._cv_depth = {"uint8": cv2.CV_8U, "float32": cv2.CV_32F, "float16": cv2.CV_16F}[c.dtype]
         self._np_dtype = np.dtype(c.dtype)
-        # one C call for resize + crop + mirror + layout + normalisation (see _linear_axes)
-        self._fused = (fast_resize.available() and c.dct_scaling and not self._needs_float
-                       and not self._has_hls and not self._affine and not c.pad
-                       and c.dtype in ("uint8", "float32"))
+        # bilinear resizes in C (see _linear_axes); when nothing but mirror and normalisation
+        # follows, straight into the batch (_direct); colour jitter in C (_write_float_path)
+        self._fast_resize = (fast_resize.available() and c.dct_scaling and not self._affine
+                             and not c.pad)
+        self._direct = (self._fast_resize and not self._needs_float and not self._has_hls
+                        and c.dtype in ("uint8", "float32"))
+        self._fast_colour = (colour.available() and self._channels == 3
+                             and c.dtype in ("uint8", "float32"))
 
     @staticmethod
     def sample_rng(seed, epoch, index):
@@ -712,7 +717,8 @@ class Augmenter:
         num, den = scale
         full_h, full_w = (src_h * num + den - 1) // den, (src_w * num + den - 1) // den
         if not plan.resize_crop:
-            if self._fused and _is_linear(plan.inter[0], (full_h, full_w), plan.resized_size):
+            if self._fast_resize and _is_linear(plan.inter[0], (full_h, full_w),
+                                                plan.resized_size):
                 return _resize_then_crop_box(plan, full_h, full_w)
             (left, right, _), (top, bottom, _) = _aligned_crop(plan, full_h, full_w)
             return left, top, right, bottom
@@ -750,14 +756,19 @@ class Augmenter:
         if out.shape != self.out_shape or out.dtype != self._np_dtype:
             raise ValueError(f"out must have shape {self.out_shape} and dtype {self._np_dtype}, "
                              f"got {out.shape} {out.dtype}")
+        img = self._match_channels(img)
         axes = self._linear_axes(plan, img, window)
-        if axes is not None:
+        if axes is not None and self._direct:
             gains, offsets = self._affine_terms(plan) if self._np_dtype != np.uint8 else (None, None)
-            fast_resize.linear_into(self._match_channels(img), out, *axes, mirror=plan.mirror,
+            fast_resize.linear_into(img, out, *axes, mirror=plan.mirror,
                                     nchw=self.config.layout == "NCHW", gains=gains,
                                     offsets=offsets)
             return
-        region = self._region(self._match_channels(img), plan, window)
+        if axes is not None:
+            region = self._region_buffer()
+            fast_resize.linear_into(img, region, *axes, nchw=False)
+        else:
+            region = self._region(img, plan, window)
         if plan.hls is not None:
             region = self._shift_hls(region, plan.hls)
         if self._needs_float:
@@ -776,7 +787,7 @@ class Augmenter:
         - no resize step: the crop box, resized to the output (random-resized crop) or copied.
         MXNet's whole-image resize followed by a resized crop stays on the OpenCV path.
         """
-        if not self._fused or plan.affine is not None or plan.upscale is not None:
+        if not self._fast_resize or plan.affine is not None or plan.upscale is not None:
             return None
         full = img.shape[:2] if window is None else (window[2], window[3])
         wx, wy = (window[0], window[1]) if window is not None else (0, 0)
@@ -978,6 +989,13 @@ class Augmenter:
 
     def _write_float_path(self, region, plan, out):
         """Colour jitter and PCA noise in float32, then mirror, normalise and write."""
+        if self._fast_colour:
+            gains, offsets = self._affine_terms(plan) if self._np_dtype != np.uint8 else (None, None)
+            scratch = self._scratch.get("colour", (3 * region.shape[0] * region.shape[1],),
+                                        np.float32)
+            colour.jitter_into(region, out, plan.colour, plan.pca, scratch, mirror=plan.mirror,
+                               nchw=self.config.layout == "NCHW", gains=gains, offsets=offsets)
+            return
         cv2 = self._cv2
         pixels = self._scratch.get("jitter", region.shape, np.float32)
         np.copyto(pixels, region)

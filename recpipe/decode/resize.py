@@ -13,19 +13,14 @@ An axis is ``Axis(offset, length, shift, scale)``: output index ``i`` samples th
 keeping pixels ``[k, k + n)`` is ``Axis(0, length, k, length / size)``.
 """
 
-import logging
 import math
-import threading
 from typing import NamedTuple
 
 import numpy as np
 
+from .._optional import extension
+
 __all__ = ["Axis", "available", "linear_into", "taps_span"]
-
-log = logging.getLogger(__name__)
-
-_lock = threading.Lock()
-_state = {}
 
 
 class Axis(NamedTuple):
@@ -35,21 +30,9 @@ class Axis(NamedTuple):
     scale: float
 
 
-def _module():
-    with _lock:
-        if "module" not in _state:
-            try:
-                from .. import _resize
-            except ImportError as e:
-                log.debug("recpipe._resize is not built (%s): resizing goes through OpenCV", e)
-                _resize = None
-            _state["module"] = _resize
-        return _state["module"]
-
-
 def available():
     """True when the ``recpipe._resize`` extension was built."""
-    return _module() is not None
+    return extension("_resize") is not None
 
 
 def linear_into(src, out, y_axis, x_axis, *, mirror=False, nchw=True, gains=None, offsets=None):
@@ -63,7 +46,7 @@ def linear_into(src, out, y_axis, x_axis, *, mirror=False, nchw=True, gains=None
     offsets = (0.0,) * channels if offsets is None else tuple(offsets)
     if not src.flags.c_contiguous:
         src = np.ascontiguousarray(src)
-    _module().linear(src, src.shape[0], src.shape[1], channels, out, out_h, out_w,
+    extension("_resize").linear(src, src.shape[0], src.shape[1], channels, out, out_h, out_w,
                      tuple(y_axis), tuple(x_axis), mirror, nchw, gains, offsets)
 
 
