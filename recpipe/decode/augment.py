@@ -41,6 +41,8 @@ Where recpipe differs from MXNet (documented choices, RNG streams are ours anywa
   so the decoder only decodes the pixels the crop needs. Without the extension, that case
   resizes a part starting where the resize grid meets a source pixel to within ~0.01-0.08 px
   (at most a few levels off). ``dct_scaling=False`` keeps every step on OpenCV: MXNet's pixels.
+- colour jitter, PCA noise, mirror and normalisation run in one C call (``recpipe._colour``,
+  ``colour.py``) when it is built, equal to the NumPy path here to float rounding.
 - misspelled or unsupported keywords raise instead of being silently ignored.
 """
 
