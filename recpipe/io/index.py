@@ -4,13 +4,18 @@
 file order in ``keys`` (the last duplicate wins in lookups). ``.lst`` lines are
 ``index<TAB>label...<TAB>path`` with labels printed ``%f``; im2rec skips lines with fewer than
 three fields or that do not parse. See ``shared/docs/recordio-compat.md`` section 2.
+
+Remote ``.idx`` and ``.lst`` files are read like records are (``recpipe.io.sources.open_source``):
+with the same retries, timeouts and errors.
 """
 
 import logging
 from typing import NamedTuple, Tuple
 
-from ..errors import RecordFormatError
-from .sources import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+from ..errors import RecordFormatError, RemoteReadError
+from .sources import open_source, url_to_fs
 
 __all__ = [
     "ListEntry",
@@ -33,13 +38,27 @@ def index_url_for(rec_url):
     return stem + ".idx"
 
 
-def _read_text(url, storage_options):
+def _read_bytes(url, storage_options):
+    """The whole file: local files directly, anything else through ``open_source`` (one range
+    request through the retry layer of record reads: transient faults are retried, a persistent
+    one raises ``RemoteReadError`` naming the URL)."""
     fs, path = url_to_fs(url, storage_options)
-    try:
-        with fs.open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {url}") from None
+    if isinstance(fs, LocalFileSystem):
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no such file: {url}") from None
+    with open_source(url, storage_options) as source:  # FileNotFoundError names the URL
+        data = bytes(source.read(0, source.size))
+    if len(data) != source.size:
+        raise RemoteReadError(f"read {len(data)} of {source.size} bytes", url=str(url), offset=0,
+                              length=source.size)
+    return data
+
+
+def _read_text(url, storage_options):
+    data = _read_bytes(url, storage_options)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -5,9 +5,10 @@ order they will be read. Spans are coalesced (neighbours within ``max_gap`` byte
 ``max_block`` bytes per request) either per window of ``plan_window`` consecutive spans, or per
 group (a run of a block shuffle: every record of a run then comes from one or few requests).
 Requests are issued in order while the bytes held stay under ``budget``; ``take(offset, length)``
-serves a planned span (waiting for its request, or issuing it at once when it is still queued)
-and a request's bytes are dropped when its last span has been taken. ``PrefetchPlan.cancel()``
-forgets what a plan has not used yet.
+serves a planned span as a memoryview of its request's buffer (waiting for the request, or
+issuing it at once when it is still queued); the prefetcher drops its reference to a request's
+bytes when the last span has been taken. ``PrefetchPlan.cancel()`` forgets what a plan has not
+used yet.
 """
 
 import threading
@@ -128,7 +129,8 @@ class Prefetcher:
                 self._release(item)
             self._pump()
         data = future.result(self.timeout)
-        return bytes(memoryview(data)[offset - item.start:offset - item.start + length])
+        # a view, not a copy: the request's buffer lives as long as a span taken from it
+        return memoryview(data)[offset - item.start:offset - item.start + length]
 
     def cancel(self, plan):
         with self._lock:

@@ -2,7 +2,8 @@
 
 ``ReadAhead`` keeps ``depth`` chunks of ``chunk`` bytes in flight beyond the last read, drops the
 chunks behind it, and serves reads (which may straddle chunks) from them. A read outside the
-stream returns None: the caller restarts the stream there or reads directly.
+stream returns None: the caller restarts the stream there or reads directly. A read within one
+chunk is a memoryview of it; one that straddles chunks is joined into new bytes.
 """
 
 import threading
@@ -55,6 +56,8 @@ class ReadAhead:
         for start, end, future in wanted:
             data = memoryview(future.result(self.timeout))
             parts.append(data[max(0, offset - start):min(end, offset + length) - start])
+        if len(parts) == 1:
+            return parts[0]  # within one chunk: a view of it, no copy
         return b"".join(parts)
 
     def close(self):

@@ -10,6 +10,11 @@ out before they reach fsspec and tunes recpipe's remote layer:
 - ``attempts`` (5), ``backoff`` (0.1 s), ``max_backoff`` (2 s), ``request_timeout`` (30 s),
   ``deadline`` (120 s): retries.
 - ``cache_dir`` (None: off), ``cache_bytes`` (10 GiB), ``cache_block`` (8 MiB): local block cache.
+- ``s3_ranges`` ("auto"): how ``s3://`` range requests are sent. "auto": recpipe's own HTTP range
+  reader (``recpipe.io.remote.S3HttpRanges``: presigned GETs read straight into one buffer,
+  without aiohttp's event loop) unless the client configuration needs s3fs (proxies, client
+  certificates, requester-pays or other extra request arguments), then s3fs; "http": always the
+  former (an error when it cannot be used); "fsspec": always ``s3fs.cat_file``.
 - ``hdfs`` ("arrow" or "native"; default ``$RECPIPE_HDFS_IMPL`` or "arrow"): which HDFS client
   serves ``hdfs://`` URLs.
 """
@@ -40,6 +45,7 @@ class RemoteOptions(NamedTuple):
     cache_bytes: int = 10 << 30
     cache_block: int = 8 * _MIB
     hdfs: Optional[str] = None
+    s3_ranges: str = "auto"
 
     @classmethod
     def from_mapping(cls, mapping):

@@ -33,6 +33,7 @@ _TRANSIENT_NAMES = {
     "SocketTimeoutError", "FSTimeoutError", "IncompleteRead", "ProtocolError", "ReadTimeoutError",
     "ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError", "HTTPClientError",
     "ResponseStreamingError", "ChunkedEncodingError", "ReadTimeout", "ConnectTimeout",
+    "BadStatusLine",  # http.client: a garbled or cut status line (RemoteDisconnected is a reset)
 }
 _TRANSIENT_CODES = ("SlowDown", "Throttl", "RequestTimeout", "InternalError", "ServiceUnavailable",
                     "503", "500", "502", "504", "reduce your request rate")

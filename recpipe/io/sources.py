@@ -11,6 +11,7 @@ themselves in a forked child.
 settings (``recpipe.io.remote_options``), removed before fsspec sees them.
 """
 
+import logging
 import os
 import threading
 
@@ -18,7 +19,9 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 __all__ = ["Source", "BytesSource", "LocalSource", "FsspecSource", "open_source", "url_to_fs", "exists",
-           "S3_CLIENT_DEFAULTS"]
+           "S3_CLIENT_DEFAULTS", "S3_RANGES", "s3_ranges"]
+
+log = logging.getLogger(__name__)
 
 # botocore settings for S3 unless the caller gives their own: enough pooled connections for
 # concurrent range requests (botocore's default is 10), bounded waits, and botocore's "standard"
@@ -184,7 +187,55 @@ def _ranges(fs, path, url, options):
         return hdfs_ranges(fs, path, hdfs_impl(options))
     if protocol in ("webhdfs", "swebhdfs", "http", "https"):
         return ThreadLocalRanges(fs, path)  # requests sessions are not thread-safe
+    if protocol in ("s3", "s3a"):
+        return s3_ranges(fs, path, options.s3_ranges)
     return FsspecRanges(fs, path)
+
+
+S3_RANGES = ("auto", "http", "fsspec")
+
+
+def s3_ranges(fs, path, choice="auto"):
+    """The range reader of an S3 object: ``S3HttpRanges`` unless ``choice`` is "fsspec" or (with
+    "auto") the client's configuration is one that only s3fs's own requests honour."""
+    from .remote import FsspecRanges, S3HttpRanges
+
+    if choice not in S3_RANGES:
+        raise ValueError(f"storage_options['recpipe']['s3_ranges']={choice!r}: expected one of "
+                         f"{S3_RANGES}")
+    if choice == "fsspec":
+        return FsspecRanges(fs, path)
+    try:
+        context = _s3_http_context(fs)
+        fallback = FsspecRanges(fs, path) if choice == "auto" else None
+        return S3HttpRanges(fs, path, ssl_context=context, fallback=fallback)
+    except Exception as exc:
+        if choice == "http":
+            raise ValueError(f"s3_ranges='http' cannot be used here: {exc}") from exc
+        log.debug("s3 range reads through s3fs (%s)", exc)
+        return FsspecRanges(fs, path)
+
+
+def _s3_http_context(fs):
+    """The SSL context of ``fs``'s botocore HTTP session, after checking that nothing in the
+    client configuration needs s3fs's own requests (raises ValueError naming what does)."""
+    from fsspec.asyn import sync
+
+    if not hasattr(fs, "split_path") or not hasattr(fs, "get_s3"):
+        raise ValueError(f"{type(fs).__name__} is not s3fs")
+    extra = {**getattr(fs, "req_kw", {}), **getattr(fs, "s3_additional_kwargs", {})}
+    if extra:
+        raise ValueError(f"extra request arguments {sorted(extra)}")
+    client = sync(fs.loop, fs.set_session)
+    session = client._endpoint.http_session
+    endpoint = client.meta.endpoint_url
+    if session._proxy_config.proxy_url_for(endpoint):
+        raise ValueError(f"a proxy for {endpoint}")
+    if getattr(session, "_cert_file", None):
+        raise ValueError("a client certificate")
+    if not endpoint.startswith("https:"):
+        return None
+    return session._build_verify_context()
 
 
 def open_source(url, storage_options=None):

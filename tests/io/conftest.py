@@ -36,21 +36,42 @@ def s3_server():
     server.stop()
 
 
-@pytest.fixture
-def s3(s3_server):
-    """``(bucket url, storage_options)`` of a fresh bucket; recpipe retries with short pauses."""
+def _bucket(server):
     import s3fs
 
     s3fs.S3FileSystem.clear_instance_cache()
-    s3_server.faults()
+    server.faults()
     options = {
-        "endpoint_url": s3_server.endpoint, "key": "testing", "secret": "testing",
+        "endpoint_url": server.endpoint, "key": "testing", "secret": "testing",
         "config_kwargs": {"retries": {"total_max_attempts": 1}, "connect_timeout": 2,
                           "read_timeout": 2},
         "recpipe": {"backoff": 0.01, "max_backoff": 0.05, "request_timeout": 5, "deadline": 20},
     }
     bucket = f"t-{uuid.uuid4().hex[:12]}"
-    fs = s3fs.S3FileSystem(endpoint_url=s3_server.endpoint, key="testing", secret="testing")
+    fs = s3fs.S3FileSystem(endpoint_url=server.endpoint, key="testing", secret="testing")
     fs.mkdir(bucket)
-    yield f"s3://{bucket}", options
+    return f"s3://{bucket}", options
+
+
+@pytest.fixture
+def s3(s3_server):
+    """``(bucket url, storage_options)`` of a fresh bucket; recpipe retries with short pauses."""
+    yield _bucket(s3_server)
     s3_server.faults()
+
+
+@pytest.fixture(scope="session")
+def s3_keepalive_server(s3_server):
+    """A second moto server, speaking HTTP/1.1 with persistent connections."""
+    from .s3server import S3Server
+
+    server = S3Server(keepalive=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_keepalive(s3_keepalive_server):
+    """Like ``s3``, on the keep-alive server."""
+    yield _bucket(s3_keepalive_server)
+    s3_keepalive_server.faults()

@@ -3,10 +3,12 @@
 Run as a script (``python tests/io/s3server.py``), this serves moto's S3 app on an ephemeral
 loopback port, prints the port, and exits when its stdin closes or after ``--lifetime`` seconds.
 Ranged GETs pass through a fault-injecting WSGI middleware controlled over HTTP:
-``POST /__faults`` with a JSON body (``p503``, ``pcut``, ``pdrop``, ``stall_s``, ``pstall``,
-``seed``) sets the faults and resets the counters; ``GET /__faults`` returns the counters
-(ranged GETs seen, faults injected by kind). A subprocess keeps the server's threads out of the
-test process (whose tests must not leave threads running) and off its GIL.
+``POST /__faults`` with a JSON body (``p503``, ``pcut``, ``pdrop``, ``p403``, ``stall_s``,
+``pstall``, ``seed``) sets the faults and resets the counters; ``GET /__faults`` returns the
+counters (ranged GETs seen, faults injected by kind). ``--keepalive`` serves HTTP/1.1 with
+persistent connections (werkzeug's default is HTTP/1.0: one connection per request). A
+subprocess keeps the server's threads out of the test process (whose tests must not leave
+threads running) and off its GIL.
 
 ``FaultProxy`` is a small TCP proxy of the tests' own (one thread, stopped by the test) for
 connection-level faults: per connection it forwards, resets after some response bytes, or
@@ -25,6 +27,8 @@ import time
 
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
             b"<Message>Please reduce your request rate.</Message></Error>")
+DENIED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+          b"<Message>Request has expired</Message></Error>")
 
 
 def _hang_up(env):
@@ -46,17 +50,17 @@ class Faults:
 
     def configure(self, settings):
         with self.lock:
-            self.settings = {"p503": 0.0, "pcut": 0.0, "pdrop": 0.0, "pstall": 0.0, "stall_s": 0.0,
-                             "seed": 0, **settings}
+            self.settings = {"p503": 0.0, "pcut": 0.0, "pdrop": 0.0, "pstall": 0.0, "p403": 0.0,
+                             "stall_s": 0.0, "seed": 0, **settings}
             self.rng = random.Random(self.settings["seed"])
             self.counters = {"ranged_gets": 0, "gets": 0, "puts": 0, "slowdown": 0, "cut": 0,
-                             "drop": 0, "stall": 0}
+                             "drop": 0, "stall": 0, "denied": 0}
 
     def _pick(self):
         with self.lock:
             self.counters["ranged_gets"] += 1
             roll = self.rng.random()
-            for kind in ("p503", "pcut", "pdrop", "pstall"):
+            for kind in ("p503", "pcut", "pdrop", "pstall", "p403"):
                 if roll < self.settings[kind]:
                     return kind
                 roll -= self.settings[kind]
@@ -91,6 +95,11 @@ class Faults:
             start("503 Slow Down", [("Content-Type", "application/xml"),
                                     ("Content-Length", str(len(SLOWDOWN)))])
             return [SLOWDOWN]
+        if kind == "p403":
+            self._count("denied")
+            start("403 Forbidden", [("Content-Type", "application/xml"),
+                                    ("Content-Length", str(len(DENIED)))])
+            return [DENIED]
         if kind == "pdrop":  # connection closed before any response byte
             self._count("drop")
             _hang_up(env)
@@ -110,12 +119,15 @@ class Faults:
         return [body]
 
 
-def serve(lifetime):
+def serve(lifetime, keepalive=False):
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class Handler(WSGIRequestHandler):
+        protocol_version = "HTTP/1.1" if keepalive else "HTTP/1.0"
 
     app = Faults(DomainDispatcherApplication(create_backend_app))
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Handler)
     print(server.server_port, flush=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                               daemon=True)
@@ -131,11 +143,12 @@ def serve(lifetime):
 class S3Server:
     """The script above as a subprocess: ``endpoint``, ``faults(**settings)``, ``counters()``."""
 
-    def __init__(self, lifetime=900):
+    def __init__(self, lifetime=900, keepalive=False):
         env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                    MOTO_ALLOW_NONEXISTENT_REGION="true")
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--lifetime", str(lifetime)],
+            [sys.executable, os.path.abspath(__file__), "--lifetime", str(lifetime)]
+            + (["--keepalive"] if keepalive else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         line = self.proc.stdout.readline()
         if not line.strip():
@@ -250,4 +263,5 @@ class FaultProxy:
 
 
 if __name__ == "__main__":
-    serve(float(sys.argv[sys.argv.index("--lifetime") + 1]) if "--lifetime" in sys.argv else 900)
+    serve(float(sys.argv[sys.argv.index("--lifetime") + 1]) if "--lifetime" in sys.argv else 900,
+          keepalive="--keepalive" in sys.argv)

@@ -6,6 +6,7 @@ bounds the time).
 """
 
 import errno
+import http.client
 import random
 
 import numpy as np
@@ -157,6 +158,52 @@ def test_deleted_object_is_a_permanent_error(s3, s3_server):
     assert info.value.attempts == 1 and isinstance(info.value.__cause__, FileNotFoundError)
 
 
+@pytest.mark.timeout(60)
+def test_index_read_is_retried(s3, s3_server, tmp_path):
+    base, options = s3
+    url, payloads = _records(base, options, n=30)
+    s3_server.faults(p503=0.5, pcut=0.3, seed=1)  # seed 1: the first ranged GET is throttled
+    with RecordReader(url, storage_options=_with(options, attempts=10)) as reader:
+        faults = s3_server.counters()  # opening read the .idx: HEADs and ranged GETs of it
+        s3_server.faults()
+        assert [reader[i] for i in range(len(reader))] == payloads
+        assert reader.keys == list(range(30))
+    assert faults["slowdown"] >= 1
+    assert faults["ranged_gets"] == 1 + faults["slowdown"] + faults["cut"]
+
+
+@pytest.mark.timeout(60)
+def test_index_read_fails_with_the_index_url(s3, s3_server):
+    base, options = s3
+    url, _ = _records(base, options, n=5)
+    s3_server.faults(p503=1.0)
+    with pytest.raises(RemoteReadError) as info:
+        RecordReader(url, storage_options=_with(options, attempts=3))
+    err = info.value
+    assert err.url == url[:-4] + ".idx" and err.offset == 0 and err.attempts == 3
+    assert isinstance(err.__cause__, OSError) and err.__cause__.errno == errno.EBUSY
+    assert s3_server.counters()["ranged_gets"] == 3
+
+
+@pytest.mark.timeout(60)
+def test_list_read_survives_cut_bodies(s3, s3_server, tmp_path):
+    from recpipe.io.index import format_list_line, read_list
+    from recpipe.io.sources import url_to_fs
+
+    base, options = s3
+    lines = [format_list_line(i, (float(i % 7), 0.5), f"class{i % 3}/img {i}.jpg")
+             for i in range(400)]
+    fs, path = url_to_fs(f"{base}/data.lst", options)
+    fs.pipe_file(path, "".join(lines).encode())
+    (tmp_path / "data.lst").write_text("".join(lines))
+    s3_server.faults(pcut=0.6, seed=1)  # seed 1: the first ranged GET is cut
+    entries, skipped = read_list(f"{base}/data.lst", _with(options, attempts=10))
+    faults = s3_server.counters()
+    assert (entries, skipped) == read_list(str(tmp_path / "data.lst"))
+    assert len(entries) == 400 and faults["cut"] >= 1
+    assert faults["ranged_gets"] == 1 + faults["cut"]
+
+
 # -- the retry layer on its own -----------------------------------------------------------------
 
 class FlakyRanges:
@@ -193,6 +240,7 @@ def test_short_reads_and_resets_are_retried_and_counted():
         stats = source.stats()
     assert stats["requests"] == 5 and stats["retries"] == 4
     assert stats["bytes_fetched"] == 4999 + 5000
+    assert stats["bytes_requested"] == 5 * 5000  # counted when sent, whatever came back
 
 
 def test_permanent_errors_are_not_retried():
@@ -231,6 +279,9 @@ def test_deadline_bounds_the_retries():
     (TimeoutError(), True),
     (ShortReadError("short"), True),
     (type("ClientPayloadError", (Exception,), {})("cut"), True),
+    (http.client.RemoteDisconnected("closed"), True),
+    (http.client.BadStatusLine("garbage"), True),
+    (http.client.IncompleteRead(b"x", 10), True),
     (FileNotFoundError("gone"), False),
     (PermissionError("denied"), False),
     (ValueError("bad"), False),
