@@ -5,8 +5,10 @@ Contenders (each a subprocess of tools/peers/*.py under its own interpreter, so 
 pools never mix): recpipe.ImageLoader, recpipe's bare full-size decode, mx.io.ImageRecordIter
 (.venv-mxnet), NVIDIA DALI's CPU pipeline and PyTorch DataLoader + torchvision ImageFolder
 (.venv-peers, built by tools/setup_peers.sh). Every round runs every measurement once, alternating
-the order (reversed on odd rounds) so drift on a noisy machine hits everyone; a target's ratio is
-the median of its per-round ratios. Data: the photos tree packed pass-through into a .rec/.idx
+the order (reversed on odd rounds) so drift on a noisy machine hits everyone, with each ratio's two
+runs next to each other where possible (bare decode next to the recpipe runs of the same thread
+count, MXNet's default run next to recpipe's 1-thread runs); a target's ratio is the median of its
+per-round ratios. Data: the photos tree packed pass-through into a .rec/.idx
 (sorted class folders -> labels 0..), and the same tree for ImageFolder.
 
     python tools/bench_peers.py                           # full run: train+val, threads 1..nproc, 5 rounds
@@ -275,11 +277,18 @@ def plan_train_peers(plan):
 def build_plan(args, rec, pythons):
     """The measurements and the targets they feed, for the selected configs and threads."""
     plan = Plan(args, rec, pythons)
+    # measurement order (reversed on odd rounds): each thread count's bare-decode baseline sits
+    # next to the recpipe runs it is compared with, and MXNet's default run next to recpipe's
+    # 1-thread train run, so that drift of a noisy host between distant runs stays out of ratios
     for t in args.thread_list:
         plan.bare(t)
-    for config in args.configs:
-        for t in args.thread_list:
+        for config in args.configs:
             plan.recpipe(config, t)
+            if t == min(args.thread_list):
+                plan.mxnet(config, None)
+        if t == plan.top and "train" in args.configs and "float32" not in args.skip:
+            plan.recpipe("train", t, "float32")
+    for config in args.configs:
         plan_config(plan, config)
         if config == "train":
             plan_train_peers(plan)
