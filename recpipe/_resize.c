@@ -124,64 +124,64 @@ static void write_row(const job *j, Py_ssize_t y, Py_ssize_t from)
 }
 
 #ifdef __SSE2__
-/* Clamp 4 int32 lanes to [0, 255] with SSE2 compares. */
-static inline __m128i clamp_u8(__m128i q)
-{
-    q = _mm_and_si128(q, _mm_cmpgt_epi32(q, _mm_setzero_si128()));
-    __m128i hi = _mm_set1_epi32(255), over = _mm_cmpgt_epi32(q, hi);
-    return _mm_or_si128(_mm_andnot_si128(over, q), _mm_and_si128(over, hi));
-}
-
-/* 4 output pixels of a 3-channel row, lanes (R, G, B, -), rounded and clamped. */
-static inline void four_pixels(const job *j, Py_ssize_t x, __m128i px[4])
+/* 4 output pixels of a 3-channel row, lanes (R, G, B, -), not yet rounded. */
+static inline void four_pixels(const job *j, Py_ssize_t x, __m128 px[4])
 {
     for (int k = 0; k < 4; k++) {
         const float *p = j->row + j->left[x + k];
         __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + j->step[x + k]);
-        __m128 v = _mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), _mm_set1_ps(j->weight[x + k])));
-        px[k] = clamp_u8(_mm_cvtps_epi32(v));
+        px[k] = _mm_add_ps(a, _mm_mul_ps(_mm_sub_ps(b, a), _mm_set1_ps(j->weight[x + k])));
     }
 }
 
-/* 3 channels, 4 output pixels at a time, any layout and output type; returns the columns done. */
+/* Rounded to the nearest integer and clamped to [0, 255], as float. */
+static inline __m128 round_clamp(__m128 v)
+{
+    v = _mm_cvtepi32_ps(_mm_cvtps_epi32(v));
+    return _mm_min_ps(_mm_max_ps(v, _mm_setzero_ps()), _mm_set1_ps(255.f));
+}
+
+/* 3 channels, 4 output pixels at a time, any layout and output type; returns the columns done.
+ * uint8 results round in _mm_cvtps_epi32 and saturate in the packs. */
 static Py_ssize_t write_row_rgb(const job *j, Py_ssize_t y)
 {
     Py_ssize_t w = j->out_w, plane = j->out_h * w, x = 0;
     __m128 gains = _mm_setr_ps(j->gains[0], j->gains[1], j->gains[2], 0.f);
     __m128 offsets = _mm_setr_ps(j->offsets[0], j->offsets[1], j->offsets[2], 0.f);
     for (; x + 4 <= w; x += 4) {
-        __m128i px[4];
+        __m128 px[4];
         four_pixels(j, x, px);
         if (j->nchw) {
-            __m128 f[4] = {_mm_cvtepi32_ps(px[0]), _mm_cvtepi32_ps(px[1]),
-                           _mm_cvtepi32_ps(px[2]), _mm_cvtepi32_ps(px[3])};
-            _MM_TRANSPOSE4_PS(f[0], f[1], f[2], f[3]);  /* now f[c] = channel c of 4 pixels */
+            _MM_TRANSPOSE4_PS(px[0], px[1], px[2], px[3]);  /* now px[c] = channel c */
             if (j->is_float) {
                 for (int c = 0; c < 3; c++)
                     _mm_storeu_ps((float *)j->dst + c * plane + y * w + x,
-                                  _mm_add_ps(_mm_mul_ps(f[c], _mm_set1_ps(j->gains[c])),
+                                  _mm_add_ps(_mm_mul_ps(round_clamp(px[c]),
+                                                        _mm_set1_ps(j->gains[c])),
                                              _mm_set1_ps(j->offsets[c])));
             } else {
-                __m128i u = _mm_packus_epi16(
-                    _mm_packs_epi32(_mm_cvtps_epi32(f[0]), _mm_cvtps_epi32(f[1])),
-                    _mm_packs_epi32(_mm_cvtps_epi32(f[2]), _mm_cvtps_epi32(f[2])));
-                int32_t words[4];
-                _mm_storeu_si128((__m128i *)words, u);
+                __m128i r = _mm_cvtps_epi32(px[0]), g = _mm_cvtps_epi32(px[1]);
+                __m128i b = _mm_cvtps_epi32(px[2]);
+                __m128i u = _mm_packus_epi16(_mm_packs_epi32(r, g), _mm_packs_epi32(b, b));
                 uint8_t *out = (uint8_t *)j->dst + y * w + x;
-                memcpy(out, &words[0], 4);
-                memcpy(out + plane, &words[1], 4);
-                memcpy(out + 2 * plane, &words[2], 4);
+                int32_t word = _mm_cvtsi128_si32(u);
+                memcpy(out, &word, 4);
+                word = _mm_cvtsi128_si32(_mm_srli_si128(u, 4));
+                memcpy(out + plane, &word, 4);
+                word = _mm_cvtsi128_si32(_mm_srli_si128(u, 8));
+                memcpy(out + 2 * plane, &word, 4);
             }
         } else if (j->is_float) {
             float *out = (float *)j->dst + (y * w + x) * 3;
             for (int k = 0; k < 4; k++) {
                 float v[4];
-                _mm_storeu_ps(v, _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(px[k]), gains), offsets));
+                _mm_storeu_ps(v, _mm_add_ps(_mm_mul_ps(round_clamp(px[k]), gains), offsets));
                 memcpy(out + 3 * k, v, 3 * sizeof(float));
             }
         } else {
-            __m128i u = _mm_packus_epi16(_mm_packs_epi32(px[0], px[1]),
-                                         _mm_packs_epi32(px[2], px[3]));
+            __m128i u = _mm_packus_epi16(
+                _mm_packs_epi32(_mm_cvtps_epi32(px[0]), _mm_cvtps_epi32(px[1])),
+                _mm_packs_epi32(_mm_cvtps_epi32(px[2]), _mm_cvtps_epi32(px[3])));
             uint8_t bytes[16];
             _mm_storeu_si128((__m128i *)bytes, u);
             uint8_t *out = (uint8_t *)j->dst + (y * w + x) * 3;
