@@ -3,7 +3,9 @@
 For the first --count photos (decoded once, in RAM) and each configuration (train / val x uint8
 / float32 normalised, NCHW), times ``Augmenter.apply`` (resize, crop, mirror, layout,
 normalisation; no decode) with the fused path and with the OpenCV path (``_fast_resize`` off),
-alternating them --repeats times, and reports the medians and their ratio. For val it also
+alternating them --repeats times, and reports the medians and their ratio. The train+jitter
+row adds colour jitter (brightness/contrast/saturation 0.4), where the "OpenCV path" also runs
+the jitter in NumPy instead of ``recpipe._colour``. For val it also
 times the region decode each path asks for (the fused path decodes only the pixels its crop
 samples; the OpenCV path starts its part where the resize grid meets a source pixel), and it
 compares each path's pixels with MXNet's exact whole-image path (``dct_scaling=False``).
@@ -27,6 +29,7 @@ from recpipe.decode.augment import AugmentConfig, Augmenter, sample_rng  # noqa:
 from recpipe.decode.bench import TRAIN, VAL  # noqa: E402
 from recpipe.decode.decoders import get_decoder  # noqa: E402
 
+JITTER = dict(brightness=0.4, contrast=0.4, saturation=0.4)  # the usual ImageNet colour jitter
 NORMALISE = dict(mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.395, std_g=57.12,
                  std_b=57.375)
 
@@ -45,7 +48,7 @@ def augmenters(config, dtype):
     kwargs = dict(config, dtype=dtype, **(NORMALISE if dtype == "float32" else {}))
     fused = Augmenter(AugmentConfig(**kwargs))
     opencv = Augmenter(AugmentConfig(**kwargs))
-    opencv._fast_resize = opencv._direct = False
+    opencv._fast_resize = opencv._direct = opencv._fast_colour = False
     exact = Augmenter(AugmentConfig(**dict(kwargs, dct_scaling=False)))
     return {"fused": fused, "opencv": opencv, "exact": exact}
 
@@ -118,15 +121,17 @@ def main():
           "region decode us | fused region decode us | max / mean diff OpenCV path | max / mean "
           "diff fused |")
     print("|---|---|---:|---:|---:|---:|---:|---|---|")
-    for name, config in (("train", TRAIN), ("val", VAL)):
-        for dtype in ("uint8", "float32"):
-            r = measure(name, config, dtype, dec, photos, args.repeats)
-            dec_cv = f"{r['opencv decode us']:.0f}" if "opencv decode us" in r else "-"
-            dec_fu = f"{r['fused decode us']:.0f}" if "fused decode us" in r else "-"
-            print(f"| {name} | {dtype} | {r['opencv apply us']:.0f} | {r['fused apply us']:.0f} | "
-                  f"{r['opencv apply us'] / r['fused apply us']:.2f} | {dec_cv} | {dec_fu} | "
-                  f"{r['opencv max diff']:.0f} / {r['opencv mean diff']:.3f} | "
-                  f"{r['fused max diff']:.0f} / {r['fused mean diff']:.3f} |", flush=True)
+    runs = [(name, config, dtype) for name, config in (("train", TRAIN), ("val", VAL))
+            for dtype in ("uint8", "float32")]
+    runs.append(("train+jitter", dict(TRAIN, **JITTER), "float32"))
+    for name, config, dtype in runs:
+        r = measure(name, config, dtype, dec, photos, args.repeats)
+        dec_cv = f"{r['opencv decode us']:.0f}" if "opencv decode us" in r else "-"
+        dec_fu = f"{r['fused decode us']:.0f}" if "fused decode us" in r else "-"
+        print(f"| {name} | {dtype} | {r['opencv apply us']:.0f} | {r['fused apply us']:.0f} | "
+              f"{r['opencv apply us'] / r['fused apply us']:.2f} | {dec_cv} | {dec_fu} | "
+              f"{r['opencv max diff']:.0f} / {r['opencv mean diff']:.3f} | "
+              f"{r['fused max diff']:.0f} / {r['fused mean diff']:.3f} |", flush=True)
 
 
 if __name__ == "__main__":
