@@ -21,6 +21,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_floats.h"
+
 #include <math.h>
 #include <stdint.h>
 
@@ -173,28 +175,6 @@ static void run_job(job *j)
             scale_add(j->planes + c * n, n, 1.f, j->pca[c]);
     for (int c = 0; c < 3; c++)
         write_plane(j->planes + c * n, j, c);
-}
-
-static int parse_floats(PyObject *seq, float *out, Py_ssize_t count, const char *name)
-{
-    PyObject *fast = PySequence_Fast(seq, "expected a sequence of numbers");
-    if (fast == NULL)
-        return -1;
-    if (PySequence_Fast_GET_SIZE(fast) != count) {
-        Py_DECREF(fast);
-        PyErr_Format(PyExc_ValueError, "%s needs %zd values", name, count);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
-        if (v == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            return -1;
-        }
-        out[i] = (float)v;
-    }
-    Py_DECREF(fast);
-    return 0;
 }
 
 static int parse_ops(PyObject *seq, job *j)

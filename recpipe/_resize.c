@@ -24,6 +24,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_floats.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -222,28 +224,6 @@ static int parse_axis(PyObject *obj, axis_spec *a, const char *name)
     return 0;
 }
 
-static int parse_terms(PyObject *seq, float *out, Py_ssize_t channels, const char *name)
-{
-    PyObject *fast = PySequence_Fast(seq, "gains and offsets must be sequences");
-    if (fast == NULL)
-        return -1;
-    int ok = PySequence_Fast_GET_SIZE(fast) == channels;
-    for (Py_ssize_t i = 0; ok && i < channels; i++) {
-        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
-        if (v == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            return -1;
-        }
-        out[i] = (float)v;
-    }
-    Py_DECREF(fast);
-    if (!ok) {
-        PyErr_Format(PyExc_ValueError, "%s needs one value per channel", name);
-        return -1;
-    }
-    return 0;
-}
-
 static int alloc_taps(taps *t, Py_ssize_t n)
 {
     t->first = PyMem_RawMalloc(n * sizeof(Py_ssize_t));
@@ -287,8 +267,8 @@ static PyObject *resize_linear(PyObject *self, PyObject *args)
         goto done;
     }
     if (parse_axis(y_obj, &ya, "y_axis") || parse_axis(x_obj, &xa, "x_axis")
-        || parse_terms(gains_obj, j.gains, j.channels, "gains")
-        || parse_terms(offsets_obj, j.offsets, j.channels, "offsets"))
+        || parse_floats(gains_obj, j.gains, j.channels, "gains")
+        || parse_floats(offsets_obj, j.offsets, j.channels, "offsets"))
         goto done;
     if (alloc_taps(&j.ty, j.out_h) || alloc_taps(&j.tx, j.out_w)) {
         PyErr_NoMemory();

@@ -1,0 +1,31 @@
+/* A float array from a Python sequence of numbers, shared by recpipe's C extensions. */
+#ifndef RECPIPE_FLOATS_H
+#define RECPIPE_FLOATS_H
+
+#include <Python.h>
+
+/* Fill ``out`` with the ``count`` numbers of ``seq``; -1 with an exception naming ``name``
+ * when it is not a sequence of exactly ``count`` numbers. */
+static int parse_floats(PyObject *seq, float *out, Py_ssize_t count, const char *name)
+{
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of numbers");
+    if (fast == NULL)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != count) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s needs %zd values", name, count);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, i));
+        if (v == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        out[i] = (float)v;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+#endif
