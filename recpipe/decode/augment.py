@@ -761,7 +761,7 @@ class Augmenter:
         img = self._match_channels(img)
         axes = self._linear_axes(plan, img, window)
         if axes is not None and self._direct:
-            gains, offsets = self._affine_terms(plan) if self._np_dtype != np.uint8 else (None, None)
+            gains, offsets = self._output_terms(plan)
             fast_resize.linear_into(img, out, *axes, mirror=plan.mirror,
                                     nchw=self.config.layout == "NCHW", gains=gains,
                                     offsets=offsets)
@@ -989,10 +989,14 @@ class Augmenter:
                    for m, k, g in zip(self._means, gains, self._gains)]
         return gains, offsets
 
+    def _output_terms(self, plan):
+        """(gains, offsets) for the C writers: the normalisation of float output, none for uint8."""
+        return self._affine_terms(plan) if self._np_dtype != np.uint8 else (None, None)
+
     def _write_float_path(self, region, plan, out):
         """Colour jitter and PCA noise in float32, then mirror, normalise and write."""
         if self._fast_colour:
-            gains, offsets = self._affine_terms(plan) if self._np_dtype != np.uint8 else (None, None)
+            gains, offsets = self._output_terms(plan)
             scratch = self._scratch.get("colour", (3 * region.shape[0] * region.shape[1],),
                                         np.float32)
             colour.jitter_into(region, out, plan.colour, plan.pca, scratch, mirror=plan.mirror,
