@@ -258,8 +258,7 @@ done:
 static PyMethodDef colour_methods[] = {
     {"jitter", colour_jitter, METH_VARARGS,
      "jitter(src, height, width, dst, ops, pca, mirror, nchw, gains, offsets, scratch): colour "
-     "jitter, "
-     "PCA lighting, mirror and normalisation into dst (see the module source)."},
+     "jitter, PCA lighting, mirror and normalisation into dst (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
