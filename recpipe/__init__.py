@@ -1,5 +1,6 @@
 """recpipe: pack, read and decode MXNet RecordIO image datasets fast, without MXNet."""
 
+import importlib
 import logging
 
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
@@ -38,6 +39,10 @@ __all__ = [
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
+# ``import recpipe as mx`` serves programs written for ``mx.recordio`` / ``mx.image`` (``mx.img``)
+_SUBMODULES = {"recordio": "recordio", "image": "image", "img": "image"}
+
+
 def __getattr__(name):
     # imported on first use: the decode stack is not needed to pack or read records, and
     # importing it costs every command-line start (see BENCHMARKS.md, pack)
@@ -45,4 +50,6 @@ def __getattr__(name):
         from .decode import ImageLoader
 
         return ImageLoader
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

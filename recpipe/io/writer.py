@@ -39,13 +39,14 @@ class RecordWriter:
         self.offset = 0
         self.count = 0
 
-    def write(self, payload, key=None):
+    def write(self, payload, key=None, *, indexed=True):
         """Append one record; return its byte offset. A payload over 2**29-1 bytes raises
-        RecordTooLargeError and writes nothing; so does a key that cannot be an ``.idx`` key."""
+        RecordTooLargeError and writes nothing; so does a key that cannot be an ``.idx`` key.
+        ``indexed=False`` writes the record without an ``.idx`` line (``MXIndexedRecordIO.write``)."""
         data = frame(payload)
         offset = self.offset
         line = None
-        if self._idx is not None:  # a bad key raises before anything is written
+        if self._idx is not None and indexed:  # a bad key raises before anything is written
             line = format_index_line(self.count if key is None else key, offset).encode()
         self._rec.write(data)
         if line is not None:

@@ -1,0 +1,74 @@
+"""``mx.image.imdecode`` / ``imread`` without MXNet.
+
+The decoded image is a numpy array that also answers ``.asnumpy()`` (MXNet's NDArray idiom),
+so ``mx.image.imdecode(buf).asnumpy()`` runs unchanged. Pixels are MXNet 1.9.1's: OpenCV's
+``imdecode`` (EXIF orientation applied), then BGR -> RGB when ``to_rgb``; ``flag=0`` gives a
+``(H, W, 1)`` grayscale image.
+
+>>> image = recpipe.image.imdecode(jpeg_bytes)       # doctest: +SKIP
+>>> image.shape, image.asnumpy().dtype               # doctest: +SKIP
+((112, 112, 3), dtype('uint8'))
+"""
+
+import numpy as np
+
+from .errors import DecodeError
+
+__all__ = ["ImageArray", "imdecode", "imread"]
+
+
+class ImageArray(np.ndarray):
+    """A numpy array with MXNet NDArray's ``asnumpy()`` (a copy, as MXNet returns)."""
+
+    def asnumpy(self):
+        return np.array(self, copy=True).view(np.ndarray)
+
+    @property
+    def context(self):
+        """MXNet's device of the array: always the CPU here."""
+        return "cpu(0)"
+
+
+def imdecode(buf, flag=1, to_rgb=1, out=None):
+    """Decode image bytes to an ``(H, W, 3)`` (``flag=1``) or ``(H, W, 1)`` (``flag=0``) uint8
+    array, RGB when ``to_rgb`` (MXNet's default) else BGR. ``out`` receives the pixels when
+    given (an array of the right shape). Undecodable bytes raise ``DecodeError``."""
+    if not isinstance(buf, (bytes, bytearray, memoryview, np.ndarray)):
+        raise ValueError("buf must be of type bytes, bytearray or numpy.ndarray, if you would "
+                         "like to input type str, please convert to bytes")
+    data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else \
+        np.ascontiguousarray(buf, dtype=np.uint8).reshape(-1)
+    pixels = _decode(data, flag, to_rgb)
+    if out is not None:
+        if out.shape != pixels.shape:
+            raise ValueError(f"out has shape {out.shape}, the image is {pixels.shape}")
+        out[...] = pixels
+        return out
+    return pixels.view(ImageArray)
+
+
+def _decode(data, flag, to_rgb):
+    import cv2
+
+    decoded = None
+    if data.size:
+        try:
+            decoded = cv2.imdecode(data, cv2.IMREAD_COLOR if flag else cv2.IMREAD_GRAYSCALE)
+        except cv2.error:
+            decoded = None
+    if decoded is None:
+        raise DecodeError(f"decoding failed: {data.size} bytes are not an image OpenCV reads")
+    if not flag:
+        return decoded[:, :, None]
+    if to_rgb:
+        decoded = cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
+    return decoded
+
+
+def imread(filename, flag=1, to_rgb=1, out=None):
+    """Read and decode an image file (any fsspec URL), like ``mx.image.imread``."""
+    import fsspec
+
+    with fsspec.open(str(filename), "rb") as f:
+        data = f.read()
+    return imdecode(data, flag=flag, to_rgb=to_rgb, out=out)

@@ -1,0 +1,203 @@
+"""``mx.recordio`` without MXNet: ``MXRecordIO``, ``MXIndexedRecordIO`` and the header helpers.
+
+The classes have MXNet 1.9.1's surface and behaviour, so that a program written for
+``mx.recordio`` runs after changing its import line (``import recpipe as mx``, or
+``from recpipe import recordio``)::
+
+    imgrec = mx.recordio.MXIndexedRecordIO(path_imgidx, path_imgrec, "r")
+    header, _ = mx.recordio.unpack(imgrec.read_idx(0))
+    header, img = mx.recordio.unpack(imgrec.read_idx(idx))
+
+They are built on recpipe's reader and writer: any fsspec URL works (``s3://...``), corrupt
+records raise ``RecordFormatError`` naming the path and offset, and written files appear
+atomically when the object is closed (or dropped, as MXNet's do). Differences from MXNet,
+all deliberate (see README, "Migrating from mxnet"):
+
+- a file being written appears under its name at ``close()`` (MXNet writes in place);
+- ``write_idx`` refuses keys that would corrupt the ``.idx`` (tabs, newlines) with ValueError;
+- errors are recpipe's (``FileNotFoundError``, ``RecordFormatError``) instead of ``MXNetError``.
+"""
+
+import logging
+import os
+
+from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
+from .io.index import read_index
+from .io.scan import Window, read_record
+from .io.sources import open_source
+from .io.writer import RecordWriter
+
+__all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack",
+           "unpack_img"]
+
+log = logging.getLogger(__name__)
+
+# random reads (read_idx) fetch this much around a record; sequential reads reuse the block
+_READ_BLOCK = 256 << 10
+_STATE_DROPPED = ("_source", "_window", "_writer")
+
+
+class MXRecordIO:
+    """Read (``flag='r'``) or write (``flag='w'``) a RecordIO file record by record.
+
+    ``read()`` returns the next record's payload, or None at the end of the file. ``reset()``
+    goes back to the start (and, for a writer, starts the file again). The object pickles
+    (closing itself, re-opened on unpickling) and re-opens itself when used for reading in a
+    forked process; writing from another process raises RuntimeError, as in MXNet.
+    """
+
+    def __init__(self, uri, flag):
+        self.uri = str(uri)
+        self.flag = flag
+        self.pid = None
+        self.is_open = False
+        self._source = self._window = self._writer = None
+        self._pos = 0
+        self.open()
+
+    def open(self):
+        """Open the file (for a writer: start it empty)."""
+        if self.flag == "w":
+            self._writer = self._new_writer()
+            self.writable = True
+        elif self.flag == "r":
+            self._source = open_source(self.uri)
+            self._window = Window(self._source, _READ_BLOCK)
+            self._pos = 0
+            self.writable = False
+        else:
+            raise ValueError("Invalid flag %s" % self.flag)
+        self.pid = os.getpid()
+        self.is_open = True
+
+    def _new_writer(self):
+        return RecordWriter(self.uri, index_url=False)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown or a failed publish: log only
+            log.exception("closing %s when it was dropped", getattr(self, "uri", "?"))
+
+    def __getstate__(self):
+        is_open = self.is_open
+        self.close()
+        state = {k: v for k, v in self.__dict__.items() if k not in _STATE_DROPPED}
+        state["is_open"] = is_open
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._source = self._window = self._writer = None
+        self._pos = 0
+        self.is_open = False
+        if state["is_open"]:
+            self.open()
+
+    def _check_pid(self, allow_reset=False):
+        if self.pid != os.getpid():
+            if allow_reset:
+                self.reset()
+            else:
+                raise RuntimeError("Forbidden operation in multiple processes")
+
+    def close(self):
+        """Close the file; a writer publishes what it wrote."""
+        if not self.is_open:
+            return
+        self.is_open = False
+        self.pid = None
+        if self.writable:
+            writer, self._writer = self._writer, None
+            writer.close()
+        else:
+            source, self._source, self._window = self._source, None, None
+            if source is not None:
+                source.close()
+
+    def reset(self):
+        """Close and open again: reading restarts at the first record."""
+        self.close()
+        self.open()
+
+    def write(self, buf):
+        """Append one record (bytes)."""
+        _require(self.writable, "write() needs a record file opened with flag 'w'")
+        self._check_pid(allow_reset=False)
+        self._writer.write(buf, indexed=False)
+
+    def read(self):
+        """The next record's payload, or None at the end of the file."""
+        _require(not self.writable, "read() needs a record file opened with flag 'r'")
+        self._check_pid(allow_reset=True)
+        if self._pos >= self._source.size:
+            return None
+        payload, self._pos = read_record(self._window, self._pos)
+        return payload
+
+    def __repr__(self):
+        state = "open" if self.is_open else "closed"
+        return f"{type(self).__name__}({self.uri!r}, {self.flag!r}) [{state}]"
+
+
+class MXIndexedRecordIO(MXRecordIO):
+    """``MXRecordIO`` with a ``.idx`` file: ``read_idx(key)`` / ``write_idx(key, buf)``.
+
+    ``keys`` lists the keys in ``.idx`` order; ``idx`` maps each key to its byte offset (the
+    last line wins for a repeated key). ``key_type`` converts keys (``int``; ``str`` for string
+    keys).
+    """
+
+    def __init__(self, idx_path, uri, flag, key_type=int):
+        self.idx_path = str(idx_path)
+        self.idx = {}
+        self.keys = []
+        self.key_type = key_type
+        super().__init__(uri, flag)
+
+    def open(self):
+        super().open()
+        self.idx = {}
+        self.keys = []
+        if not self.writable:
+            try:
+                keys, offsets = read_index(self.idx_path, key_type=self.key_type)
+            except BaseException:
+                super().close()
+                raise
+            self.keys = list(keys)
+            self.idx = dict(zip(self.keys, (int(offset) for offset in offsets)))
+
+    def _new_writer(self):
+        return RecordWriter(self.uri, index_url=self.idx_path)
+
+    def seek(self, idx):
+        """Make the next ``read()`` return the record stored under key ``idx``."""
+        _require(not self.writable, "seek() needs a record file opened with flag 'r'")
+        self._check_pid(allow_reset=True)
+        self._pos = self.idx[idx]
+
+    def tell(self):
+        """Byte offset where the next record will be written."""
+        _require(self.writable, "tell() needs a record file opened with flag 'w'")
+        return self._writer.offset
+
+    def read_idx(self, idx):
+        """The payload of the record stored under key ``idx``."""
+        self.seek(idx)
+        return self.read()
+
+    def write_idx(self, idx, buf):
+        """Append a record and index it under key ``idx``."""
+        key = self.key_type(idx)
+        _require(self.writable, "write_idx() needs a record file opened with flag 'w'")
+        self._check_pid(allow_reset=False)
+        pos = self._writer.write(buf, key=key)
+        self.idx[key] = pos
+        self.keys.append(key)
+
+
+def _require(condition, message):
+    # MXNet asserts here; an explicit AssertionError keeps the type without depending on -O
+    if not condition:
+        raise AssertionError(message)
