@@ -40,9 +40,10 @@ from .decode.order import epoch_order
 from .distributed import detect_rank
 from .errors import DecodeError
 from .io.header import unpack_header
+from .io.layout import image_positions
 from .io.reader import RecordReader
 
-__all__ = ["RecordDataset", "TorchLoader", "ShardSampler"]
+__all__ = ["RecordDataset", "ShardSampler", "TorchLoader", "TransformedDataset"]
 
 log = logging.getLogger(__name__)
 
@@ -56,31 +57,49 @@ class RecordDataset:
 
     ``data_shape=(C, H, W)`` with ImageRecordIter augmentation keywords gives ``(C, H, W)``
     (or ``(H, W, C)`` with ``layout='NHWC'``) tensors of ``dtype``; ``data_shape=None`` gives
-    the decoded RGB image as an ``(H, W, 3)`` uint8 tensor (or numpy array with ``transform``,
-    which receives it). Labels are float32 tensors (cast with ``label_dtype``).
+    the decoded RGB image as an ``(H, W, 3)`` uint8 tensor, or ``(H, W, 1)`` gray with
+    ``flag=0`` (as ``gluon.data.vision.ImageRecordDataset``). Labels are float32 tensors (cast
+    with ``label_dtype``). ``keys`` chooses records by index key; by default every record is
+    served, except in a file in InsightFace's layout, where only the images are
+    (``recpipe.io.layout``).
+
+    As a replacement for ``ImageRecordDataset``: ``transform=fn`` (constructor) is applied to
+    the image; ``dataset.transform(fn)`` / ``dataset.transform_first(fn)`` return a new dataset
+    applying ``fn`` to ``(image, label)`` / to the image, as gluon's ``Dataset`` methods do.
     """
 
     def __init__(self, url, data_shape=None, index_url=None, storage_options=None, *,
                  transform=None, label_width=1, label_dtype=None, dtype="uint8", layout="NCHW",
-                 seed=0, decoder="auto", **augment):
+                 seed=0, decoder="auto", flag=1, keys=None, **augment):
+        if flag not in (0, 1):
+            raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
         self.url = str(url)
         self.index_url = index_url
         self.storage_options = storage_options
-        self.transform = transform
+        self.image_transform = transform
         self.label_width = int(label_width)
         self.label_dtype = label_dtype
         self.seed = int(seed)
         self.decoder_name = decoder
+        self.flag = flag
         self.epoch = 0
         self.config = None
         if data_shape is not None:
             self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
                                                     layout=layout, **augment)
+            if flag == 0 and self.config.channels != 1:
+                raise ValueError(f"flag=0 (grayscale) needs a 1-channel data_shape, not "
+                                 f"{tuple(data_shape)}")
         elif augment:
             raise ValueError(f"augmentation keywords {sorted(augment)} need data_shape")
         self._pid = None
         self._open()
-        self._length = len(self._reader)
+        try:
+            self._records = image_positions(self._reader, keys)
+        except BaseException:
+            self._reader.close()
+            raise
+        self._length = len(self._reader) if self._records is None else len(self._records)
 
     def _open(self):
         self._reader = RecordReader(self.url, self.index_url, self.storage_options)
@@ -106,10 +125,18 @@ class RecordDataset:
         """Augmentation of the next samples uses epoch number ``epoch``."""
         self.epoch = int(epoch)
 
-    def __getitem__(self, position):
+    def record_position(self, index):
+        """The record position served as sample ``index``."""
+        index = int(index)
+        if not -self._length <= index < self._length:
+            raise IndexError(f"sample {index} out of range for {self._length} samples")
+        index %= self._length
+        return index if self._records is None else int(self._records[index])
+
+    def __getitem__(self, index):
         torch = _torch()
         self._ensure_open()
-        position = int(position)
+        position = self.record_position(index)
         payload = self._reader[position]
         header, start = unpack_header(payload, path=self.url, record=position)
         label = torch.from_numpy(np.array(header_labels(header, self.label_width, path=self.url,
@@ -120,18 +147,27 @@ class RecordDataset:
             image = self._decode(memoryview(payload)[start:], position)
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.url, record=position) from exc
-        if self.transform is not None:
-            return self.transform(image), label
+        if self.image_transform is not None:
+            return self.image_transform(image), label
         return torch.from_numpy(image), label
 
     def _decode(self, data, position):
         if self._augmenter is None:
-            return self._decoder.decode(data, channels=3)
+            return self._decoder.decode(data, channels=3 if self.flag else 1)
         img, plan, window = self._augmenter.decode_planned(
             self._decoder, data, sample_rng(self.seed, self.epoch, position))
         out = np.empty(self._augmenter.out_shape, dtype=self._augmenter.dtype)
         self._augmenter.apply(img, plan, out, window=window)
         return out
+
+    def transform(self, fn, lazy=True):
+        """A dataset whose samples are ``fn(image, label)`` (gluon's ``Dataset.transform``);
+        ``lazy=False`` computes every sample now."""
+        return TransformedDataset(self, fn, lazy=lazy)
+
+    def transform_first(self, fn, lazy=True):
+        """A dataset whose samples are ``(fn(image), label)`` (gluon's ``transform_first``)."""
+        return TransformedDataset(self, _First(fn), lazy=lazy)
 
     def close(self):
         if self._reader is not None and self._pid == os.getpid():
@@ -140,6 +176,45 @@ class RecordDataset:
     def __repr__(self):
         return (f"RecordDataset({self.url!r}, records={self._length}, "
                 f"data_shape={self.config.data_shape if self.config else None})")
+
+
+class _First:
+    """``fn`` applied to the first element of a sample (picklable, unlike a lambda)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, first, *rest):
+        return (self.fn(first),) + rest
+
+
+class TransformedDataset:
+    """``dataset`` with ``fn(*sample)`` applied to each sample (lazily, or all at once)."""
+
+    def __init__(self, dataset, fn, lazy=True):
+        self.dataset = dataset
+        self.fn = fn
+        self._samples = None if lazy else [self._apply(dataset[i]) for i in range(len(dataset))]
+
+    def _apply(self, sample):
+        return self.fn(*sample) if isinstance(sample, tuple) else self.fn(sample)
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        if self._samples is not None:
+            return self._samples[index]
+        return self._apply(self.dataset[index])
+
+    def set_epoch(self, epoch):
+        self.dataset.set_epoch(epoch)
+
+    def transform(self, fn, lazy=True):
+        return TransformedDataset(self, fn, lazy=lazy)
+
+    def transform_first(self, fn, lazy=True):
+        return TransformedDataset(self, _First(fn), lazy=lazy)
 
 
 class ShardSampler:

@@ -77,6 +77,12 @@ def _print_summary(s):
         print(f"  {labels['histogram_of']} histogram: {shown}{more}")
     for note in labels["notes"]:
         print(f"  note: {note}")
+    layout = s.get("layout", {})
+    if layout.get("kind") == "insightface":
+        print(f"  layout: InsightFace (header record at key 0; images = keys "
+              f"{layout['image_keys'][0]}..{layout['image_keys'][1] - 1}, {layout['identities']} "
+              f"identity records = keys {layout['identity_keys'][0]}.."
+              f"{layout['identity_keys'][1] - 1}); loaders serve the {layout['images']} images")
     im = s["images"]
     if im["sampled"]:
         print(f"  images (sample of {im['sampled']}, seed {im['seed']}): formats {im['formats']}")

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import DecodeError
 from ..io.header import unpack_header
+from ..io.layout import image_positions
 from ..io.reader import RecordReader
 from .augment import AugmentConfig, Augmenter
 from .buffers import BufferPool
@@ -66,6 +67,9 @@ class ImageLoader:
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
     ``loader.last_positions``: record positions of the batch just returned.
+    ``keys``: index keys of the records to serve (default: every record, or only the images of
+    a file in InsightFace's layout, whose header and identity records are left out,
+    ``recpipe.io.layout``).
     ``lookahead``: near the end of an epoch, start decoding the next one (as if ``iter`` had
     been called; a ``set_epoch`` to another number discards that work).
     ``run_bytes``: on a remote file (``s3://``...) records are fetched ahead by coalesced range
@@ -86,7 +90,7 @@ class ImageLoader:
                  threads="auto", dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
-                 lookahead=True, run_bytes=8 << 20, **augment):
+                 lookahead=True, run_bytes=8 << 20, keys=None, **augment):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
         if label_width < 1:
@@ -98,6 +102,11 @@ class ImageLoader:
         self.augmenter = Augmenter(self.config)
         self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample)
         self.reader = RecordReader(url, index_url, storage_options)
+        try:
+            self._records = image_positions(self.reader, keys)
+        except BaseException:
+            self.reader.close()
+            raise
         self.batch_size = batch_size
         self.label_width = label_width
         self.on_error = on_error
@@ -132,7 +141,7 @@ class ImageLoader:
         """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
         if self.shuffle != "block" or not self.reader.remote:
             return None
-        spans = (self.reader.span(p) for p in range(len(self.reader)))
+        spans = (self.reader.span(self._record(p)) for p in range(self.num_samples))
         return byte_runs((end - start for start, end in spans), run_bytes)
 
     def _shuffle_mode(self, shuffle):
@@ -143,6 +152,15 @@ class ImageLoader:
         return shuffle
 
     # -- public surface -------------------------------------------------------------------
+
+    @property
+    def num_samples(self):
+        """Records served per epoch (all of them, or the chosen/image ones, see ``keys``)."""
+        return len(self.reader) if self._records is None else len(self._records)
+
+    def _record(self, sample):
+        """The record position of sample ``sample`` (0..num_samples-1)."""
+        return sample if self._records is None else int(self._records[sample])
 
     @property
     def threads(self):
@@ -184,14 +202,14 @@ class ImageLoader:
         self.epoch = epoch - 1
 
     def _batches(self, epoch):
-        order = epoch_order(len(self.reader), shuffle=self.shuffle, seed=self.seed, epoch=epoch,
+        order = epoch_order(self.num_samples, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
                             part_index=self.part_index, num_parts=self.num_parts,
                             run_starts=self._runs)
         return split_batches(order, self.batch_size, self.last_batch)
 
     def __len__(self):
         """Batches per epoch (the same on every part)."""
-        per_part = -(-len(self.reader) // self.num_parts)
+        per_part = -(-self.num_samples // self.num_parts)
         full, tail = divmod(per_part, self.batch_size)
         return full + (1 if tail and self.last_batch != "drop" else 0)
 
@@ -203,7 +221,7 @@ class ImageLoader:
         if current is None or done >= len(current.plans):
             epoch, done = self.epoch + 1, 0
         return {"epoch": max(epoch, 0), "batch": done, "seed": self.seed,
-                "records": len(self.reader), "batch_size": self.batch_size,
+                "records": self.num_samples, "batch_size": self.batch_size,
                 "part_index": self.part_index, "num_parts": self.num_parts,
                 "shuffle": self.shuffle, "last_batch": self.last_batch}
 
@@ -276,8 +294,9 @@ class ImageLoader:
         finally:
             batch.finish_slot()
 
-    def _fill_slot(self, batch, slot, position, epoch, clock):
+    def _fill_slot(self, batch, slot, sample, epoch, clock):
         t0 = time.perf_counter()
+        position = self._record(sample)
         payload = self.reader[position]
         header, start = unpack_header(payload, path=self.reader.url, record=position)
         self._write_label(batch.labels, slot, header, position)
@@ -286,7 +305,7 @@ class ImageLoader:
         clock.add("read", t0, t1)
         try:
             img, plan, window = self.augmenter.decode_planned(
-                self.decoder, data, self.augmenter.sample_rng(self.seed, epoch, position))
+                self.decoder, data, self.augmenter.sample_rng(self.seed, epoch, sample))
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
         t2 = time.perf_counter()
@@ -310,7 +329,7 @@ class ImageLoader:
             batch.error = exc
 
     def _replace(self, batch, slot, epoch, exc, clock):
-        n = len(self.reader)
+        n = self.num_samples
         position = batch.positions[slot]
         for attempt in range(1, min(_REPLACE_TRIES, n - 1) + 1):
             other = (position + attempt) % n
@@ -335,8 +354,9 @@ class _Epoch:
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
-        self.reads = loader.reader.prefetch([p for plan in plans[start:] for p in plan.positions],
-                                            runs=loader._runs)
+        self.reads = loader.reader.prefetch(
+            [loader._record(p) for plan in plans[start:] for p in plan.positions],
+            runs=loader._runs if loader.num_samples == len(loader.reader) else None)
 
     def __iter__(self):
         return self
@@ -404,6 +424,8 @@ class _Epoch:
             raise batch.error
         images, labels = batch.images, batch.labels
         positions = np.asarray(batch.positions, dtype=np.int64)
+        if self.loader._records is not None:
+            positions = self.loader._records[positions]
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
             images, labels, positions = images[keep], labels[keep], positions[keep]

@@ -123,13 +123,16 @@ class RecordReader:
             groups = [bisect.bisect_right(runs, position) for position in positions]
         return prefetch(spans, groups)
 
-    def read_key(self, key):
-        """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
+    def position_of_key(self, key):
+        """The position of the record stored under ``key`` (the last one if repeated)."""
         try:
-            position = self._position_of_key[key]
+            return self._position_of_key[key]
         except KeyError:
             raise KeyError(f"key {key!r} not in {self.index_url or self.url}") from None
-        return self[position]
+
+    def read_key(self, key):
+        """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
+        return self[self.position_of_key(key)]
 
     def __iter__(self):
         """Payloads in index order (with an index) or file order (without one)."""

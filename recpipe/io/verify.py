@@ -20,6 +20,7 @@ from ..errors import RecordFormatError
 from .atomic import publish
 from .header import unpack_header
 from .index import format_index_line, index_url_for, read_index
+from .layout import face_layout_of
 from .scan import Window, read_record, scan_records
 from .sources import exists, open_source
 
@@ -321,13 +322,26 @@ def inspect(url, *, sample=64, seed=0, storage_options=None, max_labels=50):
     url = str(url)
     with open_source(url, storage_options) as source:
         stats = _RecordStats(max_labels)
+        first = None
         for item in scan_records(source):
             stats.add(item)
+            if first is None and item.error is None:
+                first = item.payload
         rng = random.Random(seed)
         chosen = sorted(rng.sample(range(len(stats.offsets)), min(sample, len(stats.offsets))))
         images = _sample_images(source, [stats.offsets[i] for i in chosen])
+    layout = face_layout_of(first, len(stats.offsets)) if first is not None else None
     return {"url": url, "bytes": source.size, **stats.summary(),
-            "images": {"sampled": len(chosen), "seed": seed, **images}}
+            "images": {"sampled": len(chosen), "seed": seed, **images},
+            "layout": _layout_summary(layout)}
+
+
+def _layout_summary(layout):
+    if layout is None:
+        return {"kind": "plain"}
+    return {"kind": "insightface", "images": layout.images, "identities": layout.identities,
+            "image_keys": [1, layout.first_identity],
+            "identity_keys": [layout.first_identity, layout.end_identity]}
 
 
 class _RecordStats:
