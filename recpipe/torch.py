@@ -69,7 +69,7 @@ class RecordDataset:
     """
 
     def __init__(self, url, data_shape=None, index_url=None, storage_options=None, *,
-                 transform=None, label_width=1, label_dtype=None, dtype="uint8", layout="NCHW",
+                 transform=None, label_width=1, label_dtype=None, dtype=None, layout="NCHW",
                  seed=0, decoder="auto", flag=1, keys=None, **augment):
         if flag not in (0, 1):
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")

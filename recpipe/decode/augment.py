@@ -210,6 +210,10 @@ class AugmentConfig:
         """
         known = {f.name: f for f in fields(cls)}
         values = {}
+        if kwargs.get("dtype", "") is None:  # the default: float32 when normalising, as MXNet
+            del kwargs["dtype"]
+            probe = cls.from_kwargs(**kwargs, dtype="float32")
+            kwargs["dtype"] = "float32" if probe.normalizes else "uint8"
         for key, value in kwargs.items():
             if key in UNSUPPORTED_KEYWORDS:
                 raise NotImplementedError(f"ImageRecordIter keyword {key!r}: "

@@ -64,6 +64,8 @@ class ImageLoader:
     the shuffle and the augmentation are deterministic for a given ``seed`` and epoch, whatever
     the number of threads.
 
+    ``dtype``: 'uint8', 'float32' or 'float16'; by default float32 when ``mean_*``, ``std_*``,
+    ``scale`` or normalising jitter change the pixels (as ImageRecordIter), else uint8.
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
     ``loader.last_positions``: record positions of the batch just returned.
@@ -87,7 +89,7 @@ class ImageLoader:
     """
 
     def __init__(self, url, batch_size, data_shape, index_url=None, storage_options=None, *,
-                 threads="auto", dtype="uint8", layout="NCHW", shuffle=False, seed=0, part_index=0,
+                 threads="auto", dtype=None, layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
                  lookahead=True, run_bytes=8 << 20, keys=None, **augment):

@@ -252,3 +252,20 @@ def test_resume_refuses_a_different_configuration(rec):
     with ImageLoader(rec, 4, (3, 16, 16), seed=1) as other:
         with pytest.raises(ValueError, match="batch_size"):
             other.load_state_dict(state)
+
+
+def test_default_dtype_follows_normalisation(rec):
+    """As ImageRecordIter: mean/std/scale without a dtype give float32; raw pixels stay uint8."""
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, mean_r=123.0, std_r=58.0) as loader:
+        images, _ = next(iter(loader))
+        assert images.dtype == np.float32
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, scale=1 / 255) as loader:
+        assert next(iter(loader))[0].dtype == np.float32
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1) as loader:
+        raw, _ = next(iter(loader))
+        assert raw.dtype == np.uint8
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, mean_r=10.0, dtype="float32") as loader:
+        explicit, _ = next(iter(loader))
+    assert np.array_equal(images[:, 1:], explicit[:, 1:])
+    with pytest.raises(ValueError, match="uint8"):
+        ImageLoader(rec, 4, (3, 24, 24), threads=1, mean_r=10.0, dtype="uint8")
