@@ -6,8 +6,10 @@ in order, and raises worker errors with their original traceback.
 """
 
 import logging
+import os
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from .buffers import BufferPool
 from .decoders import get_decoder
 from .labels import header_labels
 from .order import byte_runs, epoch_order, split_batches
-from .pool import WorkerPool
+from .pool import WorkerPool, shut_down, weak_method
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
 
@@ -103,41 +105,49 @@ class ImageLoader:
                                                 layout=layout, **augment)
         self.augmenter = Augmenter(self.config)
         self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample)
+        if threads != "auto" and (not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads={threads!r}: expected 'auto' or a number >= 1")
+        if last_batch not in ("pad", "drop", "partial"):
+            raise ValueError(f"last_batch={last_batch!r}: expected 'pad', 'drop' or 'partial'")
+        self._pid = os.getpid()
+        self._pool = None
         self.reader = RecordReader(url, index_url, storage_options)
         try:
             self._records = image_positions(self.reader, keys)
+            self.batch_size = batch_size
+            self.label_width = label_width
+            self.on_error = on_error
+            self.prefetch = prefetch
+            self.timeout = timeout
+            self.lookahead = lookahead
+            self.seed = seed
+            self.part_index = part_index
+            self.num_parts = num_parts
+            self.last_batch = last_batch
+            self.shuffle = self._shuffle_mode(shuffle)
+            self._runs = self._byte_runs(run_bytes)
+            self.epoch = -1
+            self.last_pad = 0
+            self.last_positions = np.arange(0)
+            self._stats = PipelineStats(trace=trace)
+            self._current = None
+            self._next = None
+            self._observers = []
+            self.autotuner = None
+            self._resume_batch = 0
+            self._buffers = BufferPool(keep=prefetch + 2)
+            self._batches(0)  # validates batch_size, last_batch and the parts now
+            auto = threads == "auto"
+            # the threads call the loader through a weak reference: a loader dropped without
+            # close() is collected, and its finalizer (also run at interpreter exit) stops them
+            self._pool = WorkerPool(weak_method(self._process),
+                                    initial_threads() if auto else threads, stats=self._stats)
+            self._finalizer = weakref.finalize(self, shut_down, self._pool, self.reader)
+            if auto:
+                self.enable_autotune()
         except BaseException:
-            self.reader.close()
+            shut_down(self._pool, self.reader)
             raise
-        self.batch_size = batch_size
-        self.label_width = label_width
-        self.on_error = on_error
-        self.prefetch = prefetch
-        self.timeout = timeout
-        self.lookahead = lookahead
-        self.seed = seed
-        self.part_index = part_index
-        self.num_parts = num_parts
-        self.last_batch = last_batch
-        self.shuffle = self._shuffle_mode(shuffle)
-        self._runs = self._byte_runs(run_bytes)
-        self.epoch = -1
-        self.last_pad = 0
-        self.last_positions = np.arange(0)
-        self._stats = PipelineStats(trace=trace)
-        self._current = None
-        self._next = None
-        self._pool = None
-        self._observers = []
-        self.autotuner = None
-        self._resume_batch = 0
-        self._buffers = BufferPool(keep=prefetch + 2)
-        self._batches(0)  # validates batch_size, last_batch and the parts now
-        auto = threads == "auto"
-        self._pool = WorkerPool(self._process, initial_threads() if auto else threads,
-                                stats=self._stats)
-        if auto:
-            self.enable_autotune()
 
     def _byte_runs(self, run_bytes):
         """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
@@ -240,6 +250,7 @@ class ImageLoader:
         self._resume_batch = int(state["batch"])
 
     def __iter__(self):
+        self._check_process()
         if self._pool is None:
             raise RuntimeError("the loader is closed")
         self.epoch += 1
@@ -267,11 +278,8 @@ class ImageLoader:
                 epoch.cancel()
         self._current = self._next = None
         pool, self._pool = self._pool, None
-        try:
-            if pool is not None:
-                pool.close()
-        finally:
-            self.reader.close()
+        self._finalizer.detach()
+        shut_down(pool, self.reader)
 
     def __enter__(self):
         return self
@@ -279,10 +287,12 @@ class ImageLoader:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.close(timeout=1.0)
+    def _check_process(self):
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"this ImageLoader was created in process {self._pid}; its decode threads do not "
+                f"exist in this forked process {os.getpid()}: create the loader in the process "
+                "that iterates it (e.g. in each DataLoader worker), or use recpipe.torch")
 
     # -- worker side ----------------------------------------------------------------------
 

@@ -10,10 +10,11 @@ import logging
 import queue
 import threading
 import time
+import weakref
 
 from .stats import PipelineStats
 
-__all__ = ["WorkerPool"]
+__all__ = ["WorkerPool", "shut_down", "weak_method"]
 
 log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.05
@@ -34,7 +35,11 @@ class WorkerPool:
         self._started = []
         self._serial = 0
         self.error = None
-        self.resize(threads)
+        try:
+            self.resize(threads)
+        except BaseException:  # e.g. the system refuses the 2000th thread: stop the others
+            self.close()
+            raise
 
     @property
     def threads(self):
@@ -58,9 +63,9 @@ class WorkerPool:
                 thread_name = f"{self._name}-{self._serial}"
                 thread = threading.Thread(target=self._run, name=thread_name,
                                           args=(self._stats.clock(thread_name),), daemon=True)
+                thread.start()  # may fail (thread limit): then it is not ours to join
                 self._live.append(thread)
                 self._started.append(thread)
-                thread.start()
         log.debug("worker pool resized to %d threads", threads)
 
     def _should_retire(self):
@@ -102,3 +107,26 @@ class WorkerPool:
                 stuck.append(thread.name)
         if stuck:
             raise RuntimeError(f"decode threads did not stop within {timeout} s: {stuck}")
+
+
+def weak_method(method):
+    """A ``work`` function calling bound ``method`` through a weak reference to its object,
+    so that the pool's threads do not keep that object alive. Calls after the object is gone
+    do nothing."""
+    ref = weakref.WeakMethod(method)
+
+    def work(task, clock):
+        bound = ref()
+        if bound is not None:
+            bound(task, clock)
+
+    return work
+
+
+def shut_down(pool, closable, timeout=10.0):
+    """Close ``pool`` (when not None) then ``closable``, even if the pool does not stop in time."""
+    try:
+        if pool is not None:
+            pool.close(timeout)
+    finally:
+        closable.close()

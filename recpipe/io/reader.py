@@ -3,6 +3,7 @@
 import bisect
 import logging
 import operator
+import weakref
 
 from ..errors import RecordFormatError
 from .index import index_url_for, read_index
@@ -30,10 +31,12 @@ class RecordReader:
         self.url = str(url)
         self.storage_options = storage_options
         self._source = open_source(url, storage_options)
+        # a reader dropped without close() still closes its file (when collected, or at exit)
+        self._closer = weakref.finalize(self, self._source.close)
         try:
             self._load_index(index_url, storage_options, key_type)
         except BaseException:
-            self._source.close()
+            self._closer()
             raise
         self._position_of_key = {key: i for i, key in enumerate(self.keys)}
         self._sorted_offsets = sorted(set(self.offsets))
@@ -156,7 +159,7 @@ class RecordReader:
                     record=position)
 
     def close(self):
-        self._source.close()
+        self._closer()
 
     def __enter__(self):
         return self
