@@ -30,7 +30,7 @@ from .report import InputReport, PackSummary, ShardSummary
 from .shards import Progress, ShardWriter, is_local, recover_partial, verify_published
 from .transform import ImageOptions, ItemProcessor
 
-__all__ = ["pack_dataset", "default_workers", "parse_size", "ON_ERROR"]
+__all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR"]
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +309,18 @@ def _adopt_plan(plan, out, resume, saved, storage_options):
     return saved is not None
 
 
+def output_prefix(out):
+    """The prefix of the files to write: ``out`` without a ``.rec`` ending (``out/train.rec``
+    and ``out/train`` both write ``out/train.rec`` + ``out/train.idx``). An empty name, or one
+    naming a folder, raises ValueError (it would write hidden files like ``.rec``)."""
+    prefix = str(out)
+    if prefix.lower().endswith(".rec"):
+        prefix = prefix[:-4]
+    if not prefix.rsplit("/", 1)[-1]:
+        raise ValueError(f"output prefix {str(out)!r} names no file: give e.g. out/train")
+    return prefix
+
+
 def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resize=0,
                  center_crop=False, quality=95, encoding=".jpg", color=1, pack_label=False,
                  exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
@@ -334,6 +346,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     Returns a ``PackSummary``.
     """
     started = time.perf_counter()
+    out = output_prefix(out)
     _check_arguments(on_error, quality, encoding, color, workers)
     image = _image_options(pass_through, resize, center_crop, quality, encoding, color,
                            pack_label, exact)

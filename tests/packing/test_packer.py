@@ -424,3 +424,18 @@ def test_no_fork_after_opencv_was_imported():
 
     assert "cv2" in sys.modules  # this test module uses it
     assert packer._mp_context(False).get_start_method() != "fork"
+
+
+def test_an_output_named_dot_rec_is_the_rec_file(photos, tmp_path):
+    """`recpipe pack SRC out/train.rec` writes out/train.rec + out/train.idx, not train.rec.rec."""
+    assert main(["pack", str(photos), str(tmp_path / "a" / "train.rec"), "--resize", "16",
+                 "--workers", "0", "--no-progress"]) == 0
+    assert _files(tmp_path / "a") == ["train.idx", "train.labels.json", "train.rec"]
+    pack_dataset(photos, str(tmp_path / "b" / "train"), resize=16, workers=0)
+    assert (tmp_path / "a" / "train.rec").read_bytes() == (tmp_path / "b" / "train.rec").read_bytes()
+
+
+@pytest.mark.parametrize("out", ["", "out/", "s3://bucket/"])
+def test_an_output_prefix_must_name_a_file(photos, tmp_path, out):
+    with pytest.raises(ValueError, match="names no file"):
+        pack_dataset(photos, out, resize=16, workers=0)
