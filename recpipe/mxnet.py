@@ -12,8 +12,9 @@ to MXNet without a copy (``mx.nd.from_numpy(zero_copy=True)``).
 Keywords: ``preprocess_threads`` -> decode threads, ``prefetch_buffer`` -> batches decoded
 ahead, ``path_imglist`` -> labels looked up by ``header.id`` in a ``.lst`` (index, then
 ``label_width`` numbers), ``mean_img`` -> an MXNet mean-image file, loaded (or computed and
-saved when missing, like MXNet). ``verbose``, ``ctx``, ``seed_aug`` and ``shuffle_chunk_seed``
-are accepted and have no effect (see below). recpipe extras: ``last_batch`` ('pad', 'drop',
+saved when missing, like MXNet), ``seed_aug`` -> the key of the augmentation's random stream
+(apart from ``seed``, which then keys only the shuffle). ``verbose``, ``ctx`` and
+``shuffle_chunk_seed`` are accepted and have no effect (see below). recpipe extras: ``last_batch`` ('pad', 'drop',
 'partial'; default 'pad'), ``on_error``, ``decoder``, ``layout``, ``timeout``,
 ``storage_options``, ``dct_scaling``, ``lookahead``. Misspelled keywords warn
 (``UnknownKeywordWarning``) and are ignored; keywords we cannot honour raise
@@ -41,9 +42,9 @@ Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
   without ``path_imgidx`` only shuffles inside 8 MB chunks. ``shuffle_chunk_size > 0`` turns on
   the block shuffle even with ``shuffle=False`` (as MXNet shuffles its pieces then); the block
   order is keyed by ``seed``, so ``shuffle_chunk_seed`` has no effect.
-- Shuffle and augmentation are reproducible for a given ``seed`` and epoch whatever the number
-  of threads (MXNet's depend on the thread count unless ``seed_aug`` is set, so ``seed_aug``
-  has no effect here); MXNet's exact random draws (libstdc++ ``mt19937``) are not reproduced.
+- Shuffle and augmentation are reproducible for a given ``seed`` (``seed_aug``) and epoch
+  whatever the number of threads (MXNet's depend on the thread count unless ``seed_aug`` is
+  set); MXNet's exact random draws (libstdc++ ``mt19937``) are not reproduced.
 - Arrays come out in ``cpu(0)`` memory, shared with the decoder output; with ``device_id >= 0``
   and a GPU present they are copied into ``cpu_pinned(device_id)`` like MXNet's.
 - ``path_imglist`` lines with fewer than ``label_width`` numbers after the index raise
@@ -54,15 +55,19 @@ Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
   image). A missing file is computed over one pass of the (augmented) data and saved; we average
   raw pixels, MXNet averages pixels already multiplied by ``scale / std`` and then subtracts
   that from raw pixels (the same file only when ``std_*`` and ``scale`` are 1).
-- JPEGs may be decoded at a reduced DCT scale when the output is at most half the crop
-  (``dct_scaling=True``, the default, much faster); ``dct_scaling=False`` gives MXNet's pixels
-  exactly in validation mode (resize + center crop), the default differs only for outputs at
-  least 2x smaller than the source region (and is less aliased there).
+- In validation mode (no random augmentation: resize + center crop, normalisation) the output
+  is MXNet's pixels exactly, through OpenCV. ``dct_scaling=True`` opts into the fast path there
+  (reduced-scale JPEG decode and the fused resize: values within one level of MXNet's). With
+  random augmentation the fast path is the default (``dct_scaling=False`` turns it off).
+- Argument errors are ValueError (or NotImplementedError) instances that are also
+  ``mxnet.base.MXNetError``, so both ``except`` clauses written for MXNet catch them.
+- With ``mean_img``, ``max_random_contrast``/``max_random_illumination`` apply as MXNet's
+  ``(x - mean_image) * contrast * scale / std + illumination * scale / std``, drawn per sample
+  from recpipe's stream.
 - ``dtype='uint8'`` (and ``ImageRecordUInt8Iter``) with mean/std/scale keywords raises
   ValueError (MXNet ignores them silently); ``dtype='float16'`` is an extra.
 - Unsupported: ``dtype='int8'``, 4-channel ``data_shape``, ``mean_a``/``std_a`` other than the
-  defaults, ``aug_seq`` other than ``aug_default``, ``mean_img`` with
-  ``max_random_contrast``/``max_random_illumination``: NotImplementedError.
+  defaults, ``aug_seq`` other than ``aug_default``: NotImplementedError.
 - A bad record raises a precise exception (or is skipped / replaced with ``on_error``)
   instead of killing the process.
 """
@@ -71,12 +76,13 @@ import difflib
 import logging
 import os
 import warnings
+from dataclasses import fields as dataclass_fields
 from typing import NamedTuple, Optional
 
 import numpy as np
 
 from ._optional import require
-from .decode.augment import AUGMENT_KEYWORDS
+from .decode.augment import AUGMENT_KEYWORDS, AugmentConfig, sample_rng
 from .decode.loader import ImageLoader
 from .errors import RecordFormatError
 from .io.index import _read_text
@@ -111,10 +117,19 @@ _LOADER_EXTRAS = frozenset({"last_batch", "on_error", "decoder", "fast_dct", "fa
 _NO_EFFECT = {
     "verbose": "recpipe logs through the logging module",
     "ctx": "there is one pipeline for CPU and GPU training",
-    "seed_aug": "augmentation is always reproducible per (seed, epoch, record)",
     "shuffle_chunk_seed": "the block shuffle is keyed by seed",
 }
 _NORMALIZE = ("mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b", "scale")
+_JITTER = ("max_random_contrast", "max_random_illumination")
+# seed_aug=s keys the augmentation by s, apart from every plain seed's stream
+_SEED_AUG_KEY = 1 << 64
+# the mean-image jitter draws from its own stream, apart from the augmenter's
+_MEAN_JITTER_KEY = 1 << 65
+_VALIDATION_DEFAULTS = ("rand_crop", "random_resized_crop", "rand_mirror", "max_rotate_angle",
+                        "rotate_list", "max_shear_ratio", "max_random_scale", "min_random_scale",
+                        "max_aspect_ratio", "min_aspect_ratio", "max_crop_size", "min_crop_size",
+                        "brightness", "contrast", "saturation", "pca_noise", "random_h",
+                        "random_s", "random_l", "max_random_contrast", "max_random_illumination")
 _DTYPES = {"none": "float32", "float32": "float32", "uint8": "uint8", "float16": "float16"}
 
 
@@ -210,14 +225,12 @@ def _shuffle(kwargs):
 
 
 def _mean_image_options(kwargs, augment):
-    """Split the normalisation keywords off when a mean image does the normalising."""
+    """Split the normalisation keywords (and the contrast/illumination jitter, applied after
+    the mean image is subtracted) off when a mean image does the normalising."""
     mean_img = kwargs.get("mean_img") or None
     if mean_img is None:
         return None, {}
-    for key in ("max_random_contrast", "max_random_illumination"):
-        if float(augment.get(key, 0) or 0) != 0:
-            raise NotImplementedError(f"{key} together with mean_img is not supported")
-    normalize = {key: float(augment.pop(key)) for key in _NORMALIZE if key in augment}
+    normalize = {key: float(augment.pop(key)) for key in _NORMALIZE + _JITTER if key in augment}
     if any(normalize.get(key, 0.0) for key in ("mean_r", "mean_g", "mean_b")):
         log.warning("mean_img is set: mean_r/mean_g/mean_b are ignored, as in MXNet")
     return str(mean_img), normalize
@@ -252,6 +265,10 @@ def _translate(kwargs, *, default_dtype="float32", cls_name="ImageRecordIter"):
         label_width=_as_int("label_width", kwargs.get("label_width", 1)),
         last_batch="pad",
         **augment)
+    if kwargs.get("seed_aug") is not None:
+        loader["aug_seed"] = _SEED_AUG_KEY + _as_int("seed_aug", kwargs["seed_aug"])
+    if "dct_scaling" not in kwargs and _is_validation(loader):
+        loader["dct_scaling"] = False  # MXNet's pixels exactly; dct_scaling=True opts in
     loader.update({k: v for k, v in kwargs.items() if k in _LOADER_EXTRAS})
     options = _Options(
         batch_size=loader["batch_size"],
@@ -260,6 +277,15 @@ def _translate(kwargs, *, default_dtype="float32", cls_name="ImageRecordIter"):
         mean_img=mean_img, normalize=normalize,
         device_id=_as_int("device_id", kwargs.get("device_id", 0)))
     return loader, options, kwargs.get("path_imglist") or None
+
+
+def _is_validation(loader_kwargs):
+    """True when no augmentation is random (resize and center crop only): MXNet's pixels are
+    reproducible exactly there."""
+    augment = {k: v for k, v in loader_kwargs.items() if k in AUGMENT_KEYWORDS}
+    config = AugmentConfig.from_kwargs(**augment)
+    defaults = {f.name: f.default for f in dataclass_fields(AugmentConfig)}
+    return all(getattr(config, key) == defaults[key] for key in _VALIDATION_DEFAULTS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -373,20 +399,42 @@ def _mean_image(mx, path, loader_kwargs, imglist_url, data_shape):
 
 
 class _Normalizer:
-    """``(x - mean_image) * scale / std`` in place, for ``mean_img``."""
+    """MXNet's normalisation with a mean image, in place:
+    ``(x - mean_image) * contrast * scale / std + illumination * scale / std`` with
+    ``contrast = 1 + U(-max_random_contrast, max_random_contrast)`` and
+    ``illumination = U(-max_random_illumination, max_random_illumination)`` drawn per sample
+    from a stream keyed by ``(seed, epoch, record)`` (the same whatever the thread count)."""
 
-    def __init__(self, mean, normalize, layout):
+    def __init__(self, mean, normalize, layout, seed):
         channels = mean.shape[0]
         std = np.array([normalize.get(k, 1.0) for k in ("std_r", "std_g", "std_b")][:channels],
                        dtype=np.float32)
         factor = np.float32(normalize.get("scale", 1.0)) / std
-        if layout == "NHWC":
+        self.max_contrast = float(normalize.get("max_random_contrast", 0.0))
+        self.max_illumination = float(normalize.get("max_random_illumination", 0.0))
+        self.seed = _MEAN_JITTER_KEY + seed
+        self.nhwc = layout == "NHWC"
+        if self.nhwc:
             self.mean, self.factor = mean.transpose(1, 2, 0), factor
         else:
             self.mean, self.factor = mean, factor[:, None, None]
 
-    def __call__(self, images):
+    def _jitter(self, positions, epoch):
+        """Per-sample ``(contrast, illumination)`` arrays shaped to broadcast over images."""
+        contrast = np.ones(len(positions), np.float32)
+        illumination = np.zeros(len(positions), np.float32)
+        for i, position in enumerate(positions):
+            u = sample_rng(self.seed, epoch, int(position)).random(2)
+            contrast[i] += (u[0] * 2 - 1) * self.max_contrast
+            illumination[i] = (u[1] * 2 - 1) * self.max_illumination
+        return contrast[:, None, None, None], illumination[:, None, None, None]
+
+    def __call__(self, images, positions=(), epoch=0):
         images -= self.mean
+        if self.max_contrast or self.max_illumination:
+            contrast, illumination = self._jitter(positions, epoch)
+            images *= contrast
+            images += illumination
         images *= self.factor
         return images
 
@@ -402,8 +450,11 @@ class _RecordIterBase:
 
     def __init__(self, **kwargs):
         mx = require("mxnet", "mxnet")
-        loader_kwargs, options, imglist_url = _translate(
-            kwargs, default_dtype=self._default_dtype, cls_name=type(self).__name__)
+        try:
+            loader_kwargs, options, imglist_url = _translate(
+                kwargs, default_dtype=self._default_dtype, cls_name=type(self).__name__)
+        except (ValueError, NotImplementedError) as exc:
+            raise _mxnet_error(mx, exc) from exc
         shape = loader_kwargs["data_shape"]
         super().__init__(options.batch_size)
         self._mx = mx
@@ -413,7 +464,8 @@ class _RecordIterBase:
         if options.mean_img:
             layout = loader_kwargs.get("layout", "NCHW")
             mean = _mean_image(mx, options.mean_img, loader_kwargs, imglist_url, shape)
-            self._normalizer = _Normalizer(mean, options.normalize, layout)
+            self._normalizer = _Normalizer(mean, options.normalize, layout,
+                                           loader_kwargs.get("aug_seed", loader_kwargs["seed"]))
         self._pinned = (mx.cpu_pinned(options.device_id)
                         if options.device_id >= 0 and mx.context.num_gpus() > 0 else None)
         self.loader = _make_loader(loader_kwargs, imglist_url)  # starts threads: keep it last
@@ -447,7 +499,7 @@ class _RecordIterBase:
         images, labels = next(self._epoch)
         self._started = True
         if self._normalizer is not None:
-            images = self._normalizer(images)
+            images = self._normalizer(images, self.loader.last_positions, self.loader.epoch)
         index = self.loader.last_positions.astype(np.uint64)
         data, label = self._ndarray(images), self._ndarray(labels)
         io = self._mx.io
@@ -521,6 +573,19 @@ class _RecordIterBase:
 
 
 _CLASSES = {}
+_ERROR_CLASSES = {}
+
+
+def _mxnet_error(mx, exc):
+    """``exc`` as an instance of its own type and of ``mxnet.base.MXNetError`` (what MXNet
+    raises for a bad argument), so that code catching either still works."""
+    kind = type(exc)
+    if kind not in (ValueError, NotImplementedError):
+        return exc
+    if kind not in _ERROR_CLASSES:
+        _ERROR_CLASSES[kind] = type(f"MXNet{kind.__name__}", (kind, mx.base.MXNetError),
+                                    {"__module__": __name__})
+    return _ERROR_CLASSES[kind](*exc.args)
 
 
 def _classes():

@@ -71,6 +71,8 @@ class ImageLoader:
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
     ``loader.last_positions``: record positions of the batch just returned.
+    ``aug_seed``: keys the augmentation's random stream (default: ``seed``, which also keys
+    the shuffle).
     ``keys``: index keys of the records to serve (default: every record, or only the images of
     a file in InsightFace's layout, whose header and identity records are left out,
     ``recpipe.io.layout``).
@@ -94,7 +96,7 @@ class ImageLoader:
                  threads="auto", dtype=None, layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
-                 lookahead=True, run_bytes=8 << 20, keys=None, **augment):
+                 lookahead=True, run_bytes=8 << 20, keys=None, aug_seed=None, **augment):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
         if label_width < 1:
@@ -121,6 +123,7 @@ class ImageLoader:
             self.timeout = timeout
             self.lookahead = lookahead
             self.seed = seed
+            self.aug_seed = seed if aug_seed is None else aug_seed
             self.part_index = part_index
             self.num_parts = num_parts
             self.last_batch = last_batch
@@ -317,7 +320,7 @@ class ImageLoader:
         clock.add("read", t0, t1)
         try:
             img, plan, window = self.augmenter.decode_planned(
-                self.decoder, data, self.augmenter.sample_rng(self.seed, epoch, sample))
+                self.decoder, data, self.augmenter.sample_rng(self.aug_seed, epoch, sample))
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
         t2 = time.perf_counter()
