@@ -113,7 +113,7 @@ scale max_random_contrast max_random_illumination rotate_list data_name label_na
 # recpipe keywords passed straight to ImageLoader
 _LOADER_EXTRAS = frozenset({"last_batch", "on_error", "decoder", "fast_dct", "fast_upsample",
                             "timeout", "storage_options", "layout", "lookahead", "trace",
-                            "dct_scaling"})
+                            "dct_scaling", "run_bytes", "max_pixels", "keys"})
 _NO_EFFECT = {
     "verbose": "recpipe logs through the logging module",
     "ctx": "there is one pipeline for CPU and GPU training",

@@ -33,7 +33,7 @@ import numpy as np
 
 from ._optional import require
 from .decode.augment import AugmentConfig, Augmenter, sample_rng
-from .decode.decoders import get_decoder
+from .decode.decoders import DEFAULT_MAX_PIXELS, get_decoder
 from .decode.labels import header_labels
 from .decode.loader import ImageLoader
 from .decode.order import epoch_order
@@ -70,7 +70,8 @@ class RecordDataset:
 
     def __init__(self, url, data_shape=None, index_url=None, storage_options=None, *,
                  transform=None, label_width=1, label_dtype=None, dtype=None, layout="NCHW",
-                 seed=0, decoder="auto", flag=1, keys=None, **augment):
+                 seed=0, decoder="auto", flag=1, keys=None, max_pixels=DEFAULT_MAX_PIXELS,
+                 **augment):
         if flag not in (0, 1):
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
         self.url = str(url)
@@ -81,6 +82,7 @@ class RecordDataset:
         self.label_dtype = label_dtype
         self.seed = int(seed)
         self.decoder_name = decoder
+        self.max_pixels = max_pixels
         self.flag = flag
         self.epoch = 0
         self.config = None
@@ -103,7 +105,7 @@ class RecordDataset:
 
     def _open(self):
         self._reader = RecordReader(self.url, self.index_url, self.storage_options)
-        self._decoder = get_decoder(self.decoder_name)
+        self._decoder = get_decoder(self.decoder_name, max_pixels=self.max_pixels)
         self._augmenter = Augmenter(self.config) if self.config is not None else None
         self._pid = os.getpid()
 

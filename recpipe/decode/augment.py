@@ -142,6 +142,11 @@ def _thread_sample_rng(seed, epoch, index):
 # configuration
 
 
+# upscaled images up to this size are made as MXNet does (resize all, then crop); larger ones
+# are cropped first (Augmenter._upscaled_crop)
+_EXACT_UPSCALE_PIXELS = 16 << 20
+
+
 @dataclass(frozen=True)
 class AugmentConfig:
     """ImageRecordIter's augmentation/normalisation keywords (MXNet 1.9.1 names and defaults),
@@ -890,9 +895,30 @@ class Augmenter:
             work = cv2.copyMakeBorder(work, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=fill)
             work = work if work.ndim == 3 else work[:, :, None]
         if plan.upscale is not None:
+            up_h, up_w = plan.upscale
+            if up_h * up_w > _EXACT_UPSCALE_PIXELS:
+                return self._upscaled_crop(work, plan)
             work = self._resize(work, plan.upscale, plan.inter[2])
         x, y, w, h = plan.crop
         return work[y:y + h, x:x + w]
+
+    def _upscaled_crop(self, work, plan):
+        """The crop of the upscaled image, computed from the source alone: each output pixel
+        samples the source where ``cv2.resize`` to ``plan.upscale`` would (``(d + 0.5) / f -
+        0.5``), so work and memory are the output's, not the upscaled image's (a 1x65500 image
+        upscaled to 224 rows would be 3.3 gigapixels). Values are within a level or two of the
+        full resize (warpAffine's 5-bit interpolation weights)."""
+        cv2 = self._cv2
+        (up_h, up_w), (h, w) = plan.upscale, work.shape[:2]
+        x, y, out_w, out_h = plan.crop
+        fx, fy = w / up_w, h / up_h
+        matrix = np.array([[fx, 0.0, (x + 0.5) * fx - 0.5], [0.0, fy, (y + 0.5) * fy - 0.5]],
+                          dtype=np.float64)
+        inter = plan.inter[2] if plan.inter[2] in (cv2.INTER_NEAREST, cv2.INTER_CUBIC) else \
+            cv2.INTER_LINEAR
+        out = cv2.warpAffine(work, matrix, (out_w, out_h), flags=inter | cv2.WARP_INVERSE_MAP,
+                             borderMode=cv2.BORDER_REPLICATE)
+        return out if out.ndim == 3 else out[:, :, None]
 
     def _aligned_region(self, img, plan, full, window=None):
         """Resize-then-crop on part of the image (a plain crop of a resized image, as val's

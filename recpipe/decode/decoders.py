@@ -16,6 +16,10 @@ Shared behaviour of every backend:
   ``cv2.imdecode``. EXIF orientation is NOT applied (libjpeg-turbo ignores it; the OpenCV
   backend is told to ignore it too, so the backends agree).
 - ``channels=1`` gives the luma plane (JPEG Y, or OpenCV's gray conversion), shape ``(H, W, 1)``.
+- An image whose header declares more than ``max_pixels`` pixels (default 89,478,485, Pillow's
+  limit; None: no limit) raises ``recpipe.DecodeError`` before any pixel is decoded (JPEG and PNG
+  headers are read; other formats are bounded by OpenCV's ``OPENCV_IO_MAX_IMAGE_PIXELS``, set to
+  the same default unless already set).
 - Corrupt data raises ``recpipe.DecodeError`` carrying the backend's message, never crashes.
   A truncated JPEG (libjpeg "Premature end of JPEG file" and other recoverable *warnings*)
   raises too when ``strict=True`` (the default); with ``strict=False`` the backend's partial
@@ -55,6 +59,7 @@ import numpy as np
 from ..errors import DecodeError
 
 __all__ = [
+    "DEFAULT_MAX_PIXELS",
     "Decoder",
     "available_decoders",
     "get_decoder",
@@ -76,6 +81,11 @@ _OPENCV_SCALES = ((1, 1), (1, 2), (1, 4), (1, 8))
 
 # region decodes refuse outputs (and libjpeg working buffers) above this many bytes
 _MAX_REGION_BYTES = 1 << 31
+
+# images declaring more pixels are refused before decoding (Pillow's MAX_IMAGE_PIXELS)
+DEFAULT_MAX_PIXELS = 89_478_485
+# formats other than JPEG/PNG are sized by decoding them: OpenCV's own limit bounds that work
+os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
 
 _JPEG_SOI = b"\xff\xd8"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -213,18 +223,37 @@ class Decoder:
     scales = ((1, 1),)
     roi = False  # True when decode_region decodes only the region
 
-    def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True):
+    def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True,
+                 max_pixels=DEFAULT_MAX_PIXELS):
+        if max_pixels is not None and max_pixels < 1:
+            raise ValueError(f"max_pixels={max_pixels!r} must be >= 1 (or None: no limit)")
         self.fast_dct = bool(fast_dct)
         self.fast_upsample = bool(fast_upsample)
         self.strict = bool(strict)
+        self.max_pixels = max_pixels
 
     def __repr__(self):
         return (f"{type(self).__name__}(fast_dct={self.fast_dct}, "
-                f"fast_upsample={self.fast_upsample}, strict={self.strict})")
+                f"fast_upsample={self.fast_upsample}, strict={self.strict}, "
+                f"max_pixels={self.max_pixels})")
 
     def size(self, data):
-        """(height, width) read from the header without decoding; DecodeError on garbage."""
-        return image_size(data)
+        """(height, width) read from the header without decoding; DecodeError on garbage or
+        on an image declaring more than ``max_pixels`` pixels."""
+        height, width = image_size(data)
+        self._check_pixels(height, width)
+        return height, width
+
+    def _check_pixels(self, height, width):
+        if self.max_pixels is not None and height * width > self.max_pixels:
+            raise DecodeError(f"image of {width}x{height} = {height * width} pixels is over the "
+                              f"max_pixels limit of {self.max_pixels} (a decompression bomb?); "
+                              "raise max_pixels to decode it")
+
+    def _check_declared(self, data):
+        """Refuse a JPEG/PNG whose header declares more than ``max_pixels`` (before decoding)."""
+        if self.max_pixels is not None and (is_jpeg(data) or bytes(data[:8]) == _PNG_SIGNATURE):
+            self._check_pixels(*image_size(data))
 
     def decode(self, data, *, scale=(1, 1), channels=3):
         """RGB (``channels=3``) or gray (``channels=1``) uint8 array ``(H, W, channels)``."""
@@ -232,6 +261,7 @@ class Decoder:
             raise ValueError(f"channels must be 1 or 3, not {channels!r}")
         if len(data) == 0:
             raise DecodeError("empty image data")
+        self._check_declared(data)
         if not is_jpeg(data):
             return _opencv_decode(data, channels)
         scale = _reduce(*scale)
@@ -464,6 +494,7 @@ class TurboJpegDecoder(Decoder):
     def decode_region(self, data, box, *, scale=(1, 1), channels=3):
         if self._roi is None or channels not in (1, 3) or len(data) == 0 or not is_jpeg(data):
             return super().decode_region(data, box, scale=scale, channels=channels)
+        self._check_declared(data)
         scale = _reduce(*scale)
         if scale not in self.scales:
             raise ValueError(f"{self.name} cannot decode at scale {scale}: "
@@ -548,14 +579,16 @@ def available_decoders():
     return [name for name in PREFERENCE if _is_available(name)]
 
 
-def get_decoder(name="auto", *, fast_dct=False, fast_upsample=False, strict=True):
+def get_decoder(name="auto", *, fast_dct=False, fast_upsample=False, strict=True,
+                max_pixels=DEFAULT_MAX_PIXELS):
     """A ``Decoder`` by backend name, or the preferred available one for ``"auto"``.
 
     ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, simplejpeg, opencv): a
     static order measured in ``tools/bench_decoders.py`` rather than a per-process timing, so two
     runs on the same machine always decode with the same library.
     """
-    options = dict(fast_dct=fast_dct, fast_upsample=fast_upsample, strict=strict)
+    options = dict(fast_dct=fast_dct, fast_upsample=fast_upsample, strict=strict,
+                   max_pixels=max_pixels)
     if name == "auto":
         return _BACKENDS[available_decoders()[0]](**options)
     if name not in _BACKENDS:

@@ -19,7 +19,7 @@ from ..io.layout import image_positions
 from ..io.reader import RecordReader
 from .augment import AugmentConfig, Augmenter
 from .buffers import BufferPool
-from .decoders import get_decoder
+from .decoders import DEFAULT_MAX_PIXELS, get_decoder
 from .labels import header_labels
 from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
@@ -71,6 +71,10 @@ class ImageLoader:
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
     ``loader.last_positions``: record positions of the batch just returned.
+    ``max_pixels``: images declaring more pixels are refused before decoding (a DecodeError
+    under ``on_error``; default 89.5 MP, Pillow's limit; None: no limit). Work and memory per
+    sample are bounded by it and by the output size (an image far smaller than the output is
+    cropped before it is upscaled).
     ``aug_seed``: keys the augmentation's random stream (default: ``seed``, which also keys
     the shuffle).
     ``keys``: index keys of the records to serve (default: every record, or only the images of
@@ -96,7 +100,8 @@ class ImageLoader:
                  threads="auto", dtype=None, layout="NCHW", shuffle=False, seed=0, part_index=0,
                  num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
                  decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
-                 lookahead=True, run_bytes=8 << 20, keys=None, aug_seed=None, **augment):
+                 lookahead=True, run_bytes=8 << 20, keys=None, aug_seed=None, max_pixels=DEFAULT_MAX_PIXELS,
+                 **augment):
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
         if label_width < 1:
@@ -106,7 +111,8 @@ class ImageLoader:
         self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
                                                 layout=layout, **augment)
         self.augmenter = Augmenter(self.config)
-        self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample)
+        self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample,
+                                   max_pixels=max_pixels)
         if threads != "auto" and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads={threads!r}: expected 'auto' or a number >= 1")
         if last_batch not in ("pad", "drop", "partial"):
