@@ -8,7 +8,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .sources import url_to_fs
 
-__all__ = ["AtomicOutput", "publish", "temporary_name"]
+__all__ = ["AtomicOutput", "commit_pair", "publish", "temporary_name"]
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,32 @@ class AtomicOutput:
         if self.local:
             os.fsync(self.file.fileno())
 
-    def commit(self):
-        """Close the file and move it to its final name."""
-        if self.done:
+    def prepare(self):
+        """Finish the temporary file: flushed, on disk (local files) and closed."""
+        if self.done or self.file.closed:
             return
         if self.local:
             self.flush()  # the bytes are on disk before the name appears
         self.file.close()
+
+    def commit(self):
+        """Close the file and move it to its final name."""
+        if self.done:
+            return
+        self.prepare()
         if self.local:
             os.replace(self.temp_path, self.path)
         else:
             self.fs.mv(self.temp_path, self.path)
         self.done = True
         log.debug("published %s", self.url)
+
+    def remove_target(self):
+        """Remove what is published under the final name now, if anything."""
+        try:
+            self.fs.rm(self.path)
+        except FileNotFoundError:
+            pass
 
     def discard(self):
         """Close the file and remove it; the final name is never touched."""
@@ -86,6 +99,24 @@ class AtomicOutput:
             self.commit()
         else:
             self.discard()
+
+
+def commit_pair(data, index):
+    """Publish a data file and its index (two ``AtomicOutput``) so that no reader ever sees a
+    new one beside an old other: both are completed on disk first (a disk-full or any failure
+    there discards both and leaves the old pair untouched), then the old index is removed, then
+    the data file and the index take their names. A crash between those renames leaves the data
+    file without an index (readers then scan it), never a mismatched pair."""
+    try:
+        data.prepare()
+        index.prepare()
+        index.remove_target()
+        data.commit()
+        index.commit()
+    except BaseException:
+        data.discard()
+        index.discard()
+        raise
 
 
 def publish(url, data, storage_options=None):

@@ -2,7 +2,7 @@
 
 import logging
 
-from .atomic import AtomicOutput
+from .atomic import AtomicOutput, commit_pair
 from .format import frame
 from .index import format_index_line, index_url_for
 
@@ -16,8 +16,8 @@ class RecordWriter:
 
     ``index_url=None`` writes the conventional ``.idx`` beside the ``.rec``; ``index_url=False``
     writes no index. Both files are written under temporary names and appear only when the writer
-    is closed without error (``.rec`` first, then ``.idx``); if the ``with`` body raises, nothing
-    is published. Keys default to the record's position.
+    is closed without error, as one commit (never a new ``.rec`` beside an old ``.idx``); if the
+    ``with`` body raises, nothing is published. Keys default to the record's position.
 
     >>> with RecordWriter("out/train.rec") as writer:      # doctest: +SKIP
     ...     writer.write(recpipe.pack(recpipe.IRHeader(0, 3.0, 0, 0), jpeg_bytes))
@@ -56,11 +56,13 @@ class RecordWriter:
         return offset
 
     def close(self):
-        """Publish the ``.rec`` then the ``.idx``."""
+        """Publish the ``.rec`` and its ``.idx`` as one commit (``atomic.commit_pair``): an
+        error while finishing them (a full disk) leaves any earlier pair as it was."""
         try:
-            self._rec.commit()
-            if self._idx is not None:
-                self._idx.commit()
+            if self._idx is None:
+                self._rec.commit()
+            else:
+                commit_pair(self._rec, self._idx)
         except BaseException:
             self.abort()
             raise

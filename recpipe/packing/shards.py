@@ -1,7 +1,7 @@
 """Writing one shard so that an interrupted pack can be resumed.
 
 A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (``.NAME.pack.tmp``)
-and publishes them ``.rec`` first, then ``.idx``. On a local filesystem the temporary files are
+and publishes them as one commit (``recpipe.io.atomic.commit_pair``). On a local filesystem the temporary files are
 kept when writing stops early; ``recover_partial`` then finds the last record that is complete in
 both files, truncates both to it and tells where to continue. ``verify_published`` checks that a
 shard published by an earlier run holds what the plan says. With ``checksums=True`` the writer
@@ -17,7 +17,7 @@ from typing import NamedTuple
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError
-from ..io.atomic import AtomicOutput, temporary_name
+from ..io.atomic import AtomicOutput, commit_pair, temporary_name
 from ..io.format import frame
 from ..io.index import format_index_line, parse_index
 from ..io.scan import Window, read_record
@@ -94,12 +94,8 @@ class ShardWriter:
         self._idx.file.flush()
 
     def publish(self):
-        try:
-            self._rec.commit()
-            self._idx.commit()
-        except BaseException:
-            self.abandon(keep=False)
-            raise
+        """Rename both files into place as one commit (``commit_pair``)."""
+        commit_pair(self._rec, self._idx)
 
     def abandon(self, keep):
         """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``."""
