@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 # Static preference for "auto", fastest first (see BENCHMARKS.md, "decoders"). A static order keeps
 # the pixels a process produces independent of timing noise on a busy machine.
-PREFERENCE = ("turbojpeg", "simplejpeg", "opencv")
+PREFERENCE = ("turbojpeg", "libjpeg", "simplejpeg", "opencv")
 
 _EIGHTHS = ((1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (3, 8), (1, 4), (1, 8))
 _OPENCV_SCALES = ((1, 1), (1, 2), (1, 4), (1, 8))
@@ -292,8 +292,49 @@ class OpenCVDecoder(Decoder):
 
     def _decode_jpeg(self, data, scale, channels):
         if self.strict:
-            _check_jpeg_complete(data)
+            _validate_jpeg(data)
         return _opencv_decode(data, channels, reduce=scale[1] // scale[0])
+
+
+def _validate_jpeg(data):
+    """Raise DecodeError where OpenCV would only warn and return grey or garbage pixels.
+
+    With ``recpipe._jpegroi`` built, the stream is entropy-decoded by libjpeg at 1/8 scale with
+    warnings as errors (bad Huffman codes, corrupt data, truncation). Without it, the stream's
+    structure is checked: an EOI after the last scan, and no invalid marker (a 0xFF not followed
+    by 0x00, a restart marker or a segment marker) inside the entropy-coded data.
+    """
+    roi = _load_roi()
+    if roi is not None:
+        try:
+            roi.decode(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, _MAX_REGION_BYTES)
+        except ValueError as e:
+            raise DecodeError(f"libjpeg: {e}") from None
+        return
+    _check_jpeg_complete(data)
+    _check_entropy_markers(bytes(data))
+
+
+# markers that may follow entropy-coded data: restarts, EOI, and the segments between the scans
+# of a progressive JPEG (DHT, DQT, DRI, SOS, APPn, COM)
+_MARKERS_AFTER_SCAN = (frozenset(range(0xD0, 0xD8)) | {0xD9, 0xC4, 0xDB, 0xDD, 0xDA, 0xFE}
+                       | frozenset(range(0xE0, 0xF0)))
+
+
+def _check_entropy_markers(buf):
+    pos = buf.find(b"\xff\xda")
+    while 0 <= pos < len(buf) - 1:
+        pos = buf.find(b"\xff", pos + 2)
+        while 0 <= pos < len(buf) - 1 and buf[pos + 1] == 0xFF:  # fill bytes
+            pos += 1
+        if pos < 0 or pos >= len(buf) - 1:
+            return
+        marker = buf[pos + 1]
+        if marker != 0x00 and marker not in _MARKERS_AFTER_SCAN:
+            raise DecodeError(f"Corrupt JPEG data: invalid marker 0xff{marker:02x} at byte {pos} "
+                              "inside the image data")
+        if marker == 0xD9:
+            return
 
 
 # ------------------------------------------------------------------------------------------------
@@ -495,22 +536,54 @@ class TurboJpegDecoder(Decoder):
         if self._roi is None or channels not in (1, 3) or len(data) == 0 or not is_jpeg(data):
             return super().decode_region(data, box, scale=scale, channels=channels)
         self._check_declared(data)
-        scale = _reduce(*scale)
-        if scale not in self.scales:
-            raise ValueError(f"{self.name} cannot decode at scale {scale}: "
-                             f"supported {list(self.scales)}")
-        x0, y0, x1, y1 = (int(v) for v in box)
-        try:
-            buf, height, width, depth, x, y, full_h, full_w = self._roi.decode(
-                data, scale[0], scale[1], x0, y0, x1, y1, channels, self.fast_dct,
-                self.fast_upsample, self.strict, _MAX_REGION_BYTES)
-        except ValueError as e:
-            raise DecodeError(f"libjpeg: {e}") from None
-        img = np.frombuffer(buf, dtype=np.uint8).reshape(height, width, depth)
-        if depth == 4:
-            img = _cmyk_to_rgb(img)
-            img = _to_gray(img) if channels == 1 else img
-        return img, Window(x, y, full_h, full_w)
+        return _roi_decode(self, data, box, scale, channels)
+
+
+def _roi_decode(decoder, data, box, scale, channels):
+    """``(pixels, Window)`` of ``box`` (``x1``/``y1`` of -1: to the edge) through
+    ``recpipe._jpegroi`` with ``decoder``'s options."""
+    scale = _reduce(*scale)
+    if scale not in decoder.scales:
+        raise ValueError(f"{decoder.name} cannot decode at scale {scale}: "
+                         f"supported {list(decoder.scales)}")
+    x0, y0, x1, y1 = (int(v) for v in box)
+    try:
+        buf, height, width, depth, x, y, full_h, full_w = decoder._roi.decode(
+            data, scale[0], scale[1], x0, y0, x1, y1, channels, decoder.fast_dct,
+            decoder.fast_upsample, decoder.strict, _MAX_REGION_BYTES)
+    except ValueError as e:
+        raise DecodeError(f"libjpeg: {e}") from None
+    img = np.frombuffer(buf, dtype=np.uint8).reshape(height, width, depth)
+    if depth == 4:
+        img = _cmyk_to_rgb(img)
+        img = _to_gray(img) if channels == 1 else img
+    return img, Window(x, y, full_h, full_w)
+
+
+class LibjpegDecoder(Decoder):
+    """libjpeg(-turbo) through recpipe's own ``recpipe._jpegroi`` extension: whole images and
+    regions, every n/8 DCT scale, with no other library needed at run time. Pixels equal the
+    'turbojpeg' backend's (the same libjpeg-turbo, ISLOW DCT, fancy upsampling)."""
+
+    name = "libjpeg"
+    scales = _EIGHTHS
+    roi = True
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self._roi = _load_roi()
+        if self._roi is None:
+            raise ImportError("recpipe._jpegroi is not built: install the libjpeg-turbo headers "
+                              "(apt-get install libjpeg62-turbo-dev) and reinstall recpipe")
+
+    def _decode_jpeg(self, data, scale, channels):
+        return _roi_decode(self, data, (0, 0, -1, -1), scale, channels)[0]
+
+    def decode_region(self, data, box, *, scale=(1, 1), channels=3):
+        if channels not in (1, 3) or len(data) == 0 or not is_jpeg(data):
+            return super().decode_region(data, box, scale=scale, channels=channels)
+        self._check_declared(data)
+        return _roi_decode(self, data, box, scale, channels)
 
 
 def _load_roi():
@@ -557,6 +630,7 @@ def _reduce(num, den):
 
 _BACKENDS = {
     "turbojpeg": TurboJpegDecoder,
+    "libjpeg": LibjpegDecoder,
     "simplejpeg": SimpleJpegDecoder,
     "opencv": OpenCVDecoder,
 }
@@ -565,6 +639,8 @@ _BACKENDS = {
 def _is_available(name):
     if name == "turbojpeg":
         return _load_turbojpeg() is not None
+    if name == "libjpeg":
+        return _load_roi() is not None
     if name == "simplejpeg":
         try:
             import simplejpeg  # noqa: F401
@@ -583,7 +659,8 @@ def get_decoder(name="auto", *, fast_dct=False, fast_upsample=False, strict=True
                 max_pixels=DEFAULT_MAX_PIXELS):
     """A ``Decoder`` by backend name, or the preferred available one for ``"auto"``.
 
-    ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, simplejpeg, opencv): a
+    ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, libjpeg, simplejpeg,
+    opencv): a
     static order measured in ``tools/bench_decoders.py`` rather than a per-process timing, so two
     runs on the same machine always decode with the same library.
     """

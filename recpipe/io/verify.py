@@ -16,7 +16,7 @@ from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import DecodeError, RecordFormatError
 from .atomic import publish
 from .header import unpack_header
 from .index import format_index_line, index_url_for, read_index
@@ -155,12 +155,13 @@ def verify(url, index_url=None, *, decode=False, storage_options=None, limit=100
 
 
 class _ImageChecker:
-    """Decodes each record's image with OpenCV and files the failures in a report."""
+    """Decodes each record's image as the loaders do by default (``get_decoder("auto")``:
+    strict, whole image, the ``max_pixels`` limit) and files the failures in a report."""
 
-    def __init__(self, report):
-        import cv2
+    def __init__(self, report, decoder="auto"):
+        from ..decode.decoders import get_decoder
 
-        self.cv2 = cv2
+        self.decoder = get_decoder(decoder)
         self.report = report
         self.decoded = 0
         self.failures = 0
@@ -172,17 +173,14 @@ class _ImageChecker:
             self.failures += 1
             self.report.add("bad-header", item.offset, item.record, e.reason)
             return
-        image = np.frombuffer(item.payload, np.uint8, offset=start)
-        decoded = None
-        if image.size:
-            try:
-                decoded = self.cv2.imdecode(image, self.cv2.IMREAD_UNCHANGED)
-            except self.cv2.error:
-                decoded = None
-        if decoded is None:
+        image = memoryview(item.payload)[start:]
+        try:
+            self.decoder.decode(image)
+        except DecodeError as e:
             self.failures += 1
             self.report.add("decode-failed", item.offset, item.record,
-                            f"OpenCV could not decode the {image.size}-byte image")
+                            f"{len(image)}-byte image does not decode ({self.decoder.name}): "
+                            f"{e.reason}")
         else:
             self.decoded += 1
 
