@@ -27,6 +27,7 @@ from ..io.header import pack
 from ..io.index import read_list
 from ..io.writer import RecordWriter
 from .encode import make_header, transcode
+from .lifeline import init_worker
 from .transform import ImageOptions
 
 __all__ = [
@@ -123,12 +124,6 @@ def _encode_batch(batch, root, options):
     return [_try_encode(entry, root, options, errors) for entry in batch]
 
 
-def _init_worker():
-    import cv2
-
-    cv2.setNumThreads(1)
-
-
 def _batched(entries, size):
     for start in range(0, len(entries), size):
         yield entries[start:start + size]
@@ -144,7 +139,7 @@ def _parallel_results(entries, root, options, num_workers, batch_size, timeout):
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
-    pool = context.Pool(num_workers, initializer=_init_worker)
+    pool = context.Pool(num_workers, initializer=init_worker, initargs=(os.getpid(),))
     try:
         pending = collections.deque()
         batches = _batched(entries, batch_size)

@@ -16,7 +16,6 @@ import json
 import logging
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ import time
 from ..errors import DecodeError
 from ..io.atomic import publish
 from .items import DEFAULT_EXTENSIONS, join_url, load_items
+from .lifeline import init_worker
 from .plan import (PlanOptions, build_plan, labels_url, load_plan, plan_url, remove_plan,
                    save_plan)
 from .report import InputReport, PackSummary, ShardSummary
@@ -69,14 +69,10 @@ def default_workers(pass_through=False):
 _processor = None
 
 
-def _init_worker(processor):
+def _init_worker(processor, parent_pid):
     global _processor
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    init_worker(parent_pid, opencv_threads=not processor.options.pass_through)
     _processor = processor
-    if not processor.options.pass_through:
-        import cv2
-
-        cv2.setNumThreads(1)
 
 
 def _work(chunk):
@@ -157,7 +153,7 @@ def _results(processor, items, workers, chunksize, item_timeout):
 
     executor = concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=_mp_context(processor.options.pass_through),
-        initializer=_init_worker, initargs=(processor,))
+        initializer=_init_worker, initargs=(processor, os.getpid()))
     try:
         yield _ordered_results(executor, _work, _chunks(items, chunksize), 4 * workers,
                                item_timeout * chunksize)
