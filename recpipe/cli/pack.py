@@ -58,7 +58,12 @@ def register(subparsers):
                    help="put a fraction R of the items into OUT_val (rest: OUT_train)")
     p.add_argument("--on-error", choices=("skip", "raise"), default="skip",
                    help="skip and report bad images (default), or stop at the first")
-    p.add_argument("--tolerate-errors", action="store_true",
+    p.add_argument("--allow-outside-root", action="store_true",
+                   help="pack images whose paths leave the image root (.lst lines with ../ or "
+                        "absolute paths, symlinks pointing out); refused by default")
+    p.add_argument("--max-file-size", default="1GB", metavar="SIZE",
+                   help="refuse input files bigger than SIZE (default 1GB)")
+    p.add_argument("--tolerate-errors", "--skip-errors", dest="tolerate_errors", action="store_true",
                    help="exit 0 even when some images were skipped")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run of the same command")
@@ -152,6 +157,7 @@ def _print_cluster(summary, out):
 
 
 def _pack(args, progress):
+    from ..packing.inputs import InputLimits
     from ..packing.packer import pack_dataset, parse_size
 
     shard_size = parse_size(args.shard_size) if args.shard_size else 0
@@ -162,7 +168,9 @@ def _pack(args, progress):
         pack_label=args.pack_label, exact=args.exact, shards=args.shards,
         shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
         val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
-        progress=progress, dask=args.dask)
+        progress=progress, dask=args.dask,
+        limits=InputLimits(allow_outside_root=args.allow_outside_root,
+                           max_file_bytes=parse_size(args.max_file_size)))
 
 
 def run(args):

@@ -34,6 +34,7 @@ from .packer import (_adopt_plan, _Job, _name, _plan_options, _publish_labels, _
 from .plan import Shard, build_plan, load_plan, remove_plan, split_counts
 from .report import InputReport, PackSummary, ShardSummary
 from .shards import Progress, file_digest, is_local, recover_partial, verify_published
+from .inputs import InputLimits
 from .transform import ImageOptions, ItemProcessor
 
 __all__ = ["ShardTask", "ShardOutcome", "ShardTaskError", "dask_client", "pack_on_dask",
@@ -70,6 +71,7 @@ class ShardTask:
     on_error: str
     resume: bool
     flush_every: int
+    limits: InputLimits = InputLimits()
 
 
 @dataclass
@@ -119,7 +121,7 @@ def pack_shard(task):
         progress = recover_partial(shard.rec, shard.idx, [item.index for item in task.items])
         outcome.resumed_records = progress.records
     job = _Job(shard, task.items, progress, outcome.summary)
-    processor = ItemProcessor(task.root, task.image, task.storage_options)
+    processor = ItemProcessor(task.root, task.image, task.storage_options, task.limits)
     try:
         rec_sha256, idx_sha256 = _write_shard(
             job, map(processor, job.todo), root=task.root, report=outcome.report,
@@ -200,11 +202,11 @@ def _absolute(url):
     return url if "://" in url else os.path.abspath(url)
 
 
-def _tasks(plan, storage_options, on_error, resume, flush_every):
+def _tasks(plan, storage_options, on_error, resume, flush_every, limits):
     return [ShardTask(split.name,
                       Shard(_absolute(shard.rec), _absolute(shard.idx), shard.start, shard.stop),
                       split.items[shard.start:shard.stop], _absolute(plan.root),
-                      plan.options.image, storage_options, on_error, resume, flush_every)
+                      plan.options.image, storage_options, on_error, resume, flush_every, limits)
             for split in plan.splits for shard in split.shards]
 
 
@@ -314,7 +316,7 @@ def _plan_on_cluster(src, out, root, image, shuffle, seed, val_ratio, shards, sh
 
 def pack_on_dask(dask, src, out, *, root, image, shuffle, seed, val_ratio, shards, shard_size,
                  workers, on_error, resume, extensions, storage_options, progress, flush_every,
-                 item_timeout, started=None):
+                 item_timeout, started=None, limits=InputLimits()):
     """``pack_dataset(..., dask=...)``: the plan's shards written by Dask tasks, then the label
     map and ``OUT.manifest.json``. ``progress(done, total, input_bytes)`` is called as each
     shard finishes. Returns a ``PackSummary`` with ``manifest_file`` and ``cluster`` set."""
@@ -334,7 +336,7 @@ def pack_on_dask(dask, src, out, *, root, image, shuffle, seed, val_ratio, shard
         info["default_shards"] = chose
         if str(dask) == "local" and not image.pass_through:
             client.run(_single_threaded_opencv)
-        tasks = _tasks(plan, storage_options, on_error, resume, flush_every)
+        tasks = _tasks(plan, storage_options, on_error, resume, flush_every, limits)
         outcomes, failures = _run_tasks(client, tasks, progress, item_timeout)
     _raise_failures(plan, tasks, outcomes, failures)
     summary = _summarize(out, plan, tasks, outcomes, info)

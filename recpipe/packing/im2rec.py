@@ -27,6 +27,7 @@ from ..io.header import pack
 from ..io.index import read_list
 from ..io.writer import RecordWriter
 from .encode import make_header, transcode
+from .inputs import InputLimits, read_input
 from .lifeline import init_worker
 from .transform import ImageOptions
 
@@ -92,8 +93,7 @@ def encode_entry(entry, root, options):
     """The record payload for one ``.lst`` entry. Raises OSError/ValueError/cv2.error if bad."""
     path = os.path.join(root, entry.path)
     header = make_header(entry.index, entry.labels, options.pack_label)
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_input(path, InputLimits(allow_outside_root=True))  # regular files, bounded size
     if options.pass_through:
         return pack(header, data)
     return transcode(data, header, color=options.color, center=options.center_crop,

@@ -23,6 +23,7 @@ import time
 from ..errors import DecodeError
 from ..io.atomic import publish
 from .items import DEFAULT_EXTENSIONS, join_url, load_items
+from .inputs import InputLimits
 from .lifeline import init_worker
 from .plan import (PlanOptions, build_plan, labels_url, load_plan, plan_url, remove_plan,
                    save_plan)
@@ -228,6 +229,9 @@ def _write_shard(job, results, *, root, report, summary, on_error, flush_every, 
     except BaseException:
         writer.abandon(keep=True)
         raise
+    if writer.records == 0 and job.todo and not job.progress.records:
+        writer.abandon(keep=False)  # every item failed: an empty file is not published
+        return None
     writer.publish()
     job.summary.records, job.summary.bytes = writer.records, writer.offset
     return writer.digests()
@@ -322,7 +326,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
                  exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
                  on_error="skip", resume=False, extensions=DEFAULT_EXTENSIONS,
                  storage_options=None, progress=None, chunksize=None, flush_every=256,
-                 item_timeout=60.0, dask=None):
+                 item_timeout=60.0, dask=None, limits=InputLimits()):
     """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
 
     ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``
@@ -333,6 +337,9 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     (``on_error="raise"`` stops instead); ``resume=True`` continues an interrupted run with the
     same arguments. ``progress(done, total, input_bytes)`` is called after each item. A worker
     process that yields nothing for ``item_timeout`` seconds per item stops the run.
+
+    ``limits`` (``inputs.InputLimits``): image paths must stay inside the root and name regular
+    files of at most 1 GiB unless it says otherwise; refused items are reported and counted.
 
     ``dask``: write the shards on a Dask cluster instead, one task per shard, each writing its
     own files to ``out`` (which every worker must reach): ``"local"`` starts a ``LocalCluster``
@@ -354,7 +361,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
             val_ratio=val_ratio, shards=shards, shard_size=shard_size, workers=workers,
             on_error=on_error, resume=resume, extensions=extensions,
             storage_options=storage_options, progress=progress, flush_every=flush_every,
-            item_timeout=item_timeout, started=started)
+            item_timeout=item_timeout, started=started, limits=limits)
     options = _plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
     plan, resume = _plan_for(src, out, root, options, extensions, resume, storage_options)
     workers = default_workers(pass_through) if workers is None else workers
@@ -366,7 +373,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     summary.workers = workers
     if chunksize is None:
         chunksize = max(1, min(16, len(todo) // max(1, 4 * workers)))
-    processor = ItemProcessor(plan.root, image, storage_options)
+    processor = ItemProcessor(plan.root, image, storage_options, limits)
     try:
         with _results(processor, iter(todo), workers, chunksize, item_timeout) as results:
             for job in jobs:
@@ -376,6 +383,11 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     finally:
         summary.unusual = report.unusual()
         summary.errors = report.errors
+    if summary.written == 0 and summary.failed and not summary.resumed_records:
+        first = summary.errors[0] if summary.errors else {}
+        remove_plan(out, storage_options)
+        raise ValueError(f"nothing packed: all {summary.failed} image(s) failed (first: "
+                         f"{first.get('path')}: {first.get('reason')}); no output was published")
     summary.output_bytes = sum(s.bytes for shards in summary.splits.values() for s in shards)
     summary.labels_file = _publish_labels(plan, summary, storage_options)
     remove_plan(out, storage_options)

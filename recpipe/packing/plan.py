@@ -169,7 +169,10 @@ def _shards_for(prefix, items, options):
     if options.shard_size:
         bounds = cut_by_size(items, options.shard_size, options.image.pack_label)
     elif options.shards:
-        bounds = cut_by_count(len(items), options.shards)
+        if options.shards > len(items):
+            log.warning("%d shards asked for %d images: writing %d (no empty shards)",
+                        options.shards, len(items), max(1, len(items)))
+        bounds = cut_by_count(len(items), max(1, min(options.shards, len(items))))
     else:
         return (Shard(f"{prefix}.rec", f"{prefix}.idx", 0, len(items)),)
     n = len(bounds)

@@ -21,6 +21,7 @@ from ..imageinfo import sniff, unusual_reasons
 from ..io.header import pack
 from ..io.sources import url_to_fs
 from .encode import center_crop, encode_image, make_header
+from .inputs import InputLimits, check_inside, read_input, remote_size_ok
 from .items import join_url
 
 __all__ = ["ImageOptions", "ItemResult", "ItemProcessor", "reduced_scale", "target_size"]
@@ -114,27 +115,33 @@ def _decode_simplejpeg(data, color):
 class ItemProcessor:
     """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes."""
 
-    def __init__(self, root, options, storage_options=None):
+    def __init__(self, root, options, storage_options=None, limits=InputLimits()):
         self.root = str(root)
         self.options = options
         self.storage_options = storage_options
+        self.limits = limits
         self._fs = None
         self._base = None
 
     def __getstate__(self):
-        return {"root": self.root, "options": self.options, "storage_options": self.storage_options}
+        return {"root": self.root, "options": self.options, "storage_options": self.storage_options,
+                "limits": self.limits}
 
     def __setstate__(self, state):
-        self.__init__(state["root"], state["options"], state["storage_options"])
+        self.__init__(state["root"], state["options"], state["storage_options"], state["limits"])
 
     def read(self, relpath):
+        """The bytes of ``relpath``: inside the root, a regular file, within the size limit
+        (``inputs.InputLimits``); UnsafeInput (an OSError) otherwise."""
         if self._fs is None:
             self._fs, self._base = url_to_fs(self.root, self.storage_options)
             self._local = isinstance(self._fs, LocalFileSystem)
+        if not self.limits.allow_outside_root:
+            check_inside(self._base, relpath, local=self._local)
         path = join_url(self._base, relpath)
         if self._local:
-            with open(path, "rb") as f:
-                return f.read()
+            return read_input(path, self.limits)
+        remote_size_ok(self._fs, path, self.limits)
         return self._fs.cat_file(path)
 
     def __call__(self, item):

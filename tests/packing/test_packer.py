@@ -14,6 +14,7 @@ import recpipe
 from recpipe.cli import main
 from recpipe.errors import DecodeError
 from recpipe.io.index import format_list_line
+from recpipe.packing.inputs import InputLimits
 from recpipe.packing.packer import pack_dataset, parse_size
 from recpipe.packing.plan import cut_by_count
 from recpipe.packing.transform import target_size
@@ -109,7 +110,9 @@ def test_list_with_absolute_paths(photos, tmp_path):
     lst = tmp_path / "abs.lst"
     lst.write_text("".join(format_list_line(i, [lab], str(photos / p))
                            for i, (p, lab) in enumerate(_walk_order(photos))))
-    summary = pack_dataset(lst, tmp_path / "o", pass_through=True, root=tmp_path / "elsewhere")
+    # absolute paths leave the image root: refused unless allowed (tests/packing/test_untrusted.py)
+    summary = pack_dataset(lst, tmp_path / "o", pass_through=True, root=tmp_path / "elsewhere",
+                           limits=InputLimits(allow_outside_root=True))
     assert summary.ok and summary.written == len(CLASSES) * PER_CLASS
 
 
