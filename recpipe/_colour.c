@@ -217,14 +217,17 @@ static PyObject *colour_jitter(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnw*OOppOOw*:jitter", &src, &j.height, &j.width, &dst, &ops,
                           &pca, &j.mirror, &j.nchw, &gains, &offsets, &scratch))
         return NULL;
-    Py_ssize_t n = j.height * j.width;
-    if (j.height < 1 || j.width < 1 || src.len != n * 3) {
+    Py_ssize_t n, bytes, float_bytes;
+    if (checked_size(&n, j.height, j.width, 1, "src") || checked_size(&bytes, n, 3, 1, "src")
+        || checked_size(&float_bytes, n, 3, 4, "dst"))
+        goto done;
+    if (j.height < 1 || j.width < 1 || src.len != bytes) {
         PyErr_SetString(PyExc_ValueError, "src must hold height x width x 3 bytes");
         goto done;
     }
-    if (dst.len == n * 3 * 4 && dst.itemsize == 4)
+    if (dst.len == float_bytes && dst.itemsize == 4)
         j.is_float = 1;
-    else if (dst.len != n * 3 || dst.itemsize != 1) {
+    else if (dst.len != bytes || dst.itemsize != 1) {
         PyErr_SetString(PyExc_ValueError,
                         "dst must hold height x width x 3 uint8 or float32 values");
         goto done;
@@ -237,7 +240,7 @@ static PyObject *colour_jitter(PyObject *self, PyObject *args)
             goto done;
         j.has_pca = 1;
     }
-    if (scratch.len < (Py_ssize_t)(3 * n * sizeof(float))) {
+    if (scratch.len < float_bytes) {
         PyErr_SetString(PyExc_ValueError, "scratch must hold 3 x height x width float32 values");
         goto done;
     }

@@ -4,6 +4,21 @@
 
 #include <Python.h>
 
+/* ``*out = a * b * c`` for positive sizes; -1 with a ValueError naming ``name`` when the
+ * product overflows (so that a later size comparison cannot wrap around and pass). */
+static int checked_size(Py_ssize_t *out, Py_ssize_t a, Py_ssize_t b, Py_ssize_t c,
+                        const char *name)
+{
+    Py_ssize_t ab;
+    if (a < 0 || b < 0 || c < 0 || __builtin_mul_overflow(a, b, &ab)
+        || __builtin_mul_overflow(ab, c, out)) {
+        PyErr_Format(PyExc_ValueError, "%s: size %zd x %zd x %zd is negative or overflows",
+                     name, a, b, c);
+        return -1;
+    }
+    return 0;
+}
+
 /* Fill ``out`` with the ``count`` numbers of ``seq``; -1 with an exception naming ``name``
  * when it is not a sequence of exactly ``count`` numbers. */
 static int parse_floats(PyObject *seq, float *out, Py_ssize_t count, const char *name)

@@ -253,13 +253,16 @@ static PyObject *resize_linear(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "channels must be 1 or 3");
         goto done;
     }
-    if (j.height < 1 || j.width < 1 || j.out_h < 1 || j.out_w < 1
-        || src.len != j.height * j.width * j.channels) {
+    Py_ssize_t src_bytes, values, value_bytes;
+    if (checked_size(&src_bytes, j.height, j.width, j.channels, "src")
+        || checked_size(&values, j.out_h, j.out_w, j.channels, "dst")
+        || checked_size(&value_bytes, values, 4, 1, "dst"))
+        goto done;
+    if (j.height < 1 || j.width < 1 || j.out_h < 1 || j.out_w < 1 || src.len != src_bytes) {
         PyErr_SetString(PyExc_ValueError, "src must hold height x width x channels bytes");
         goto done;
     }
-    Py_ssize_t values = j.out_h * j.out_w * j.channels;
-    if (dst.len == values * 4 && dst.itemsize == 4)
+    if (dst.len == value_bytes && dst.itemsize == 4)
         j.is_float = 1;
     else if (dst.len != values || dst.itemsize != 1) {
         PyErr_SetString(PyExc_ValueError,

@@ -40,9 +40,21 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ImportError) as e:  # ImportError: names the extra to install
         print(f"recpipe {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # noqa: BLE001 - e.g. botocore's NoCredentialsError: no traceback
+        print(f"recpipe {args.command}: error: {type(e).__name__}: {e} "
+              f"({' '.join(getattr(args, 'urls', None) or _urls(args))})", file=sys.stderr)
+        log = logging.getLogger("recpipe.cli")
+        log.debug("traceback", exc_info=True)
+        return 1
+
+
+def _urls(args):
+    """The file or URL arguments of a command, for error messages."""
+    return [str(getattr(args, name)) for name in ("file", "src", "out", "url", "prefix")
+            if getattr(args, name, None)]
 
 
 if __name__ == "__main__":

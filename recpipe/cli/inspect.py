@@ -53,6 +53,10 @@ def run_inspect(args):
         print(json.dumps(summary, indent=2))
     else:
         _print_summary(summary)
+    if summary["records"] == 0 and summary["bad_ranges"]:
+        print(f"recpipe inspect: error: {args.file} is not a RecordIO file (no readable record "
+              "in it)", file=sys.stderr)
+        return 1
     return 0
 
 

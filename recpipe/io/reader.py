@@ -6,6 +6,7 @@ import operator
 import weakref
 
 from ..errors import RecordFormatError
+from .format import HEAD_SIZE, MAGIC, decode_head
 from .index import index_url_for, read_index
 from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
 from .sources import exists, open_source
@@ -90,6 +91,11 @@ class RecordReader:
             raise RecordFormatError(
                 f"record runs to byte {next_pos}, past the next indexed record at {end}: "
                 f"the index does not match the file", path=self.url, offset=start, record=position)
+        if next_pos < end and not _is_head(window, next_pos):
+            raise RecordFormatError(
+                f"record ends at byte {next_pos} but no record head follows there (the next "
+                f"indexed record is at {end}): a corrupt length field?", path=self.url,
+                offset=start, record=position)
         return payload
 
     @staticmethod
@@ -169,6 +175,14 @@ class RecordReader:
 
     def __repr__(self):
         return f"RecordReader({self.url!r}, records={len(self)}, index={self.index_url!r})"
+
+
+def _is_head(window, pos):
+    """True when a record's first part head (magic, cflag 0 or 1) is at ``pos``."""
+    if pos + HEAD_SIZE > window.source.size:
+        return False
+    magic, cflag, _ = decode_head(window.get(pos, HEAD_SIZE), 0)
+    return magic == MAGIC and cflag in (0, 1)
 
 
 class _NoPlan:

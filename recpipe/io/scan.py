@@ -43,6 +43,11 @@ class Window:
             self.buf = memoryview(self.source.read(pos, max(n, self.block_size)))
             self.reads += 1
             rel = 0
+            if len(self.buf) < n:  # the size was checked against source.size: it shrank
+                raise RecordFormatError(
+                    f"read {len(self.buf)} of {n} bytes: the file ends before the "
+                    f"{self.source.size} bytes it had when opened (truncated while open?)",
+                    path=self.source.url, offset=pos)
         return self.buf[rel:rel + n]
 
 

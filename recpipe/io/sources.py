@@ -11,8 +11,10 @@ themselves in a forked child.
 settings (``recpipe.io.remote_options``), removed before fsspec sees them.
 """
 
+import errno
 import logging
 import os
+import stat
 import threading
 
 import fsspec
@@ -119,7 +121,16 @@ class LocalSource(Source):
         self.size = os.fstat(self._fd).st_size
 
     def _open(self):
-        self._fd = os.open(self.path, os.O_RDONLY)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below)
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "not a file but a folder", self.url)
+            raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket)",
+                          self.url)
+        self._fd = fd
         self._pid = os.getpid()
 
     def _descriptor(self):
@@ -249,6 +260,8 @@ def open_source(url, storage_options=None):
             return LocalSource(path, url=str(url))
         except FileNotFoundError:
             raise FileNotFoundError(f"no such file: {url}") from None
+        except PermissionError:
+            raise PermissionError(f"permission denied: {url}") from None
     options, _ = split_storage_options(storage_options)
     if _protocol(url) in ("s3", "s3a") and hasattr(fs, "retries"):
         fs.retries = 1  # recpipe's retry layer (and botocore's) own retries: they must not multiply

@@ -47,6 +47,7 @@ PROBLEM_KINDS = {
     "index-not-at-head": "an .idx offset that is not the first byte of a readable record",
     "index-duplicate-key": "a key listed more than once in the .idx (lookups get the last one)",
     "index-duplicate-offset": "two .idx entries pointing at the same record",
+    "index-string-keys": "keys that are not integers: readers need key_type=str for this index",
     "not-in-index": "a readable record that no .idx entry points at",
     "bad-header": "a payload too short for its IRHeader and packed labels",
     "decode-failed": "an image that does not decode",
@@ -188,10 +189,18 @@ class _ImageChecker:
 def _check_index(report, index_url, heads, bad_ranges, storage_options):
     """Compare the ``.idx`` entries with the record heads found by the scan."""
     try:
-        keys, offsets = read_index(index_url, storage_options, key_type=str)
+        keys, offsets = read_index(index_url, storage_options, key_type=int)  # as readers do
     except RecordFormatError as e:
-        report.add("index-unreadable", None, None, str(e))
-        return
+        if "is not int" not in e.reason:
+            report.add("index-unreadable", None, None, str(e))
+            return
+        report.add("index-string-keys", None, None,
+                   f"{e.reason}; RecordReader and MXIndexedRecordIO need key_type=str here")
+        try:
+            keys, offsets = read_index(index_url, storage_options, key_type=str)
+        except RecordFormatError as e2:
+            report.add("index-unreadable", None, None, str(e2))
+            return
     report.index_entries = len(offsets)
     position_of_head = {offset: i for i, offset in enumerate(heads)}
     for entry, (key, offset) in enumerate(zip(keys, offsets)):
