@@ -43,11 +43,12 @@ def main(argv=None):
     except (OSError, ValueError, ImportError) as e:  # ImportError: names the extra to install
         print(f"recpipe {args.command}: error: {e}", file=sys.stderr)
         return 1
-    except Exception as e:  # noqa: BLE001 - e.g. botocore's NoCredentialsError: no traceback
+    except Exception as e:  # a storage client's error (botocore's NoCredentialsError...)
+        if type(e).__module__ == "builtins" or type(e).__module__.startswith("recpipe"):
+            raise  # a bug: keep the traceback
         print(f"recpipe {args.command}: error: {type(e).__name__}: {e} "
-              f"({' '.join(getattr(args, 'urls', None) or _urls(args))})", file=sys.stderr)
-        log = logging.getLogger("recpipe.cli")
-        log.debug("traceback", exc_info=True)
+              f"({' '.join(_urls(args))})", file=sys.stderr)
+        logging.getLogger("recpipe.cli").debug("traceback", exc_info=True)
         return 1
 
 
