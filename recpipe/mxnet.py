@@ -85,7 +85,7 @@ from ._optional import require
 from .decode.augment import AUGMENT_KEYWORDS, AugmentConfig, sample_rng
 from .decode.loader import ImageLoader
 from .errors import RecordFormatError
-from .io.index import _read_text
+from .io.index import read_text
 
 __all__ = [
     "ImageRecordIter",
@@ -297,7 +297,7 @@ def read_imglist(url, label_width=1, storage_options=None):
     then ``label_width`` numbers (whitespace-separated; the path after them is not read).
     Values are float32 scalars for ``label_width == 1``, else float32 arrays."""
     labels = {}
-    for lineno, line in enumerate(_read_text(url, storage_options).splitlines(), 1):
+    for lineno, line in enumerate(read_text(url, storage_options).splitlines(), 1):
         tokens = line.split()
         if not tokens:
             continue

@@ -24,6 +24,8 @@ __all__ = [
     "format_index_line",
     "index_url_for",
     "read_list",
+    "read_index_bytes",
+    "read_text",
     "parse_list",
     "format_list_line",
 ]
@@ -38,7 +40,7 @@ def index_url_for(rec_url):
     return stem + ".idx"
 
 
-def _read_bytes(url, storage_options):
+def read_index_bytes(url, storage_options=None):
     """The whole file: local files directly, anything else through ``open_source`` (one range
     request through the retry layer of record reads: transient faults are retried, a persistent
     one raises ``RemoteReadError`` naming the URL)."""
@@ -57,8 +59,9 @@ def _read_bytes(url, storage_options):
     return data
 
 
-def _read_text(url, storage_options):
-    data = _read_bytes(url, storage_options)
+def read_text(url, storage_options=None):
+    """A whole text file (``.idx``, ``.lst``, imglist) at any URL, read through the retry layer."""
+    data = read_index_bytes(url, storage_options)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -99,7 +102,7 @@ def parse_index(text, *, path=None, key_type=int):
 
 def read_index(url, storage_options=None, *, key_type=int):
     """Read a ``.idx`` file; return ``(keys, offsets)``."""
-    return parse_index(_read_text(url, storage_options), path=str(url), key_type=key_type)
+    return parse_index(read_text(url, storage_options), path=str(url), key_type=key_type)
 
 
 def format_index_line(key, offset):
@@ -154,7 +157,7 @@ def parse_list(text, *, path=None):
 
 def read_list(url, storage_options=None):
     """Read a ``.lst`` file; return ``(entries, skipped_line_numbers)``."""
-    return parse_list(_read_text(url, storage_options), path=str(url))
+    return parse_list(read_text(url, storage_options), path=str(url))
 
 
 def format_list_line(index, labels, path):

@@ -75,6 +75,12 @@ def face_layout_of(payload, num_records) -> Optional[FaceLayout]:
 
 def positions_of_keys(reader, keys):
     """Record positions of ``keys`` (a sequence of index keys), as an int64 array."""
+    if reader.table.identity and isinstance(keys, range):  # the common case, without a loop
+        if len(keys) and (min(keys) < 0 or max(keys) >= len(reader)):
+            bad = keys[0] if not 0 <= keys[0] < len(reader) else keys[-1]
+            raise KeyError(f"key {bad!r} not in {reader.index_url or reader.url} (choosing "
+                           "records with keys=)")
+        return np.arange(keys.start, keys.stop, keys.step, dtype=np.int64)
     try:
         return np.fromiter((reader.position_of_key(key) for key in keys), dtype=np.int64)
     except KeyError as exc:

@@ -1,13 +1,16 @@
 """``RecordReader``: random and sequential access to a ``.rec`` file at any fsspec URL."""
 
-import bisect
 import logging
 import operator
 import weakref
 
+import numpy as np
+
 from ..errors import RecordFormatError
 from .format import HEAD_SIZE, MAGIC, decode_head
-from .index import index_url_for, read_index
+from .index import index_url_for
+from .index_cache import load_index_table
+from .index_table import Column, IndexTable
 from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
 from .sources import exists, open_source
 
@@ -28,40 +31,58 @@ class RecordReader:
     ...     payload = reader.read_key(42)
     """
 
-    def __init__(self, url, index_url=None, storage_options=None, *, key_type=int):
+    def __init__(self, url, index_url=None, storage_options=None, *, key_type=int,
+                 index_cache=True):
         self.url = str(url)
         self.storage_options = storage_options
         self._source = open_source(url, storage_options)
         # a reader dropped without close() still closes its file (when collected, or at exit)
         self._closer = weakref.finalize(self, self._source.close)
         try:
-            self._load_index(index_url, storage_options, key_type)
+            self._load_index(index_url, storage_options, key_type, index_cache)
         except BaseException:
             self._closer()
             raise
-        self._position_of_key = {key: i for i, key in enumerate(self.keys)}
-        self._sorted_offsets = sorted(set(self.offsets))
 
-    def _load_index(self, index_url, storage_options, key_type):
+    def _load_index(self, index_url, storage_options, key_type, index_cache):
         if index_url is None:
             candidate = index_url_for(self.url)
             index_url = candidate if candidate != self.url and exists(candidate, storage_options) else None
         self.index_url = str(index_url) if index_url else None
         if self.index_url:
-            self.keys, self.offsets = read_index(self.index_url, storage_options, key_type=key_type)
+            self._table = load_index_table(self.index_url, storage_options, key_type=key_type,
+                                           cache=index_cache)
             self._check_offsets()
         else:
-            self.offsets = [pos for pos, _ in iter_records(self._source, keep_payload=False)]
-            self.keys = list(range(len(self.offsets)))
+            offsets = [pos for pos, _ in iter_records(self._source, keep_payload=False)]
+            self._table = IndexTable(np.array(offsets, dtype=np.int64))
 
     def _check_offsets(self):
-        size = self._source.size
-        for i, offset in enumerate(self.offsets):
-            if offset >= size or offset % 4:
-                why = "past the end of the file" if offset >= size else "not 4-byte aligned"
-                raise RecordFormatError(
-                    f"index {self.index_url} line {i + 1}: offset {offset} is {why} "
-                    f"(file size {size})", path=self.url, offset=offset, record=i)
+        offsets, size = self._table.offsets, self._source.size
+        bad = np.flatnonzero((offsets >= size) | (offsets % 4 != 0))
+        if len(bad):
+            i = int(bad[0])
+            offset = int(offsets[i])
+            why = "past the end of the file" if offset >= size else "not 4-byte aligned"
+            raise RecordFormatError(
+                f"index {self.index_url} line {i + 1}: offset {offset} is {why} "
+                f"(file size {size})", path=self.url, offset=offset, record=i)
+
+    @property
+    def keys(self):
+        """The index keys in index order (positions ``0..N-1`` without an index): a list-like
+        ``Column`` (``.array`` for numpy) that holds no Python object per record."""
+        return Column(self._table.keys)
+
+    @property
+    def offsets(self):
+        """Byte offsets of the records in index order (a list-like ``Column``)."""
+        return Column(self._table.offsets)
+
+    @property
+    def table(self):
+        """The ``IndexTable`` (offsets and keys as arrays)."""
+        return self._table
 
     @property
     def size(self):
@@ -69,14 +90,11 @@ class RecordReader:
         return self._source.size
 
     def __len__(self):
-        return len(self.offsets)
+        return len(self._table)
 
     def span(self, position):
         """Byte range ``(start, end)`` holding record ``position``: up to the next indexed offset."""
-        start = self.offsets[position]
-        following = bisect.bisect_right(self._sorted_offsets, start)
-        end = self._sorted_offsets[following] if following < len(self._sorted_offsets) else self.size
-        return start, end
+        return self._table.span(position, self.size)
 
     def __getitem__(self, position):
         position = operator.index(position)
@@ -123,19 +141,19 @@ class RecordReader:
         prefetch = getattr(self._source, "prefetch", None)
         if prefetch is None:
             return _NoPlan()
-        spans = []
-        for position in positions:
-            start, end = self.span(position)
-            spans.append((start, self._preload(start, end)))
+        positions = np.asarray(positions, dtype=np.int64)
+        starts = self._table.offsets[positions]
+        lengths = np.minimum(self._table.ends(self.size)[positions] - starts, DEFAULT_BLOCK_SIZE)
+        spans = list(zip(starts.tolist(), lengths.tolist()))
         groups = None
         if runs is not None:
-            groups = [bisect.bisect_right(runs, position) for position in positions]
+            groups = np.searchsorted(np.asarray(runs), positions, side="right").tolist()
         return prefetch(spans, groups)
 
     def position_of_key(self, key):
         """The position of the record stored under ``key`` (the last one if repeated)."""
         try:
-            return self._position_of_key[key]
+            return self._table.position_of_key(key)
         except KeyError:
             raise KeyError(f"key {key!r} not in {self.index_url or self.url}") from None
 
@@ -145,24 +163,26 @@ class RecordReader:
 
     def __iter__(self):
         """Payloads in index order (with an index) or file order (without one)."""
-        if not self.offsets:
+        table = self._table
+        if not len(table):
             return
-        if self.offsets != self._sorted_offsets:  # index not in file order: random reads
+        if not table.in_file_order:  # random reads
             for position in range(len(self)):
                 yield self[position]
             return
+        offsets = table.offsets
         position = 0
-        for pos, payload in iter_records(self._source, start=self.offsets[0]):
-            if pos == self.offsets[position]:
+        for pos, payload in iter_records(self._source, start=int(offsets[0])):
+            expected = int(offsets[position])
+            if pos == expected:
                 yield payload
                 position += 1
-                if position == len(self.offsets):
+                if position == len(offsets):
                     return
-            elif pos > self.offsets[position]:
+            elif pos > expected:
                 raise RecordFormatError(
                     "indexed offset is not at a record head (the file's records are at "
-                    f"{pos} and before)", path=self.url, offset=self.offsets[position],
-                    record=position)
+                    f"{pos} and before)", path=self.url, offset=expected, record=position)
 
     def close(self):
         self._closer()

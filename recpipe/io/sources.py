@@ -21,6 +21,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 __all__ = ["Source", "BytesSource", "LocalSource", "FsspecSource", "open_source", "url_to_fs", "exists",
+           "local_path",
            "S3_CLIENT_DEFAULTS", "S3_RANGES", "s3_ranges"]
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,12 @@ def url_to_fs(url, storage_options=None):
     if protocol in ("s3", "s3a"):
         fs_options = _with_s3_defaults(fs_options)
     return fsspec.core.url_to_fs(str(url), **fs_options)
+
+
+def local_path(url, storage_options=None):
+    """The local filesystem path of ``url``, or None when it is not on the local filesystem."""
+    fs, path = url_to_fs(url, storage_options)
+    return path if isinstance(fs, LocalFileSystem) else None
 
 
 def exists(url, storage_options=None):
