@@ -21,7 +21,7 @@ from .augment import AugmentConfig, Augmenter
 from .buffers import BufferPool
 from .decoders import DEFAULT_MAX_PIXELS, get_decoder
 from .labels import header_labels
-from .order import byte_runs, epoch_order, split_batches
+from .order import byte_runs, check_batching, check_parts, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
@@ -145,7 +145,8 @@ class ImageLoader:
             self.autotuner = None
             self._resume_batch = 0
             self._buffers = BufferPool(keep=prefetch + 2)
-            self._batches(0)  # validates batch_size, last_batch and the parts now
+            check_batching(batch_size, last_batch)  # validated without building a plan
+            check_parts(part_index, num_parts)
             auto = threads == "auto"
             # the threads call the loader through a weak reference: a loader dropped without
             # close() is collected, and its finalizer (also run at interpreter exit) stops them
@@ -309,7 +310,7 @@ class ImageLoader:
         batch, slot, epoch = task
         try:
             if not batch.cancelled:
-                self._fill_slot(batch, slot, batch.positions[slot], epoch, clock)
+                self._fill_slot(batch, slot, int(batch.positions[slot]), epoch, clock)
         except Exception as exc:  # routed to the consumer by the error policy
             self._on_sample_error(batch, slot, epoch, exc, clock)
         finally:
@@ -351,7 +352,7 @@ class ImageLoader:
 
     def _replace(self, batch, slot, epoch, exc, clock):
         n = self.num_samples
-        position = batch.positions[slot]
+        position = int(batch.positions[slot])
         for attempt in range(1, min(_REPLACE_TRIES, n - 1) + 1):
             other = (position + attempt) % n
             try:
@@ -375,9 +376,11 @@ class _Epoch:
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
+        positions = plans.flat(start)
+        if loader._records is not None:
+            positions = loader._records[positions]
         self.reads = loader.reader.prefetch(
-            [loader._record(p) for plan in plans[start:] for p in plan.positions],
-            runs=loader._runs if loader.num_samples == len(loader.reader) else None)
+            positions, runs=loader._runs if loader.num_samples == len(loader.reader) else None)
 
     def __iter__(self):
         return self

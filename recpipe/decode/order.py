@@ -6,19 +6,22 @@ same number of batches (MXNet's byte-based split does not, which hangs distribut
 """
 
 import math
-from typing import List, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BatchPlan", "epoch_order", "block_shuffle", "byte_runs", "split_batches", "SHUFFLE_MODES"]
+__all__ = ["BatchPlan", "BatchPlans", "SHUFFLE_MODES", "block_shuffle", "byte_runs", "check_batching",
+           "check_parts", "epoch_order", "split_batches"]
 
 SHUFFLE_MODES = ("none", "full", "block")
 
 
 class BatchPlan(NamedTuple):
-    """Record positions of one batch; the last ``pad`` of them are fillers wrapped from the start."""
+    """Record positions of one batch (an int64 array); the last ``pad`` of them are fillers
+    wrapped from the start."""
 
-    positions: List[int]
+    positions: np.ndarray
     pad: int
 
 
@@ -64,8 +67,7 @@ def block_shuffle(n, rng, *, block_records, window_blocks, run_starts=None):
 def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1,
                 block_records=64, window_blocks=8, run_starts=None):
     """Record positions this part visits in ``epoch``: equal length on every part."""
-    if not 0 <= part_index < num_parts:
-        raise ValueError(f"part_index={part_index} must be in [0, num_parts={num_parts})")
+    check_parts(part_index, num_parts)
     if shuffle not in SHUFFLE_MODES:
         raise ValueError(f"shuffle={shuffle!r}: expected one of {SHUFFLE_MODES}")
     if n == 0:
@@ -82,21 +84,65 @@ def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1
     return np.take(order, np.arange(start, start + per_part), mode="wrap")
 
 
-def split_batches(order, batch_size, last_batch="pad"):
-    """Cut ``order`` into batches. ``last_batch``: 'pad' fills the last batch with records from
-    the start of ``order`` (and counts them in ``pad``), 'drop' drops it, 'partial' keeps it short."""
+class BatchPlans(Sequence):
+    """The batches of an epoch, cut from its order array on demand: constant Python objects
+    per batch, none per record. ``plans[i]`` is a ``BatchPlan`` whose ``positions`` is an int64
+    array; ``flat(i)`` gives the positions of batches ``i..`` as one array."""
+
+    def __init__(self, order, batch_size, last_batch="pad"):
+        check_batching(batch_size, last_batch)
+        self.order = np.asarray(order, dtype=np.int64)
+        self.batch_size = batch_size
+        self.last_batch = last_batch
+        full, tail = divmod(len(self.order), batch_size)
+        self._full = full
+        self._count = full + (1 if tail and last_batch in ("pad", "partial") else 0)
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(f"batch {index} out of range for {self._count} batches")
+        size = self.batch_size
+        positions = self.order[index * size:(index + 1) * size]
+        if index < self._full or self.last_batch == "partial":
+            return BatchPlan(positions, 0)
+        pad = size - len(positions)  # 'pad': filled from the start of the order, wrapping
+        fill = np.take(self.order, np.arange(pad), mode="wrap")
+        return BatchPlan(np.concatenate([positions, fill]), pad)
+
+    def flat(self, start=0):
+        """Positions of batches ``start..`` (padding included), in order, as one array."""
+        if start >= self._count:
+            return np.zeros(0, np.int64)
+        if self._count == self._full:
+            return self.order[start * self.batch_size:self._full * self.batch_size]
+        last = self[self._count - 1].positions
+        return np.concatenate([self.order[start * self.batch_size:self._full * self.batch_size],
+                               last])
+
+
+def check_batching(batch_size, last_batch):
+    """Validate ``batch_size`` and ``last_batch`` without building anything."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be at least 1")
     if last_batch not in ("pad", "drop", "partial"):
         raise ValueError(f"last_batch={last_batch!r}: expected 'pad', 'drop' or 'partial'")
-    order = [int(p) for p in order]
-    batches = [BatchPlan(order[i:i + batch_size], 0)
-               for i in range(0, len(order) - len(order) % batch_size, batch_size)]
-    tail = order[len(batches) * batch_size:]
-    if tail and last_batch == "partial":
-        batches.append(BatchPlan(tail, 0))
-    elif tail and last_batch == "pad":
-        pad = batch_size - len(tail)
-        fill = [order[i % len(order)] for i in range(pad)]
-        batches.append(BatchPlan(tail + fill, pad))
-    return batches
+
+
+def check_parts(part_index, num_parts):
+    """Validate ``part_index``/``num_parts`` without building anything."""
+    if num_parts < 1 or not 0 <= part_index < num_parts:
+        raise ValueError(f"part_index={part_index} must be in [0, num_parts={num_parts})")
+
+
+def split_batches(order, batch_size, last_batch="pad"):
+    """Cut ``order`` into batches (``BatchPlans``). ``last_batch``: 'pad' fills the last batch
+    with records from the start of ``order`` (and counts them in ``pad``), 'drop' drops it,
+    'partial' keeps it short."""
+    return BatchPlans(order, batch_size, last_batch)
