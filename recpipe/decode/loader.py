@@ -180,6 +180,10 @@ class ImageLoader:
         """Records served per epoch (all of them, or the chosen/image ones, see ``keys``)."""
         return len(self.reader) if self._records is None else len(self._records)
 
+    def _record_array(self, samples):
+        """Record positions of the samples ``samples`` (an int64 array)."""
+        return samples if self._records is None else self._records[samples]
+
     def _record(self, sample):
         """The record position of sample ``sample`` (0..num_samples-1)."""
         return sample if self._records is None else int(self._records[sample])
@@ -376,11 +380,9 @@ class _Epoch:
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
-        positions = plans.flat(start)
-        if loader._records is not None:
-            positions = loader._records[positions]
-        self.reads = loader.reader.prefetch(
-            positions, runs=loader._runs if loader.num_samples == len(loader.reader) else None)
+        self.reads = loader.reader.prefetch(()) if not loader.reader.remote else \
+            loader.reader.prefetch(loader._record_array(plans.flat(start)),
+                                   runs=loader._runs if loader._records is None else None)
 
     def __iter__(self):
         return self

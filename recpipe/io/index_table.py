@@ -186,6 +186,10 @@ def _chunk_pairs(chunk):
     lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
     if lines == 0 or chunk.count(b"\t") != lines or b" " in chunk:
         return None
+    raw = np.frombuffer(chunk, dtype=np.uint8)
+    separators = raw[(raw == 9) | (raw == 10)]  # must alternate tab, newline: one tab a line
+    if not (np.all(separators[0::2] == 9) and np.all(separators[1::2] == 10)):
+        return None
     try:
         with warnings.catch_warnings():  # older numpy warns instead of raising on junk
             warnings.simplefilter("error", DeprecationWarning)

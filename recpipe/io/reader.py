@@ -59,14 +59,19 @@ class RecordReader:
 
     def _check_offsets(self):
         offsets, size = self._table.offsets, self._source.size
-        bad = np.flatnonzero((offsets >= size) | (offsets % 4 != 0))
-        if len(bad):
-            i = int(bad[0])
-            offset = int(offsets[i])
-            why = "past the end of the file" if offset >= size else "not 4-byte aligned"
-            raise RecordFormatError(
-                f"index {self.index_url} line {i + 1}: offset {offset} is {why} "
-                f"(file size {size})", path=self.url, offset=offset, record=i)
+        for first in range(0, len(offsets), 1 << 20):  # in slices: small temporaries
+            part = offsets[first:first + (1 << 20)]
+            bad = np.flatnonzero((part >= size) | ((part & 3) != 0))
+            if len(bad):
+                break
+        else:
+            return
+        i = first + int(bad[0])
+        offset = int(offsets[i])
+        why = "past the end of the file" if offset >= size else "not 4-byte aligned"
+        raise RecordFormatError(
+            f"index {self.index_url} line {i + 1}: offset {offset} is {why} "
+            f"(file size {size})", path=self.url, offset=offset, record=i)
 
     @property
     def keys(self):
