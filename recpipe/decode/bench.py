@@ -5,12 +5,12 @@ run (the machines are noisy). ``TRAIN`` and ``VAL`` are the standard ImageNet co
 """
 
 import logging
-import os
 import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ..host import node_share
 from ..io.header import unpack_header
 from ..io.reader import RecordReader
 from .decoders import get_decoder
@@ -28,11 +28,9 @@ CONFIGS = {"train": TRAIN, "val": VAL}
 
 
 def usable_cores():
-    """Cores this process may run on (affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
+    """Cores this rank may use (``recpipe.host.node_share``: affinity, cgroup quota, and its
+    share among the ranks of the node), at least 1."""
+    return node_share()[0]
 
 
 def peak_rss_mb():

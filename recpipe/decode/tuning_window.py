@@ -23,10 +23,12 @@ import os
 import statistics
 import time
 
+from ..host import cgroup_v2_files, node_share, usable_cores
 from .autotune import Controller, MemoryModel, Settings, WindowMetrics
 
 __all__ = ["AutoTuner", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
            "initial_threads"]
+
 
 log = logging.getLogger(__name__)
 
@@ -34,39 +36,6 @@ GAP_LIMIT = 10.0                  # a longer pause between batches (eval, checkp
 THREAD_BYTES = 16 * 2 ** 20       # per-thread decode scratch estimate (full-size image + resize)
 RAM_SHARE = 0.5                   # default RAM budget: this share of the available memory
 _QUIET_ACTIONS = ("stay", "hold")
-
-
-def usable_cores():
-    """``(cores, source)``: CPUs this process may use, from affinity capped by a cgroup quota."""
-    try:
-        cores, source = len(os.sched_getaffinity(0)), "affinity"
-    except AttributeError:
-        cores, source = os.cpu_count() or 1, "cpu_count"
-    quota = _cgroup_cpu_quota()
-    if quota is not None and quota < cores:
-        cores, source = quota, "cgroup"
-    return max(1, math.floor(cores + 1e-9) if cores >= 1 else 1), source
-
-
-def _cgroup_cpu_quota():
-    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), None if none."""
-    for path in _cgroup_v2_files("cpu.max"):
-        fields = _read(path).split()
-        if len(fields) == 2 and fields[0] != "max":
-            return int(fields[0]) / int(fields[1])
-    for folder in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
-        quota = _read(os.path.join(folder, "cpu.cfs_quota_us")).strip()
-        period = _read(os.path.join(folder, "cpu.cfs_period_us")).strip()
-        if quota and period and int(quota) > 0:
-            return int(quota) / int(period)
-    return None
-
-
-def _cgroup_v2_files(name):
-    for line in _read("/proc/self/cgroup").splitlines():
-        if line.startswith("0::"):
-            yield os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"), name)
-    yield os.path.join("/sys/fs/cgroup", name)
 
 
 def _read(path):
@@ -96,7 +65,7 @@ def available_memory():
 
 
 def _cgroup_memory_files():
-    for path in _cgroup_v2_files("memory.max"):
+    for path in cgroup_v2_files("memory.max"):
         yield path, os.path.join(os.path.dirname(path), "memory.current")
     for line in _read("/proc/self/cgroup").splitlines():
         parts = line.split(":", 2)
@@ -118,7 +87,7 @@ def cpu_pressure():
 
 def initial_threads(cores=None):
     """Threads the first window runs with: enough to measure, without oversubscribing."""
-    return min(2, cores or usable_cores()[0])
+    return min(2, cores or node_share()[0])
 
 
 def run_queue_seconds():
@@ -206,7 +175,8 @@ class AutoTuner:
     warm-up sizes, ``threads`` to start with (default ``initial_threads()``),
     ``min_threads``/``max_threads`` (default 1 and twice the usable cores),
     ``max_prefetch`` (16), ``ram_budget`` in bytes (default half the available memory),
-    ``settings`` (``autotune.Settings``), ``cores`` (default from affinity and cgroup quota).
+    ``settings`` (``autotune.Settings``), ``cores`` (default: this rank's share of the cores
+    from affinity and cgroup quota, ``recpipe.host.node_share``).
     With ``min_threads == max_threads`` and ``max_prefetch == loader.prefetch`` it only measures.
     """
 
@@ -215,7 +185,7 @@ class AutoTuner:
                  max_threads=None,
                  max_prefetch=16, ram_budget=None, settings=None, cores=None, controller=None):
         self.loader = loader
-        detected, source = usable_cores()
+        detected, source = node_share()  # this rank's share of the node's cores
         self.cores = cores or detected
         self.cores_source = "given" if cores else source
         self.window_batches = window_batches
