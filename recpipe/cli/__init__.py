@@ -23,7 +23,9 @@ def build_parser():
         if info.name.startswith("_"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
-        module.register(subparsers)
+        register = getattr(module, "register", None)  # helper modules (progress) add nothing
+        if register is not None:
+            register(subparsers)
     return parser
 
 

@@ -6,9 +6,9 @@ import sys
 from ..io.index import index_url_for
 from ..io.sources import exists
 from ..io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
+from .progress import byte_progress
 
 __all__ = ["register", "run_inspect", "run_verify", "run_index"]
-
 
 def register(subparsers):
     p = subparsers.add_parser("inspect", help="summarise a .rec: records, labels, image formats",
@@ -20,6 +20,7 @@ def register(subparsers):
                    help="images to sniff for format and size (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_inspect)
 
     p = subparsers.add_parser("verify", help="check every record and the .idx; exit 1 on problems",
@@ -29,8 +30,9 @@ def register(subparsers):
     p.add_argument("file", help=".rec file (path or fsspec URL)")
     p.add_argument("--index", metavar="IDX", help=".idx to check (default: the one beside FILE)")
     p.add_argument("--no-index", action="store_true", help="do not check any .idx")
-    p.add_argument("--decode", action="store_true", help="also decode every image with OpenCV")
+    p.add_argument("--decode", action="store_true", help="also decode every image, as the loaders do")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_verify)
 
     p = subparsers.add_parser("index", help="rebuild a lost or broken .idx",
@@ -44,11 +46,13 @@ def register(subparsers):
     p.add_argument("--skip-bad", action="store_true",
                    help="index only the readable records of a corrupt file")
     p.add_argument("--force", action="store_true", help="replace an existing index")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_index)
 
 
 def run_inspect(args):
-    summary = inspect(args.file, sample=args.sample, seed=args.seed)
+    with byte_progress(not args.no_progress, "inspect") as progress:
+        summary = inspect(args.file, sample=args.sample, seed=args.seed, progress=progress)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -100,7 +104,8 @@ def _print_summary(s):
 
 def run_verify(args):
     index_url = False if args.no_index else args.index
-    report = verify(args.file, index_url, decode=args.decode)
+    with byte_progress(not args.no_progress, "verify") as progress:
+        report = verify(args.file, index_url, decode=args.decode, progress=progress)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -135,7 +140,9 @@ def run_index(args):
     if exists(output) and not args.force:
         print(f"recpipe index: {output} exists; pass --force to replace it", file=sys.stderr)
         return 1
-    result = rebuild_index(args.file, output, positions=args.positions, skip_bad=args.skip_bad)
+    with byte_progress(not args.no_progress, "index") as progress:
+        result = rebuild_index(args.file, output, positions=args.positions,
+                               skip_bad=args.skip_bad, progress=progress)
     print(f"wrote {result.index_url}: {result.records} entries keyed by {result.keys} "
           f"({result.reason})")
     if result.skipped:

@@ -7,6 +7,7 @@ are usable (as im2rec does) or by position (as mxnet's ``tools/rec2idx.py`` does
 summarises records, labels and, over a seeded sample, image formats and sizes.
 """
 
+import array
 import bisect
 import collections
 import logging
@@ -17,9 +18,10 @@ from typing import List, NamedTuple, Optional
 import numpy as np
 
 from ..errors import DecodeError, RecordFormatError
-from .atomic import publish
+from .atomic import AtomicOutput
 from .header import unpack_header
-from .index import format_index_line, index_url_for, read_index
+from .index import format_index_line, index_url_for
+from .index_cache import load_index_table
 from .layout import face_layout_of
 from .scan import Window, read_record, scan_records
 from .sources import exists, open_source
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 _SAMPLE_BLOCK = 1 << 16  # reads for sampled records: about one image, not a whole scan block
 
 # problem kind -> what it means; the codes are stable, for counting and JSON reports
+_PROGRESS_BYTES = 4 << 20
+
 PROBLEM_KINDS = {
     "bad-record": "a record that cannot be read; bytes [offset, end) are skipped up to the next "
                   "record head",
@@ -123,20 +127,35 @@ def _resolve_index(url, index_url, storage_options):
     return str(index_url) if index_url else None
 
 
-def verify(url, index_url=None, *, decode=False, storage_options=None, limit=1000):
+def _scan(source, *, keep_payload, progress):
+    """``scan_records`` reporting the bytes scanned to ``progress(bytes)`` (every 4 MiB)."""
+    reported = 0
+    for item in scan_records(source, keep_payload=keep_payload):
+        end = item.end if item.error is not None else item.offset
+        if progress is not None and end - reported >= _PROGRESS_BYTES:
+            progress(end - reported)
+            reported = end
+        yield item
+    if progress is not None and source.size > reported:
+        progress(source.size - reported)
+
+
+def verify(url, index_url=None, *, decode=False, storage_options=None, limit=1000,
+           progress=None):
     """Check every record of ``url``, its index and (``decode=True``) every image.
 
     ``index_url=None`` checks the ``.idx`` beside the ``.rec`` when there is one; ``False``
     checks no index. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
-    ``index_url``) cannot be opened.
+    ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays), whatever the
+    size; ``progress(bytes)`` is called as the scan advances.
     """
     url = str(url)
     index_url = _resolve_index(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_url, source.size, limit=limit)
         decoder = _ImageChecker(report) if decode else None
-        heads, bad_ranges = [], []
-        for item in scan_records(source, keep_payload=decode):
+        heads, bad_ranges = array.array("q"), []
+        for item in _scan(source, keep_payload=decode, progress=progress):
             if item.error is not None:
                 bad_ranges.append((item.offset, item.end))
                 report.skipped_bytes += item.end - item.offset
@@ -148,7 +167,8 @@ def verify(url, index_url=None, *, decode=False, storage_options=None, limit=100
                 decoder.check(item)
         report.records = len(heads)
     if index_url:
-        _check_index(report, index_url, heads, bad_ranges, storage_options)
+        _check_index(report, index_url, np.frombuffer(heads, dtype=np.int64), bad_ranges,
+                     storage_options)
     if decoder is not None:
         report.decoded, report.decode_failures = decoder.decoded, decoder.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
@@ -187,52 +207,93 @@ class _ImageChecker:
 
 
 def _check_index(report, index_url, heads, bad_ranges, storage_options):
-    """Compare the ``.idx`` entries with the record heads found by the scan."""
-    try:
-        keys, offsets = read_index(index_url, storage_options, key_type=int)  # as readers do
-    except RecordFormatError as e:
-        if "is not int" not in e.reason:
-            report.add("index-unreadable", None, None, str(e))
-            return
-        report.add("index-string-keys", None, None,
-                   f"{e.reason}; RecordReader and MXIndexedRecordIO need key_type=str here")
-        try:
-            keys, offsets = read_index(index_url, storage_options, key_type=str)
-        except RecordFormatError as e2:
-            report.add("index-unreadable", None, None, str(e2))
-            return
+    """Compare the ``.idx`` entries with the record heads found by the scan (``heads``: sorted
+    int64 array), with numpy: no Python object per record."""
+    table = _index_table(report, index_url, storage_options)
+    if table is None:
+        return
+    offsets = table.offsets
     report.index_entries = len(offsets)
-    position_of_head = {offset: i for i, offset in enumerate(heads)}
-    for entry, (key, offset) in enumerate(zip(keys, offsets)):
+    at = np.searchsorted(heads, offsets)
+    found = at < len(heads)
+    found[found] = heads[at[found]] == offsets[found]
+    unmatched = np.flatnonzero(~found)
+    past_end = int((offsets[unmatched] >= report.size).sum())
+    listed = unmatched[:report.limit].tolist()
+    for entry in listed:
+        offset, key = int(offsets[entry]), table.keys[entry]
         if offset >= report.size:
             report.add("index-past-end", offset, entry,
                        f"index entry {entry} (key {key}): offset {offset} is past the end of "
                        f"the file ({report.size} bytes)")
-        elif offset not in position_of_head:
+        else:
             report.add("index-not-at-head", offset, entry,
                        f"index entry {entry} (key {key}): offset {offset} is "
                        f"{_where_in_file(offset, heads, bad_ranges)}")
-    for key, entries in _repeats(keys):
-        report.add("index-duplicate-key", offsets[entries[0]], entries[0],
+    _uncounted(report, "index-past-end",
+               past_end - sum(int(offsets[e]) >= report.size for e in listed))
+    _uncounted(report, "index-not-at-head",
+               len(unmatched) - past_end - sum(int(offsets[e]) < report.size for e in listed))
+    for key, entries in _repeats(table.keys, report.limit):
+        report.add("index-duplicate-key", int(offsets[entries[0]]), entries[0],
                    f"key {key} appears {len(entries)} times in the index (entries "
                    f"{_some(entries)})")
-    for offset, entries in _repeats(offsets):
-        report.add("index-duplicate-offset", offset, entries[0],
+    for offset, entries in _repeats(offsets, report.limit):
+        report.add("index-duplicate-offset", int(offset), entries[0],
                    f"{len(entries)} index entries point at offset {offset} (entries "
                    f"{_some(entries)})")
-    indexed = set(offsets)
-    for position, head in enumerate(heads):
-        if head not in indexed:
-            report.add("not-in-index", head, position,
-                       f"record {position} at offset {head} has no index entry")
+    missing = np.flatnonzero(~np.isin(heads, offsets))
+    for position in missing[:report.limit].tolist():
+        head = int(heads[position])
+        report.add("not-in-index", head, position,
+                   f"record {position} at offset {head} has no index entry")
+    _uncounted(report, "not-in-index", len(missing) - report.limit)
 
 
-def _repeats(values):
-    """``(value, entry positions)`` for each value listed more than once, in first-seen order."""
+def _uncounted(report, kind, count):
+    """Count ``count`` more problems of ``kind`` beyond those listed (the listing is capped)."""
+    if count > 0:
+        report.counts[kind] += count
+
+
+def _index_table(report, index_url, storage_options):
+    """The index as arrays, read as readers read it (integer keys; string keys reported)."""
+    try:
+        return load_index_table(index_url, storage_options, key_type=int)  # as readers do
+    except RecordFormatError as e:
+        if "is not int" not in e.reason:
+            report.add("index-unreadable", None, None, str(e))
+            return None
+        report.add("index-string-keys", None, None,
+                   f"{e.reason}; RecordReader and MXIndexedRecordIO need key_type=str here")
+    try:
+        return load_index_table(index_url, storage_options, key_type=str)
+    except RecordFormatError as e:
+        report.add("index-unreadable", None, None, str(e))
+        return None
+
+
+def _repeats(values, limit=1000):
+    """``(value, entry positions)`` for values listed more than once, in first-seen order
+    (at most ``limit + 1`` of them)."""
+    if isinstance(values, range):
+        return []
+    if not isinstance(values, list):  # an int64 array: sort instead of a dict of every value
+        values = np.asarray(values)
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        repeated = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if not len(repeated):
+            return []
+        groups = collections.defaultdict(list)
+        for i in np.union1d(repeated, repeated + 1).tolist():
+            groups[ordered[i].item()].append(int(order[i]))
+        found = sorted((sorted(where) for where in groups.values()), key=lambda w: w[0])
+        return [(values[w[0]].item(), w) for w in found[:limit + 1]]
     entries = collections.defaultdict(list)
     for position, value in enumerate(values):
         entries[value].append(position)
-    return [(value, where) for value, where in entries.items() if len(where) > 1]
+    return [(value, where) for value, where in entries.items() if len(where) > 1][:limit + 1]
 
 
 def _some(numbers, shown=5):
@@ -246,10 +307,10 @@ def _where_in_file(offset, heads, bad_ranges):
     k = bisect.bisect_right(bad_ranges, (offset, float("inf"))) - 1
     if k >= 0 and bad_ranges[k][0] <= offset < bad_ranges[k][1]:
         return f"in the unreadable byte range {bad_ranges[k][0]}..{bad_ranges[k][1]}"
-    j = bisect.bisect_right(heads, offset) - 1
+    j = int(np.searchsorted(heads, offset, side="right")) - 1
     if j < 0:
         return "before the first readable record"
-    return f"inside record {j}, which starts at offset {heads[j]}"
+    return f"inside record {j}, which starts at offset {int(heads[j])}"
 
 
 class IndexRebuild(NamedTuple):
@@ -262,7 +323,8 @@ class IndexRebuild(NamedTuple):
     skipped: int = 0
 
 
-def rebuild_index(url, index_url=None, *, positions=False, skip_bad=False, storage_options=None):
+def rebuild_index(url, index_url=None, *, positions=False, skip_bad=False, storage_options=None,
+                  progress=None):
     """Write a fresh ``.idx`` for ``url`` atomically and return an ``IndexRebuild``.
 
     Keys are ``IRHeader.id`` when every record has a header and the ids are unique (im2rec's
@@ -274,19 +336,24 @@ def rebuild_index(url, index_url=None, *, positions=False, skip_bad=False, stora
     index_url = str(index_url) if index_url else index_url_for(url)
     if index_url == url:
         raise ValueError(f"the index would overwrite the record file {url}")
-    offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions)
+    offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions,
+                                           progress=progress)
     keys, kind, reason = _choose_keys(offsets, ids, positions)
-    publish(index_url, "".join(format_index_line(k, o) for k, o in zip(keys, offsets)).encode(),
-            storage_options)
+    with AtomicOutput(index_url, storage_options) as output:
+        for start in range(0, len(offsets), 1 << 16):  # in slices: no 17M-line string
+            stop = start + (1 << 16)
+            output.write("".join(format_index_line(k, o) for k, o in
+                                 zip(keys[start:stop], offsets[start:stop].tolist())).encode())
     log.info("wrote %s: %d entries keyed by %s (%s)", index_url, len(offsets), kind, reason)
     return IndexRebuild(index_url, len(offsets), kind, reason, skipped)
 
 
-def _collect_heads(url, skip_bad, storage_options, *, need_ids):
-    """Offsets of the readable records and, when wanted, their header ids (None if no header)."""
-    offsets, ids, skipped = [], [], 0
+def _collect_heads(url, skip_bad, storage_options, *, need_ids, progress=None):
+    """Offsets of the readable records and, when wanted, their header ids (-1 if no header),
+    as int64 arrays."""
+    offsets, ids, skipped = array.array("q"), array.array("q"), 0
     with open_source(url, storage_options) as source:
-        for item in scan_records(source, keep_payload=need_ids):
+        for item in _scan(source, keep_payload=need_ids, progress=progress):
             if item.error is not None:
                 if not skip_bad:
                     raise item.error
@@ -297,30 +364,41 @@ def _collect_heads(url, skip_bad, storage_options, *, need_ids):
             offsets.append(item.offset)
             if need_ids:
                 ids.append(_header_id(item.payload))
-    return offsets, ids, skipped
+    return np.frombuffer(offsets, np.int64), np.frombuffer(ids, np.int64), skipped
 
 
 def _header_id(payload):
     try:
         header, _ = unpack_header(payload)
     except RecordFormatError:
-        return None
+        return -1
     return header.id
 
 
 def _choose_keys(offsets, ids, positions):
     if positions:
         return range(len(offsets)), "position", "positions requested"
-    if not offsets:
+    if not len(offsets):
         return [], "position", "the file has no records"
-    if any(i is None for i in ids):
+    if bool((ids < 0).any()):
         return range(len(offsets)), "position", "some records have no IRHeader"
-    if len(set(ids)) != len(ids):
+    if len(np.unique(ids)) != len(ids):
         return range(len(offsets)), "position", "IRHeader ids are not unique"
-    return ids, "header.id", "every record has an IRHeader with a unique id"
+    return ids.tolist() if len(ids) < (1 << 16) else _IdColumn(ids), "header.id", \
+        "every record has an IRHeader with a unique id"
 
 
-def inspect(url, *, sample=64, seed=0, storage_options=None, max_labels=50):
+class _IdColumn:
+    """Slices of an id array as lists (what the writer loop takes), without one big list."""
+
+    def __init__(self, ids):
+        self.ids = ids
+
+    def __getitem__(self, index):
+        return self.ids[index].tolist()
+
+
+def inspect(url, *, sample=64, seed=0, storage_options=None, max_labels=50, progress=None):
     """Summarise ``url`` as a JSON-ready dict: sizes, headers, labels and sampled image facts.
 
     The whole file is scanned once for the headers (bad byte ranges are skipped and counted);
@@ -330,7 +408,7 @@ def inspect(url, *, sample=64, seed=0, storage_options=None, max_labels=50):
     with open_source(url, storage_options) as source:
         stats = _RecordStats(max_labels)
         first = None
-        for item in scan_records(source):
+        for item in _scan(source, keep_payload=True, progress=progress):
             stats.add(item)
             if first is None and item.error is None:
                 first = item.payload
@@ -356,12 +434,12 @@ class _RecordStats:
 
     def __init__(self, max_labels):
         self.max_labels = max_labels
-        self.offsets = []
-        self.sizes = []
+        self.offsets = array.array("q")  # 8 bytes a record, not a Python int
+        self.sizes = array.array("q")
         self.bad_ranges = 0
         self.skipped_bytes = 0
         self.no_header = 0
-        self.ids = []
+        self.ids = array.array("q")
         self.id2_nonzero = 0
         self.widths = collections.Counter()
         self.labels = collections.Counter()
@@ -385,7 +463,7 @@ class _RecordStats:
         self.labels[float(label)] += 1
 
     def summary(self):
-        sizes = np.asarray(self.sizes, dtype=np.int64)
+        sizes = np.frombuffer(self.sizes, dtype=np.int64)
         return {
             "records": len(self.offsets),
             "bad_ranges": self.bad_ranges,
@@ -396,13 +474,13 @@ class _RecordStats:
         }
 
     def _headers(self):
-        ids = self.ids
+        ids = np.frombuffer(self.ids, dtype=np.int64)
         return {
             "with_header": len(ids),
             "without_header": self.no_header,
-            "ids_unique": len(set(ids)) == len(ids),
-            "id_min": min(ids) if ids else None,
-            "id_max": max(ids) if ids else None,
+            "ids_unique": len(np.unique(ids)) == len(ids),
+            "id_min": int(ids.min()) if len(ids) else None,
+            "id_max": int(ids.max()) if len(ids) else None,
             "id2_nonzero": self.id2_nonzero,
         }
 
