@@ -65,3 +65,44 @@ def test_public_functions_are_not_shadowed_by_subpackages():
     for name in recpipe.__all__:
         value = getattr(recpipe, name)
         assert not isinstance(value, type(recpipe)), f"recpipe.{name} is now a module"
+
+
+@pytest.mark.parametrize("module_name", PACKAGES + ["recpipe.recordio", "recpipe.image",
+                                                    "recpipe.host", "recpipe.torch"])
+def test_public_names_are_sorted_and_importable(module_name):
+    """As torchdata checks its ``__all__``: sorted, and each name importable by ``from``."""
+    module = importlib.import_module(module_name)
+    assert list(module.__all__) == sorted(module.__all__), f"{module_name}.__all__ is not sorted"
+    for name in module.__all__:
+        exec(f"from {module_name} import {name}", {})
+
+
+def test_mxnet_style_submodules_are_package_attributes():
+    import recpipe as mx
+
+    assert mx.recordio.MXIndexedRecordIO and mx.image.imdecode and mx.img is mx.image
+    assert callable(mx.recordio.unpack) and mx.recordio.IRHeader is recpipe.IRHeader
+
+
+def test_the_package_is_typed():
+    import pathlib
+
+    root = pathlib.Path(recpipe.__file__).parent
+    assert (root / "py.typed").exists()
+    for extension in ("_jpegroi", "_resize", "_colour"):
+        assert (root / f"{extension}.pyi").exists(), extension
+
+
+def test_install_hints_name_extras_that_exist():
+    """Every ``require(module, extra)`` in the package names an extra of pyproject.toml."""
+    import pathlib
+    import re
+    import tomllib
+
+    root = pathlib.Path(recpipe.__file__).parent
+    extras = set(tomllib.loads((root.parent / "pyproject.toml").read_text())["project"]
+                 ["optional-dependencies"])
+    named = set()
+    for path in root.rglob("*.py"):
+        named |= set(re.findall(r'require\("[\w.]+", "([\w-]+)"\)', path.read_text()))
+    assert named and named <= extras, named - extras

@@ -674,7 +674,7 @@ def get_decoder(name="auto", *, fast_dct=False, fast_upsample=False, strict=True
         if name == "simplejpeg":
             from .._optional import require
 
-            require("simplejpeg", "simplejpeg")
+            require("simplejpeg", "turbo")
         raise ImportError(f"decoder {name!r} is not available here: "
                           "install libturbojpeg (apt-get install libturbojpeg0)")
     return _BACKENDS[name](**options)

@@ -12,11 +12,11 @@ from .sources import open_source
 from .writer import RecordWriter
 
 __all__ = [
-    "MAGIC",
-    "MAX_RECORD_SIZE",
     "HEADER_SIZE",
     "IRHeader",
     "ListEntry",
+    "MAGIC",
+    "MAX_RECORD_SIZE",
     "RecordReader",
     "RecordWriter",
     "format_list_line",
