@@ -3,6 +3,7 @@
 import importlib
 import logging
 
+from .env import configure_logging
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+configure_logging()  # $RECPIPE_LOG_LEVEL (recpipe.env)
 
 
 # ``import recpipe as mx`` serves programs written for ``mx.recordio`` / ``mx.image`` (``mx.img``)

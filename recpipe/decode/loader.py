@@ -13,6 +13,7 @@ import weakref
 
 import numpy as np
 
+from ..env import threads_override, trace_path, traced
 from ..errors import DecodeError
 from ..io.header import unpack_header
 from ..io.layout import image_positions
@@ -113,6 +114,8 @@ class ImageLoader:
         self.augmenter = Augmenter(self.config)
         self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample,
                                    max_pixels=max_pixels)
+        threads = threads_override(threads)  # $RECPIPE_THREADS wins (recpipe.env)
+        trace = trace or trace_path() is not None  # $RECPIPE_TRACE traces every loader
         if threads != "auto" and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads={threads!r}: expected 'auto' or a number >= 1")
         if last_batch not in ("pad", "drop", "partial"):
@@ -139,6 +142,7 @@ class ImageLoader:
             self.last_pad = 0
             self.last_positions = np.arange(0)
             self._stats = PipelineStats(trace=trace)
+            traced(self._stats.trace)
             self._current = None
             self._next = None
             self._observers = []

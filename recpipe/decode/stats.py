@@ -9,9 +9,12 @@ import json
 import threading
 import time
 
-__all__ = ["STAGES", "StageClock", "PipelineStats", "write_chrome_trace"]
+__all__ = ["MAX_TRACE_SPANS", "STAGES", "StageClock", "PipelineStats", "write_chrome_trace"]
 
 STAGES = ("read", "decode", "augment", "batch")
+
+
+MAX_TRACE_SPANS = 1_000_000  # per loader: a trace of a whole run stays bounded
 
 
 class StageClock:
@@ -26,7 +29,7 @@ class StageClock:
 
     def add(self, stage, start, end):
         self.seconds[stage] += end - start
-        if self.trace is not None:
+        if self.trace is not None and len(self.trace) < MAX_TRACE_SPANS:  # bounded memory
             self.trace.append((self.name, stage, start, end))
 
 

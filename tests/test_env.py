@@ -1,0 +1,75 @@
+"""Configuration through environment variables (recpipe.env), each in a fresh process."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import cv2
+import numpy as np
+import pytest
+
+import recpipe
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import recpipe
+    from recpipe.decode.loader import ImageLoader
+    rec = sys.argv[1]
+    for _ in range(2):  # two loaders, neither closed explicitly
+        loader = ImageLoader(rec, 4, (3, 16, 16), threads=1, resize=16)
+        list(loader)
+        print(loader.threads)
+""")
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    url = str(tmp_path_factory.mktemp("env") / "env.rec")
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(8):
+            writer.write(recpipe.pack(recpipe.IRHeader(0, 0.0, i, 0),
+                                      cv2.imencode(".jpg", np.full((20, 20, 3), i, np.uint8))[1]))
+    return url
+
+
+def _run(rec, **env):
+    return subprocess.run([sys.executable, "-c", SCRIPT, rec], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=REPO_ROOT, **env))
+
+
+def test_recpipe_threads_overrides_every_loader(rec):
+    done = _run(rec, RECPIPE_THREADS="3")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "3"]
+    bad = _run(rec, RECPIPE_THREADS="lots")
+    assert bad.returncode != 0 and "RECPIPE_THREADS" in bad.stderr
+
+
+def test_recpipe_trace_writes_one_chrome_trace_of_every_loader(rec, tmp_path):
+    path = tmp_path / "trace.json"
+    done = _run(rec, RECPIPE_TRACE=str(path))
+    assert done.returncode == 0, done.stderr
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert any(n.startswith("loader1/") for n in names) and any(n.startswith("loader2/")
+                                                                 for n in names)
+    assert {e["name"] for e in events if e["ph"] == "X"} >= {"read", "decode", "augment"}
+
+
+def test_recpipe_log_level_prints_recpipe_messages(rec):
+    done = _run(rec, RECPIPE_LOG_LEVEL="DEBUG")
+    assert done.returncode == 0, done.stderr
+    assert "DEBUG recpipe." in done.stderr
+    assert "DEBUG recpipe." not in _run(rec).stderr
+
+
+def test_the_readme_lists_every_variable():
+    from recpipe.env import VARIABLES
+
+    readme = open(os.path.join(REPO_ROOT, "README.md")).read()
+    for name in VARIABLES:
+        assert f"`{name}`" in readme, name
