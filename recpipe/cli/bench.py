@@ -3,6 +3,8 @@
 import json
 import sys
 
+from .options import add_storage_options, storage_options
+
 __all__ = ["register", "run"]
 
 
@@ -12,6 +14,7 @@ def register(subparsers):
         description="Measure bare decode rate, full pipeline rate (train and val configurations), "
                     "per-stage cost, a thread sweep and memory on a RecordIO file.")
     p.add_argument("file", help=".rec file (any fsspec URL)")
+    add_storage_options(p)
     p.add_argument("--configs", default="train,val", help="comma list of train,val (default both)")
     p.add_argument("--threads", type=int, default=None, help="decode threads (default: usable cores)")
     p.add_argument("--sweep", action="store_true", help="also run a thread sweep 1..cores")
@@ -37,7 +40,8 @@ def run(args):
     results = bench.measure(args.file, configs, threads=args.threads,
                             batch_size=args.batch_size, seconds=args.seconds, dtype=args.dtype,
                             decoder=args.decoder, trace_path=args.trace,
-                            say=lambda message: _say(args, message))
+                            say=lambda message: _say(args, message),
+                            storage_options=storage_options(args))
     if args.sweep or args.plot:
         top = args.max_threads or bench.usable_cores()
         first = next(iter(results["configs"]), "train")
@@ -46,7 +50,8 @@ def run(args):
             {"threads": r["threads"], "images_per_s": r["images_per_s"]}
             for r in bench.thread_sweep(args.file, bench.CONFIGS[first], range(1, top + 1),
                                         batch_size=args.batch_size, seconds=args.seconds,
-                                        dtype=args.dtype, decoder=args.decoder)]
+                                        dtype=args.dtype, decoder=args.decoder,
+                                        storage_options=storage_options(args))]
         if args.plot:
             _plot_sweep(results["sweep"], args.plot, f"{first} pipeline, {args.file}")
     results["peak_rss_mb"] = bench.peak_rss_mb()

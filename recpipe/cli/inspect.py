@@ -6,6 +6,7 @@ import sys
 from ..io.index import index_url_for
 from ..io.sources import exists
 from ..io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
+from .options import add_storage_options, storage_options
 from .progress import byte_progress
 
 __all__ = ["register", "run_inspect", "run_verify", "run_index"]
@@ -21,6 +22,7 @@ def register(subparsers):
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_storage_options(p)
     p.set_defaults(func=run_inspect)
 
     p = subparsers.add_parser("verify", help="check every record and the .idx; exit 1 on problems",
@@ -33,6 +35,7 @@ def register(subparsers):
     p.add_argument("--decode", action="store_true", help="also decode every image, as the loaders do")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_storage_options(p)
     p.set_defaults(func=run_verify)
 
     p = subparsers.add_parser("index", help="rebuild a lost or broken .idx",
@@ -47,12 +50,14 @@ def register(subparsers):
                    help="index only the readable records of a corrupt file")
     p.add_argument("--force", action="store_true", help="replace an existing index")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_storage_options(p, short=False)  # -o is --output here
     p.set_defaults(func=run_index)
 
 
 def run_inspect(args):
     with byte_progress(not args.no_progress, "inspect") as progress:
-        summary = inspect(args.file, sample=args.sample, seed=args.seed, progress=progress)
+        summary = inspect(args.file, sample=args.sample, seed=args.seed, progress=progress,
+                          storage_options=storage_options(args))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -105,7 +110,8 @@ def _print_summary(s):
 def run_verify(args):
     index_url = False if args.no_index else args.index
     with byte_progress(not args.no_progress, "verify") as progress:
-        report = verify(args.file, index_url, decode=args.decode, progress=progress)
+        report = verify(args.file, index_url, decode=args.decode, progress=progress,
+                        storage_options=storage_options(args))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -137,12 +143,13 @@ def _print_report(report):
 
 def run_index(args):
     output = args.output or index_url_for(args.file)
-    if exists(output) and not args.force:
+    if exists(output, storage_options(args)) and not args.force:
         print(f"recpipe index: {output} exists; pass --force to replace it", file=sys.stderr)
         return 1
     with byte_progress(not args.no_progress, "index") as progress:
         result = rebuild_index(args.file, output, positions=args.positions,
-                               skip_bad=args.skip_bad, progress=progress)
+                               skip_bad=args.skip_bad, progress=progress,
+                               storage_options=storage_options(args))
     print(f"wrote {result.index_url}: {result.records} entries keyed by {result.keys} "
           f"({result.reason})")
     if result.skipped:

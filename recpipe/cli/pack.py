@@ -4,6 +4,8 @@ import json
 import sys
 import time
 
+from .options import add_storage_options, storage_options
+
 __all__ = ["register", "run"]
 
 EXIT_OK = 0
@@ -21,6 +23,7 @@ def register(subparsers):
                     "lists the shards.")
     p.add_argument("src", metavar="SRC", help="folder of class subfolders, or a .lst file")
     p.add_argument("out", metavar="OUT", help="output prefix, e.g. out/train or s3://b/train")
+    add_storage_options(p)
     p.add_argument("--root", help="folder the .lst paths are relative to (default: its folder)")
     p.add_argument("--workers", type=int, default=None,
                    help="worker processes (default: usable cores; 0 for --pass-through); "
@@ -168,7 +171,7 @@ def _pack(args, progress):
         pack_label=args.pack_label, exact=args.exact, shards=args.shards,
         shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
         val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
-        progress=progress, dask=args.dask,
+        progress=progress, dask=args.dask, storage_options=storage_options(args),
         limits=InputLimits(allow_outside_root=args.allow_outside_root,
                            max_file_bytes=parse_size(args.max_file_size)))
 

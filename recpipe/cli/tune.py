@@ -9,6 +9,8 @@ import json
 import sys
 import time
 
+from .options import add_storage_options, storage_options
+
 __all__ = ["register", "run", "format_report"]
 
 
@@ -18,6 +20,7 @@ def register(subparsers):
         description="Run the decode pipeline with threads='auto' against a consumer that takes "
                     "STEP_MS per batch; print each autotune decision and the final report.")
     p.add_argument("file", help=".rec file (any fsspec URL)")
+    add_storage_options(p)
     p.add_argument("--step-ms", type=float, required=True,
                    help="simulated accelerator time per batch, in milliseconds")
     p.add_argument("--seconds", type=float, default=30.0, help="how long to run (default 30)")
@@ -45,6 +48,7 @@ def run(args):
     data_shape = settings.pop("data_shape")
     live = sys.stderr if args.json else sys.stdout
     with ImageLoader(args.file, args.batch_size, data_shape, threads=1, shuffle=True,
+                     storage_options=storage_options(args),
                      dtype=args.dtype, decoder=args.decoder, **settings) as loader:
         tuner = loader.enable_autotune(max_threads=args.max_threads,
                                        window_batches=args.window_batches,

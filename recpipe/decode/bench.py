@@ -128,7 +128,7 @@ def thread_sweep(url, config, thread_counts, **kwargs):
 
 
 def measure(url, configs, *, threads=None, batch_size=128, seconds=3.0, dtype="uint8",
-            decoder="auto", trace_path=None, say=None):
+            decoder="auto", trace_path=None, say=None, storage_options=None):
     """Bare decode rate, then each named configuration's pipeline rate: the results dict of
     ``recpipe bench``. ``trace_path`` writes a Chrome trace of the first configuration."""
     from .stats import write_chrome_trace
@@ -141,13 +141,15 @@ def measure(url, configs, *, threads=None, batch_size=128, seconds=3.0, dtype="u
     results = {"file": url, "threads": threads, "decoder": decoder, "batch_size": batch_size,
                "dtype": dtype, "configs": {}}
     say(f"bare decode ({threads} threads)...")
-    bare = bare_decode_rate(load_images(url, limit=512), threads, decoder=decoder, seconds=seconds)
+    bare = bare_decode_rate(load_images(url, limit=512, storage_options=storage_options), threads,
+                            decoder=decoder, seconds=seconds)
     results["bare_decode_images_per_s"] = bare
     for i, name in enumerate(configs):
         say(f"pipeline, {name} configuration...")
         result = pipeline_rate(url, CONFIGS[name], threads, batch_size=batch_size,
                                seconds=seconds, dtype=dtype, decoder=decoder,
-                               trace=bool(trace_path) and i == 0)
+                               trace=bool(trace_path) and i == 0,
+                               storage_options=storage_options)
         spans = result.pop("trace")
         if spans:
             write_chrome_trace(spans, trace_path)
