@@ -32,6 +32,7 @@ def run(args):
 
 def _demo(args, folder):
     from ..decode import bench
+    from ..doctor import slow_paths
     from ..packing.packer import pack_dataset
     from ..sample import make_sample_images
     from .bench import print_results
@@ -54,6 +55,10 @@ def _demo(args, folder):
     results["pack"] = summary.to_dict()
     results["peak_rss_mb"] = bench.peak_rss_mb()
     print_results(results, args.json)
+    missing = slow_paths()
+    if missing:
+        print(f"note: running without {', '.join(missing)} (slower paths): run `recpipe doctor` "
+              "to see what they cost here and how to install them", file=sys.stderr)
     return 0
 
 

@@ -68,6 +68,7 @@ __all__ = [
     "PREFERENCE",
     "Window",
     "roi_available",
+    "turbojpeg_available",
 ]
 
 log = logging.getLogger(__name__)
@@ -598,6 +599,11 @@ def _load_roi():
                 _jpegroi = None
             _lib_state["roi"] = _jpegroi
         return _lib_state["roi"]
+
+
+def turbojpeg_available():
+    """True when libturbojpeg loads (the 'turbojpeg' decoder)."""
+    return _load_turbojpeg() is not None
 
 
 def roi_available():

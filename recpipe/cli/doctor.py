@@ -1,0 +1,46 @@
+"""``recpipe doctor``: which fast paths this installation has, and how to get the missing ones."""
+
+import json
+
+from ..doctor import diagnose
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers):
+    p = subparsers.add_parser("doctor", help="check decoders, C extensions, protocols and cores",
+                              description="Report the live decoders, the C extensions built, "
+                                          "libjpeg-turbo, importable fsspec protocols, usable "
+                                          "cores and versions, with the cost of each missing "
+                                          "fast path measured on a built-in sample.")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-measure", action="store_true", help="skip the timed decode (faster)")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    report = diagnose(measure=not args.no_measure)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"recpipe {report['recpipe']} on Python {report['python']} ({report['platform']})")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
+    print(f"decoders: {', '.join(report['decoders']['live'])} (auto: {report['decoders']['auto']})")
+    for name, info in report["fast_paths"].items():
+        mark = "ok " if info["present"] else "MISSING"
+        print(f"  [{mark:7}] {info['what']}")
+        if not info["present"]:
+            print(f"            install: {info['install']}")
+    print("protocols: " + ", ".join(f"{k}{'' if ok else ' (not installed)'}"
+                                    for k, ok in report["protocols"].items()))
+    c = report["cores"]
+    print(f"cores: {c['usable']} usable ({c['source']}); this rank: {c['this_rank']} "
+          f"(local rank {c['local_rank']} of {c['local_ranks']})")
+    if report["environment"]:
+        print("environment: " + ", ".join(f"{k}={v}" for k, v in report["environment"].items()))
+    if "decode_images_per_s" in report:
+        print("decode, one thread, built-in sample: " + ", ".join(
+            f"{k} {v:.0f} img/s" for k, v in report["decode_images_per_s"].items()))
+        for name, cost in report["missing_cost"].items():
+            print(f"  cost of {name}: {cost}")
+    return 0

@@ -1,0 +1,161 @@
+"""What this installation can do and what it is missing: ``recpipe doctor``.
+
+``diagnose()`` returns a JSON-ready dict: the decoders that are live and which one ``"auto"``
+picks, the C extensions built (region decoder, fused resize, fused colour jitter), whether
+libjpeg-turbo was found and how to get it, the fsspec protocols whose clients import, usable
+cores (affinity, cgroup quota, this rank's share), library versions, the recpipe environment
+variables that are set, and, measured on a built-in sample, each decoder's rate and what the
+missing fast paths cost. ``slow_paths(report)`` lists what is missing, for the one-line hint of
+``recpipe demo``.
+"""
+
+import importlib
+import logging
+import os
+import platform
+import sys
+import tempfile
+import time
+
+from . import __version__
+from ._optional import extension
+from .env import VARIABLES
+from .host import local_ranks, node_share, usable_cores
+
+__all__ = ["INSTALL_HINTS", "diagnose", "measure_decoders", "slow_paths"]
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINTS = {
+    "libturbojpeg": "apt-get install libturbojpeg0 (Debian/Ubuntu), then nothing else",
+    "_jpegroi": "apt-get install libjpeg62-turbo-dev (libjpeg-turbo8-dev on Ubuntu), then "
+                "pip install -e . (or reinstall recpipe) so the extension is built",
+    "_resize": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe",
+    "_colour": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe",
+    "simplejpeg": "pip install 'recpipe[turbo]'",
+}
+_PROTOCOLS = {"s3": "s3fs", "gcs": "gcsfs", "hdfs (arrow)": "pyarrow", "hdfs (native)": "hdfs_native",
+              "http": "aiohttp", "azure": "adlfs"}
+
+
+def _importable(module):
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - any failure means the protocol is not usable here
+        return False
+    return True
+
+
+def _version(module):
+    try:
+        return getattr(importlib.import_module(module), "__version__", "?")
+    except ImportError:
+        return None
+
+
+def _fast_paths():
+    """``{name: present}`` of every optional fast path."""
+    from .decode.decoders import turbojpeg_available
+
+    return {"_jpegroi": extension("_jpegroi") is not None,
+            "_resize": extension("_resize") is not None,
+            "_colour": extension("_colour") is not None,
+            "libturbojpeg": turbojpeg_available(),
+            "simplejpeg": _importable("simplejpeg")}
+
+
+_DESCRIPTIONS = {
+    "_jpegroi": "region + DCT-scaled JPEG decoder (recpipe._jpegroi, links libjpeg-turbo)",
+    "_resize": "fused resize/crop/mirror/normalise into the batch (recpipe._resize)",
+    "_colour": "fused colour jitter/PCA/normalise (recpipe._colour)",
+    "libturbojpeg": "libjpeg-turbo's TurboJPEG library (the 'turbojpeg' decoder)",
+    "simplejpeg": "simplejpeg (the 'simplejpeg' decoder)",
+}
+
+
+def measure_decoders(seconds=0.3, images=16):
+    """Images/s of every live decoder on a built-in sample (480x360 JPEGs), one thread."""
+    from .decode.decoders import available_decoders, get_decoder
+    from .sample import make_sample_images
+
+    with tempfile.TemporaryDirectory(prefix="recpipe-doctor-") as folder:
+        paths = make_sample_images(folder, classes=1, per_class=images)
+        data = [open(p, "rb").read() for p in paths]
+    rates = {}
+    for name in available_decoders():
+        decoder = get_decoder(name)
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            decoder.decode(data[count % len(data)])
+            count += 1
+        rates[name] = round(count / (time.perf_counter() - start), 1)
+    return rates
+
+
+def diagnose(measure=True):
+    """The report as a JSON-ready dict (``measure=False`` skips the timed decode)."""
+    import cv2
+    import numpy as np
+
+    from .decode.decoders import available_decoders
+
+    paths = _fast_paths()
+    cores, source = usable_cores()
+    share, share_source = node_share()
+    ranks = local_ranks()
+    report = {
+        "recpipe": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "versions": {"numpy": np.__version__, "opencv": cv2.__version__,
+                     "fsspec": _version("fsspec"), "simplejpeg": _version("simplejpeg"),
+                     "torch": _version("torch") if "torch" in sys.modules else "not imported"},
+        "decoders": {"live": available_decoders(), "auto": available_decoders()[0]},
+        "fast_paths": {name: {"present": present, "what": _DESCRIPTIONS[name],
+                              **({} if present else {"install": INSTALL_HINTS[name]})}
+                       for name, present in paths.items()},
+        "protocols": {"file": True, "memory": True,
+                      **{name: _importable(module) for name, module in _PROTOCOLS.items()}},
+        "cores": {"usable": cores, "source": source, "this_rank": share,
+                  "this_rank_source": share_source, "local_rank": ranks.rank,
+                  "local_ranks": ranks.size},
+        "environment": {name: os.environ[name] for name in VARIABLES if name in os.environ},
+    }
+    if measure:
+        rates = measure_decoders()
+        report["decode_images_per_s"] = rates
+        report["missing_cost"] = _missing_cost(rates, paths)
+    return report
+
+
+def _missing_cost(rates, paths):
+    """What the missing fast paths cost here: the live decoder's rate against the fastest one
+    measured, and for missing pieces, what they would bring (from BENCHMARKS.md)."""
+    costs = {}
+    auto = next(iter(rates))
+    fastest = max(rates, key=rates.get)
+    if rates[auto] < 0.8 * rates[fastest]:  # closer than that is timing noise
+        costs["auto decoder"] = f"{auto} decodes {rates[auto]:.0f} images/s, {fastest} " \
+                                f"{rates[fastest]:.0f}"
+    if auto == "opencv" and "opencv" in rates:
+        costs["decoder"] = (f"only OpenCV decodes here ({rates['opencv']:.0f} images/s on the "
+                            "sample): libjpeg-turbo's region and DCT-scaled decode typically "
+                            "make the train pipeline 1.5-2.5x faster (BENCHMARKS.md)")
+    if not paths["_jpegroi"]:
+        costs["_jpegroi"] = ("every JPEG is decoded whole: random crops decode 1.2-2x more "
+                             "pixels than they use (BENCHMARKS.md, region decoding)")
+    if not paths["_resize"]:
+        costs["_resize"] = "resize, crop, mirror and normalise run as separate OpenCV/NumPy steps"
+    if not paths["_colour"]:
+        costs["_colour"] = "colour jitter runs in NumPy: about 2.7x the per-sample cost"
+    return costs
+
+
+def slow_paths(report=None):
+    """Names of the missing fast paths (empty when this installation has them all)."""
+    paths = _fast_paths() if report is None else {
+        name: info["present"] for name, info in report["fast_paths"].items()}
+    missing = [name for name in ("_jpegroi", "_resize", "_colour") if not paths[name]]
+    if not paths["_jpegroi"] and not paths["libturbojpeg"]:
+        missing.append("libjpeg-turbo")
+    return missing

@@ -1,0 +1,53 @@
+"""recpipe doctor: its JSON report, and demo's hint when a fast path is missing."""
+
+import json
+
+import pytest
+
+from recpipe import doctor
+from recpipe.cli import main
+from recpipe.decode.decoders import available_decoders
+
+
+def test_the_report_names_decoders_paths_protocols_and_cores():
+    report = doctor.diagnose(measure=True)
+    assert report["decoders"]["live"] == available_decoders()
+    assert report["decoders"]["auto"] == available_decoders()[0]
+    assert set(report["fast_paths"]) == {"_jpegroi", "_resize", "_colour", "libturbojpeg",
+                                         "simplejpeg"}
+    for info in report["fast_paths"].values():
+        assert info["present"] or "install" in info
+    assert report["protocols"]["file"] and "s3" in report["protocols"]
+    assert report["cores"]["usable"] >= report["cores"]["this_rank"] >= 1
+    assert set(report["decode_images_per_s"]) == set(available_decoders())
+    assert all(rate > 0 for rate in report["decode_images_per_s"].values())
+    json.dumps(report)  # JSON-ready
+
+
+def test_missing_paths_are_listed_with_their_install_hint():
+    report = doctor.diagnose(measure=False)
+    report["fast_paths"]["_jpegroi"] = {"present": False}
+    report["fast_paths"]["libturbojpeg"] = {"present": False}
+    assert doctor.slow_paths(report)[:1] == ["_jpegroi"] and "libjpeg-turbo" in doctor.slow_paths(report)
+    assert "libjpeg62-turbo-dev" in doctor.INSTALL_HINTS["_jpegroi"]
+    assert "libturbojpeg0" in doctor.INSTALL_HINTS["libturbojpeg"]
+    costs = doctor._missing_cost({"opencv": 100.0}, {"_jpegroi": False, "_resize": True,
+                                                     "_colour": False})
+    assert set(costs) == {"decoder", "_jpegroi", "_colour"}
+
+
+def test_cli_json(capsys):
+    assert main(["doctor", "--json", "--no-measure"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "decode_images_per_s" not in report and report["decoders"]["live"]
+    assert main(["doctor", "--no-measure"]) == 0
+    assert "decoders:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("missing", [[], ["_jpegroi"]])
+def test_demo_points_at_doctor_on_a_slow_path(capsys, monkeypatch, missing):
+    monkeypatch.setattr(doctor, "slow_paths", lambda report=None: missing)
+    assert main(["demo", "--classes", "1", "--per-class", "8", "--seconds", "0.2",
+                 "--threads", "1", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert ("recpipe doctor" in err) == bool(missing)
