@@ -24,7 +24,8 @@ def register(subparsers):
     p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
     p.add_argument("--decoder", default="auto", help="auto, turbojpeg, simplejpeg or opencv")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--plot", metavar="PNG", help="write the thread sweep as a PNG chart")
+    p.add_argument("--plot", metavar="PNG", help="write a chart (matplotlib, recpipe[plot]): images/s against threads "
+                        "with the ideal and bare-decode lines, and the cost of each stage")
     p.add_argument("--trace", metavar="JSON", help="write a Chrome trace of the first configuration's stages")
     p.set_defaults(func=run)
 
@@ -53,7 +54,10 @@ def run(args):
                                         dtype=args.dtype, decoder=args.decoder,
                                         storage_options=storage_options(args))]
         if args.plot:
-            _plot_sweep(results["sweep"], args.plot, f"{first} pipeline, {args.file}")
+            from ..plots import plot_bench
+
+            plot_bench(results, args.plot, f"recpipe bench {args.file} ({first} sweep)")
+            _say(args, f"wrote {args.plot}")
     results["peak_rss_mb"] = bench.peak_rss_mb()
     print_results(results, args.json)
     return 0
@@ -86,39 +90,3 @@ def format_table(results):
         lines.append(f"    {point['threads']:3d} threads  {point['images_per_s']:8.1f} images/s")
     lines.append(f"  peak RSS {results['peak_rss_mb']:.0f} MiB")
     return "\n".join(lines)
-
-
-def _plot_sweep(sweep, path, title):
-    """A small line chart drawn with OpenCV (no plotting library needed)."""
-    import cv2
-    import numpy as np
-
-    width, height, margin = 640, 400, 60
-    img = np.full((height, width, 3), 255, np.uint8)
-    top = max(p["images_per_s"] for p in sweep) * 1.1 or 1.0
-    xs = [p["threads"] for p in sweep]
-    span = max(1, max(xs) - min(xs))
-
-    def point(p):
-        x = margin + (p["threads"] - min(xs)) * (width - 2 * margin) / span
-        y = height - margin - p["images_per_s"] * (height - 2 * margin) / top
-        return int(x), int(y)
-
-    cv2.line(img, (margin, height - margin), (width - margin, height - margin), (0, 0, 0), 1)
-    cv2.line(img, (margin, margin), (margin, height - margin), (0, 0, 0), 1)
-    for a, b in zip(sweep, sweep[1:]):
-        cv2.line(img, point(a), point(b), (200, 80, 0), 2, cv2.LINE_AA)
-    for p in sweep:
-        cv2.circle(img, point(p), 4, (200, 80, 0), -1, cv2.LINE_AA)
-        cv2.putText(img, f"{p['images_per_s']:.0f}", (point(p)[0] - 15, point(p)[1] - 10),
-                    cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
-        cv2.putText(img, str(p["threads"]), (point(p)[0] - 4, height - margin + 18),
-                    cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
-    cv2.putText(img, title[:70], (margin, 30), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 1,
-                cv2.LINE_AA)
-    cv2.putText(img, "threads", (width // 2 - 25, height - 15), cv2.FONT_HERSHEY_SIMPLEX, 0.5,
-                (0, 0, 0), 1, cv2.LINE_AA)
-    cv2.putText(img, "images/s", (5, margin - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 1,
-                cv2.LINE_AA)
-    if not cv2.imwrite(path, img):
-        raise OSError(f"could not write the plot to {path}")

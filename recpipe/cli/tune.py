@@ -21,6 +21,8 @@ def register(subparsers):
                     "STEP_MS per batch; print each autotune decision and the final report.")
     p.add_argument("file", help=".rec file (any fsspec URL)")
     add_storage_options(p)
+    p.add_argument("--plot", metavar="PNG", help="write the autotuner's decisions as a chart "
+                                                 "(matplotlib, recpipe[plot])")
     p.add_argument("--step-ms", type=float, required=True,
                    help="simulated accelerator time per batch, in milliseconds")
     p.add_argument("--seconds", type=float, default=30.0, help="how long to run (default 30)")
@@ -60,6 +62,10 @@ def run(args):
         report = loader.autotune_report()
     report["images_per_s_overall"] = images / elapsed
     report["step_ms"] = args.step_ms
+    if args.plot:
+        from ..plots import plot_tune
+
+        plot_tune(report, args.plot, f"recpipe tune {args.file}: step {args.step_ms:g} ms")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
