@@ -32,7 +32,8 @@ def test_bench_json_plot_and_trace(rec, tmp_path, capsys):
         assert config["images_per_s"] > 0
         assert set(config["stage_ms_per_image"]) == {"read", "decode", "augment", "batch"}
     assert [p["threads"] for p in result["sweep"]] == [1, 2]
-    assert cv2.imread(str(plot)).shape == (400, 640, 3)
+    chart = cv2.imread(str(plot))  # matplotlib: two panels side by side
+    assert chart.shape[1] > chart.shape[0] > 300 and chart.std() > 20
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["name"] for e in events if e["ph"] == "X"} >= {"read", "decode", "augment"}
 
