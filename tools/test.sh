@@ -28,6 +28,9 @@ if [ -f /usr/include/jpeglib.h ] && command -v cc >/dev/null; then
   export RECPIPE_REQUIRE_JPEGROI=1
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check -e '.[test,turbo,s3,dask]' 'torch==2.13.0'
+# constraints: versions known to work together, so pip resolves in seconds instead of
+# backtracking for minutes through s3fs/aiobotocore/botocore/moto/dask releases
+"$PY" -m pip install -q --disable-pip-version-check -c tools/constraints.txt \
+  -e '.[test,turbo,s3,dask]' 'torch==2.13.0'
 bash tools/setup_mxnet_venv.sh >/dev/null
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"
