@@ -24,7 +24,7 @@ from ..io.sources import url_to_fs
 from .items import join_url
 
 __all__ = ["MANIFEST_FORMAT", "MANIFEST_VERSION", "ManifestShard", "Manifest", "manifest_url",
-           "build_manifest", "publish_manifest", "read_manifest", "iter_records"]
+           "build_manifest", "check_manifest", "publish_manifest", "read_manifest", "iter_records"]
 
 log = logging.getLogger(__name__)
 
@@ -140,14 +140,83 @@ def read_manifest(url, storage_options=None):
         raise ValueError(f"{url}: not a recpipe pack manifest")
     if data.get("version") != MANIFEST_VERSION:
         raise ValueError(f"{url}: unsupported manifest version {data.get('version')!r}")
+    _validate(url, data)
     return Manifest(url, data)
+
+
+_SHARD_INTS = ("records", "rec_bytes", "idx_bytes")
+
+
+def _validate(url, data):
+    """Refuse a manifest whose structure is wrong or whose shard names leave its folder; the
+    messages name fields and types, never quote the file's contents."""
+    splits = data.get("splits")
+    if not isinstance(splits, dict) or not splits:
+        raise ValueError(f"{url}: 'splits' must be a non-empty object")
+    for name, split in splits.items():
+        shards = split.get("shards") if isinstance(split, dict) else None
+        if not isinstance(shards, list):
+            raise ValueError(f"{url}: split {len(name)}-character name: 'shards' must be a list")
+        for i, shard in enumerate(shards):
+            where = f"{url}: shard {i} of a split"
+            if not isinstance(shard, dict):
+                raise ValueError(f"{where} is a {type(shard).__name__}, not an object")
+            for key in ("rec", "idx"):
+                _check_name(where, key, shard.get(key))
+            for key in _SHARD_INTS:
+                value = shard.get(key)
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ValueError(f"{where}: {key!r} must be an integer >= 0, "
+                                     f"not a {type(value).__name__}")
+            for key in ("rec_sha256", "idx_sha256"):
+                value = shard.get(key)
+                if value is not None and not (isinstance(value, str) and len(value) == 64
+                                              and all(c in "0123456789abcdef" for c in value)):
+                    raise ValueError(f"{where}: {key!r} must be 64 hex digits or null")
+
+
+def _check_name(where, key, value):
+    """A shard file name: relative to the manifest's folder, without ``..`` or a scheme."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where}: {key!r} must be a file name, not a {type(value).__name__}")
+    parts = value.replace("\\", "/").split("/")
+    if value.startswith("/") or "://" in value or ".." in parts or ":" in parts[0]:
+        raise ValueError(f"{where}: {key!r} must be a path relative to the manifest's folder "
+                         "(no absolute path, no '..', no URL)")
+
+
+def check_manifest(url, storage_options=None):
+    """Check every shard against the manifest: sizes, SHA-256 digests and record counts.
+    Returns the ``Manifest``; raises ValueError naming the first shard that differs."""
+    from ..io.reader import RecordReader
+    from .shards import file_digest
+
+    manifest = read_manifest(url, storage_options)
+    for shard in manifest.shards():
+        for which, expected_sha, expected_bytes in (
+                ("rec", shard.rec_sha256, shard.rec_bytes), ("idx", shard.idx_sha256,
+                                                            shard.idx_bytes)):
+            path = getattr(shard, which)
+            sha256, size = file_digest(path, storage_options)
+            if size != expected_bytes:
+                raise ValueError(f"{path}: {size} bytes, the manifest says {expected_bytes}")
+            if expected_sha is not None and sha256 != expected_sha:
+                raise ValueError(f"{path}: SHA-256 differs from the manifest's")
+        with RecordReader(shard.rec, shard.idx, storage_options) as reader:
+            if len(reader) != shard.records:
+                raise ValueError(f"{shard.rec}: {len(reader)} records, the manifest says "
+                                 f"{shard.records}")
+    return manifest
 
 
 def iter_records(url, split=None, storage_options=None):
     """``(key, payload)`` of every record of the manifest's shards, shard by shard in order."""
     from ..io.reader import RecordReader
 
-    for rec_url, idx_url in read_manifest(url, storage_options).shard_urls(split):
-        with RecordReader(rec_url, idx_url, storage_options) as reader:
+    for shard in read_manifest(url, storage_options).shards(split):
+        with RecordReader(shard.rec, shard.idx, storage_options) as reader:
+            if len(reader) != shard.records:
+                raise ValueError(f"{shard.rec}: {len(reader)} records, the manifest says "
+                                 f"{shard.records}")
             for key, payload in zip(reader.keys, reader):
                 yield key, payload
