@@ -27,14 +27,15 @@ from typing import Optional, Tuple
 from .._optional import require
 from ..errors import DecodeError
 from ..io.sources import url_to_fs
+from .inputs import InputLimits
 from .items import PackItem, join_url, load_items
+from .jobs import (Job, adopt_plan, default_workers, file_name, plan_options, publish_labels,
+                   write_shard)
+from .lifeline import single_thread_opencv
 from .manifest import build_manifest, publish_manifest
-from .packer import (_adopt_plan, _Job, _name, _plan_options, _publish_labels, _write_shard,
-                     default_workers)
 from .plan import Shard, build_plan, load_plan, remove_plan, split_counts
 from .report import InputReport, PackSummary, ShardSummary
 from .shards import Progress, file_digest, is_local, recover_partial, verify_published
-from .inputs import InputLimits
 from .transform import ImageOptions, ItemProcessor
 
 __all__ = ["ShardTask", "ShardOutcome", "ShardTaskError", "dask_client", "pack_on_dask",
@@ -120,10 +121,10 @@ def pack_shard(task):
     if task.resume and is_local(shard.rec, task.storage_options):
         progress = recover_partial(shard.rec, shard.idx, [item.index for item in task.items])
         outcome.resumed_records = progress.records
-    job = _Job(shard, task.items, progress, outcome.summary)
+    job = Job(shard, task.items, progress, outcome.summary)
     processor = ItemProcessor(task.root, task.image, task.storage_options, task.limits)
     try:
-        rec_sha256, idx_sha256 = _write_shard(
+        rec_sha256, idx_sha256 = write_shard(
             job, map(processor, job.todo), root=task.root, report=outcome.report,
             summary=outcome, on_error=task.on_error, flush_every=task.flush_every,
             progress=None, total=len(job.todo), storage_options=task.storage_options,
@@ -133,7 +134,7 @@ def pack_shard(task):
         return outcome
     finally:
         for error in outcome.report.errors:  # say which shard each failed item was meant for
-            error["shard"] = _name(shard.rec)
+            error["shard"] = file_name(shard.rec)
     outcome.digests = (rec_sha256, idx_sha256, _size(shard.idx, task.storage_options))
     return outcome
 
@@ -141,13 +142,6 @@ def pack_shard(task):
 def _size(url, storage_options):
     fs, path = url_to_fs(url, storage_options)
     return int(fs.size(path))
-
-
-def _single_threaded_opencv():
-    """Run on the workers of a cluster we started: one OpenCV thread per worker process."""
-    import cv2
-
-    cv2.setNumThreads(1)
 
 
 # --- in this process --------------------------------------------------------------------------
@@ -216,7 +210,7 @@ def _collect(future, task, deadline):
         return future.result(timeout=deadline), None
     except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - reported per shard
         log.error("shard %s: task failed: %s: %s", task.shard.rec, type(e).__name__, e)
-        return None, {"shard": _name(task.shard.rec), "error": f"{type(e).__name__}: {e}"}
+        return None, {"shard": file_name(task.shard.rec), "error": f"{type(e).__name__}: {e}"}
 
 
 def _run_tasks(client, tasks, progress, item_timeout):
@@ -283,13 +277,13 @@ def _raise_failures(plan, tasks, outcomes, failures):
     stopped = [(task, outcome.failure) for task, outcome in zip(tasks, outcomes)
                if outcome is not None and outcome.failure]
     if failures:
-        failures += [{"shard": _name(task.shard.rec), "error": f"{f['path']}: {f['reason']}"}
+        failures += [{"shard": file_name(task.shard.rec), "error": f"{f['path']}: {f['reason']}"}
                      for task, f in stopped]
         raise ShardTaskError(failures)
     if stopped:
         task, failure = stopped[0]
         others = f" ({len(stopped) - 1} other shard(s) stopped too)" if len(stopped) > 1 else ""
-        raise DecodeError(f"shard {_name(task.shard.rec)}: {failure['reason']}{others}",
+        raise DecodeError(f"shard {file_name(task.shard.rec)}: {failure['reason']}{others}",
                           path=join_url(plan.root, failure["path"]))
 
 
@@ -309,9 +303,9 @@ def _plan_on_cluster(src, out, root, image, shuffle, seed, val_ratio, shards, sh
         shards = default_shard_count(threads, len(items), float(val_ratio or 0.0))
         log.info("no shards or shard size given: %d shards (%d per worker thread)", shards,
                  SHARDS_PER_THREAD)
-    options = _plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
+    options = plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
     plan = build_plan(src, item_root, out, items, classes, options)
-    return plan, _adopt_plan(plan, out, resume, saved, storage_options), chose
+    return plan, adopt_plan(plan, out, resume, saved, storage_options), chose
 
 
 def pack_on_dask(dask, src, out, *, root, image, shuffle, seed, val_ratio, shards, shard_size,
@@ -335,12 +329,12 @@ def pack_on_dask(dask, src, out, *, root, image, shuffle, seed, val_ratio, shard
         info["shards"] = sum(len(split.shards) for split in plan.splits)
         info["default_shards"] = chose
         if str(dask) == "local" and not image.pass_through:
-            client.run(_single_threaded_opencv)
+            client.run(single_thread_opencv)  # on the workers of a cluster we started
         tasks = _tasks(plan, storage_options, on_error, resume, flush_every, limits)
         outcomes, failures = _run_tasks(client, tasks, progress, item_timeout)
     _raise_failures(plan, tasks, outcomes, failures)
     summary = _summarize(out, plan, tasks, outcomes, info)
-    summary.labels_file = _publish_labels(plan, summary, storage_options)
+    summary.labels_file = publish_labels(plan, summary, storage_options)
     digests = {outcome.summary.rec: outcome.digests for outcome in outcomes}
     summary.manifest_file = publish_manifest(
         out, build_manifest(plan, summary.splits, digests, __version__), storage_options)

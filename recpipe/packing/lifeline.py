@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 
-__all__ = ["init_worker", "parent_alive", "tie_to_parent"]
+__all__ = ["init_worker", "parent_alive", "single_thread_opencv", "tie_to_parent"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,11 @@ def init_worker(parent_pid, opencv_threads=True):
     tie_to_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     if opencv_threads:
-        import cv2
+        single_thread_opencv()
 
-        cv2.setNumThreads(1)
+
+def single_thread_opencv():
+    """One OpenCV thread in this process: the pool's processes are the parallelism."""
+    import cv2
+
+    cv2.setNumThreads(1)

@@ -12,7 +12,6 @@ With ``dask=`` the same plan is written by a Dask cluster instead, one task per 
 
 import collections
 import contextlib
-import json
 import logging
 import multiprocessing
 import os
@@ -20,15 +19,13 @@ import sys
 import threading
 import time
 
-from ..errors import DecodeError
-from ..io.atomic import publish
-from .items import DEFAULT_EXTENSIONS, join_url, load_items
 from .inputs import InputLimits
+from .items import DEFAULT_EXTENSIONS, load_items
+from .jobs import (adopt_plan, default_workers, plan_options, prepare_jobs, publish_labels,
+                   write_shard)
 from .lifeline import init_worker
-from .plan import (PlanOptions, build_plan, labels_url, load_plan, plan_url, remove_plan,
-                   save_plan)
-from .report import InputReport, PackSummary, ShardSummary
-from .shards import Progress, ShardWriter, is_local, recover_partial, verify_published
+from .plan import build_plan, load_plan, remove_plan
+from .report import InputReport, PackSummary
 from .transform import ImageOptions, ItemProcessor
 
 __all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR"]
@@ -52,17 +49,6 @@ def parse_size(text):
     if unit not in _SIZE_UNITS or value <= 0:
         raise ValueError(f"not a size: {text!r} (use e.g. 256MB)")
     return int(value * _SIZE_UNITS[unit])
-
-
-def default_workers(pass_through=False):
-    """Worker processes by default: none for pass-through (reading files is cheaper than
-    shipping them between processes), else one per usable core."""
-    if pass_through:
-        return 0
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 # --- worker processes -------------------------------------------------------------------------
@@ -166,97 +152,6 @@ def _results(processor, items, workers, chunksize, item_timeout):
 
 # --- writing ----------------------------------------------------------------------------------
 
-class _Job:
-    """A shard still to write: its plan, its items and where a previous run stopped."""
-
-    def __init__(self, shard, items, progress, summary):
-        self.shard = shard
-        self.items = items
-        self.progress = progress
-        self.summary = summary
-
-    @property
-    def todo(self):
-        return self.items[self.progress.position:]
-
-
-def _prepare_jobs(plan, summary, resume, storage_options):
-    jobs = []
-    for split in plan.splits:
-        shard_summaries = summary.splits.setdefault(split.name, [])
-        for shard in split.shards:
-            items = split.items[shard.start:shard.stop]
-            keys = [item.index for item in items]
-            shard_summary = ShardSummary(shard.rec, shard.idx)
-            shard_summaries.append(shard_summary)
-            done = verify_published(shard.rec, shard.idx, keys, storage_options) if resume else None
-            if done is not None:
-                shard_summary.records, shard_summary.bytes = done
-                shard_summary.kept = True
-                summary.resumed_records += shard_summary.records
-                continue
-            progress = Progress()
-            if resume and is_local(shard.rec, storage_options):
-                progress = recover_partial(shard.rec, shard.idx, keys)
-                summary.resumed_records += progress.records
-            jobs.append(_Job(shard, items, progress, shard_summary))
-    return jobs
-
-
-def _write_shard(job, results, *, root, report, summary, on_error, flush_every, progress, total,
-                 storage_options, checksums=False):
-    """Write ``job``'s remaining items from ``results`` and publish the shard; ``summary`` is
-    anything with ``written``/``failed``/``input_bytes`` counters. Returns the writer's
-    ``digests()`` (None without ``checksums``)."""
-    writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress, checksums)
-    try:
-        for item in job.todo:
-            result = next(results)
-            report.add(item.path, result.reasons, result.error)
-            summary.input_bytes += result.input_bytes
-            if result.error:
-                summary.failed += 1
-                if on_error == "raise":
-                    raise DecodeError(result.error, path=join_url(root, item.path))
-                log.warning("%s: skipped: %s", item.path, result.error)
-            else:
-                writer.write(result.payload, item.index)
-                summary.written += 1
-                if writer.records % flush_every == 0:
-                    writer.flush()
-            if progress is not None:
-                progress(summary.written + summary.failed, total, summary.input_bytes)
-    except BaseException:
-        writer.abandon(keep=True)
-        raise
-    if writer.records == 0 and job.todo and not job.progress.records:
-        writer.abandon(keep=False)  # every item failed: an empty file is not published
-        return None
-    writer.publish()
-    job.summary.records, job.summary.bytes = writer.records, writer.offset
-    return writer.digests()
-
-
-def _name(url):
-    return url.rsplit("/", 1)[-1]
-
-
-def _publish_labels(plan, summary, storage_options):
-    """``OUT.labels.json``: class name -> label, and records/bytes per split and shard (shard
-    files named relative to the label file's folder)."""
-    url = labels_url(plan.out)
-    data = {
-        "classes": plan.classes,
-        "source": plan.src,
-        "splits": {name: {"records": sum(s.records for s in shards),
-                          "bytes": sum(s.bytes for s in shards),
-                          "shards": [{"rec": _name(s.rec), "idx": _name(s.idx), "records": s.records,
-                                      "bytes": s.bytes} for s in shards]}
-                   for name, shards in summary.splits.items()},
-    }
-    return publish(url, json.dumps(data, indent=2).encode(), storage_options)
-
-
 def _check_arguments(on_error, quality, encoding, color, workers):
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
@@ -277,13 +172,6 @@ def _image_options(pass_through, resize, center_crop, quality, encoding, color, 
                         bool(pack_label), bool(exact))
 
 
-def _plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size):
-    if shuffle is None:
-        shuffle = not str(src).lower().endswith(".lst")
-    return PlanOptions(image, bool(shuffle), int(seed), float(val_ratio or 0.0),
-                       int(shards or 0), int(shard_size or 0))
-
-
 def _plan_for(src, out, root, options, extensions, resume, storage_options):
     """The plan, and whether an interrupted run of it is being resumed (its saved plan exists:
     without one, outputs already present cannot be trusted to come from the same options)."""
@@ -292,21 +180,7 @@ def _plan_for(src, out, root, options, extensions, resume, storage_options):
                                            storage_options=storage_options)
     plan = build_plan(src, item_root, out, items, classes, options)
     saved = load_plan(out, storage_options) if resume else None
-    return plan, _adopt_plan(plan, out, resume, saved, storage_options)
-
-
-def _adopt_plan(plan, out, resume, saved, storage_options):
-    """Check ``plan`` against the ``saved`` one of an interrupted run (None: there is none),
-    or save it; returns whether that run is being resumed."""
-    if saved is not None and saved.fingerprint != plan.fingerprint:
-        raise ValueError(
-            f"{plan_url(out)} was made for different inputs or options; run the same command "
-            f"to resume, or drop --resume to start over")
-    if resume and saved is None:
-        log.info("--resume: no interrupted run found at %s; starting from scratch", out)
-    if saved is None:
-        save_plan(plan, storage_options)
-    return saved is not None
+    return plan, adopt_plan(plan, out, resume, saved, storage_options)
 
 
 def output_prefix(out):
@@ -362,12 +236,12 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
             on_error=on_error, resume=resume, extensions=extensions,
             storage_options=storage_options, progress=progress, flush_every=flush_every,
             item_timeout=item_timeout, started=started, limits=limits)
-    options = _plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
+    options = plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
     plan, resume = _plan_for(src, out, root, options, extensions, resume, storage_options)
     workers = default_workers(pass_through) if workers is None else workers
     summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers)
     report = InputReport()
-    jobs = _prepare_jobs(plan, summary, resume, storage_options)
+    jobs = prepare_jobs(plan, summary, resume, storage_options)
     todo = [item for job in jobs for item in job.todo]
     workers = min(workers, len(todo))
     summary.workers = workers
@@ -377,7 +251,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
     try:
         with _results(processor, iter(todo), workers, chunksize, item_timeout) as results:
             for job in jobs:
-                _write_shard(job, results, root=plan.root, report=report, summary=summary,
+                write_shard(job, results, root=plan.root, report=report, summary=summary,
                              on_error=on_error, flush_every=flush_every, progress=progress,
                              total=len(todo), storage_options=storage_options)
     finally:
@@ -389,7 +263,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
         raise ValueError(f"nothing packed: all {summary.failed} image(s) failed (first: "
                          f"{first.get('path')}: {first.get('reason')}); no output was published")
     summary.output_bytes = sum(s.bytes for shards in summary.splits.values() for s in shards)
-    summary.labels_file = _publish_labels(plan, summary, storage_options)
+    summary.labels_file = publish_labels(plan, summary, storage_options)
     remove_plan(out, storage_options)
     summary.seconds = time.perf_counter() - started
     return summary
