@@ -1,0 +1,187 @@
+"""112x112 face crops (InsightFace's shape): recpipe's loader against bare decoding and a torch
+DataLoader over an MXFaceDataset-style dataset, alternated in one run.
+
+Faces are cut from ``../shared/data/photos`` (a square around the centre, jittered, resized to
+112x112, JPEG quality 95), packed pass-through. Every contender produces float32 NCHW batches of
+128 with a random horizontal flip and ``(x - 127.5) / 127.5``:
+
+- ``bare``: threads decoding the in-memory JPEG bytes at full size, nothing else;
+- ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
+- ``torch``: ``torch.utils.data.DataLoader`` with as many worker processes, over a map dataset
+  doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.recordio`` read + OpenCV decode
+  + flip + normalise).
+
+It reports images/s, the ratios (targets of the small-images issue: >= 0.9x bare decode, >= 2x
+the torch DataLoader) and the microseconds per sample that the loader spends beyond decoding
+at one thread (its Python and hand-off cost, what caps scaling).
+
+    python tools/bench_faces.py --rounds 3 --seconds 3
+"""
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+PHOTOS = os.path.join(HERE, "..", "..", "shared", "data", "photos")
+BATCH = 128
+
+
+def make_faces(folder, count):
+    """``folder/faces.rec``: ``count`` 112x112 crops of the shared photos, labelled by class."""
+    import cv2
+
+    import recpipe
+
+    rec = os.path.join(folder, "faces.rec")
+    if os.path.exists(rec):
+        return rec
+    os.makedirs(folder, exist_ok=True)
+    paths = sorted(glob.glob(os.path.join(PHOTOS, "*", "*.jpg")))
+    if not paths:
+        raise SystemExit(f"no photos under {PHOTOS}")
+    rng = np.random.default_rng(0)
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(count):
+            path = paths[i % len(paths)]
+            img = cv2.imread(path)
+            h, w = img.shape[:2]
+            side = int(min(h, w) * rng.uniform(0.5, 0.8))
+            y = int(rng.integers(0, h - side + 1))
+            x = int(rng.integers(0, w - side + 1))
+            face = cv2.resize(img[y:y + side, x:x + side], (112, 112), interpolation=cv2.INTER_AREA)
+            jpeg = cv2.imencode(".jpg", face, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+            label = float(os.path.basename(os.path.dirname(path))[-2:])
+            writer.write(recpipe.pack(recpipe.IRHeader(0, label, i, 0), jpeg))
+    return rec
+
+
+def bare(rec, threads, seconds):
+    from recpipe.decode.bench import bare_decode_rate, load_images
+
+    return bare_decode_rate(load_images(rec), threads, seconds=seconds)
+
+
+def recpipe_rate(rec, threads, seconds):
+    from recpipe.decode.loader import ImageLoader
+
+    norm = dict(mean_r=127.5, mean_g=127.5, mean_b=127.5, std_r=127.5, std_g=127.5, std_b=127.5)
+    with ImageLoader(rec, BATCH, (3, 112, 112), threads=threads, shuffle=True, rand_mirror=True,
+                     prefetch=4, **norm) as loader:
+        return _timed(_endless(loader), seconds)
+
+
+class FaceDataset:
+    """arcface_torch's MXFaceDataset, reading through recpipe.recordio."""
+
+    def __init__(self, rec):
+        self.rec = rec
+        self.imgrec = None
+        from recpipe import recordio
+
+        reader = recordio.MXIndexedRecordIO(rec[:-4] + ".idx", rec, "r")
+        self.keys = list(reader.keys)
+        reader.close()
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __getitem__(self, index):
+        import cv2
+        import torch
+
+        from recpipe import recordio
+
+        if self.imgrec is None:
+            self.imgrec = recordio.MXIndexedRecordIO(self.rec[:-4] + ".idx", self.rec, "r")
+        header, img = recordio.unpack(self.imgrec.read_idx(self.keys[index]))
+        sample = cv2.cvtColor(cv2.imdecode(np.frombuffer(img, np.uint8), cv2.IMREAD_COLOR),
+                              cv2.COLOR_BGR2RGB)
+        if np.random.random() < 0.5:
+            sample = sample[:, ::-1]
+        sample = (sample.astype(np.float32) - 127.5) / 127.5
+        return torch.from_numpy(np.ascontiguousarray(sample.transpose(2, 0, 1))), header.label
+
+
+def torch_rate(rec, threads, seconds):
+    import torch
+
+    loader = torch.utils.data.DataLoader(FaceDataset(rec), batch_size=BATCH, shuffle=True,
+                                         num_workers=threads, persistent_workers=True,
+                                         prefetch_factor=4, multiprocessing_context="fork")
+    return _timed(_endless(loader), seconds)
+
+
+def _endless(loader):
+    while True:
+        for images, _ in loader:
+            yield images
+
+
+def _timed(batches, seconds, warmup=3):
+    for _ in range(warmup):
+        next(batches)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        count += len(next(batches))
+    return count / (time.perf_counter() - start)
+
+
+CONTENDERS = {"bare": bare, "recpipe": recpipe_rate, "torch": torch_rate}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--faces", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--dir", default="/tmp/recpipe-bench-faces")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rec = make_faces(args.dir, args.faces)
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    rates = {(name, t): [] for name in CONTENDERS for t in thread_counts}
+    for round_ in range(args.rounds):  # alternated: every contender once per round
+        for t in thread_counts:
+            for name, run in CONTENDERS.items():
+                rates[(name, t)].append(run(rec, t, args.seconds))
+    medians = {key: statistics.median(values) for key, values in rates.items()}
+    result = {"faces": args.faces, "rounds": args.rounds, "seconds": args.seconds,
+              "cpu_count": os.cpu_count(), "threads": {}}
+    for t in thread_counts:
+        ours, base, torch_ = medians[("recpipe", t)], medians[("bare", t)], medians[("torch", t)]
+        result["threads"][t] = {
+            "images_per_s": {name: round(medians[(name, t)], 1) for name in CONTENDERS},
+            "recpipe_vs_bare": round(ours / base, 3), "recpipe_vs_torch": round(ours / torch_, 3),
+            "per_round_vs_bare": [round(o / b, 3) for o, b in
+                                  zip(rates[("recpipe", t)], rates[("bare", t)])]}
+    if 1 in thread_counts:
+        result["overhead_us_per_sample_1_thread"] = round(
+            1e6 * (1 / medians[("recpipe", 1)] - 1 / medians[("bare", 1)]), 1)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"{args.faces} faces 112x112, float32 flip + (x-127.5)/127.5, batch {BATCH}, "
+          f"{args.rounds} alternated rounds of {args.seconds:g} s, {os.cpu_count()} CPUs")
+    for t, r in result["threads"].items():
+        rates_text = ", ".join(f"{k} {v:.0f}" for k, v in r["images_per_s"].items())
+        print(f"  {t} thread(s): {rates_text} images/s; recpipe {r['recpipe_vs_bare']:.2f}x bare "
+              f"(target 0.9), {r['recpipe_vs_torch']:.2f}x torch (target 2); per round vs bare "
+              f"{r['per_round_vs_bare']}")
+    if "overhead_us_per_sample_1_thread" in result:
+        print(f"  beyond decoding, one thread: {result['overhead_us_per_sample_1_thread']:.0f} us "
+              "per sample (target: Python <= 10 us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
