@@ -771,6 +771,14 @@ class Augmenter:
         axes = self._linear_axes(plan, img, window)
         if axes is not None and self._direct:
             gains, offsets = self._output_terms(plan)
+            region = self._unscaled_region(img, axes)
+            if region is not None:  # nothing to resample: one pass, no interpolation
+                scratch = self._scratch.get("colour", (3 * region.shape[0] * region.shape[1],),
+                                            np.float32)
+                colour.jitter_into(region, out, (), None, scratch, mirror=plan.mirror,
+                                   nchw=self.config.layout == "NCHW", gains=gains,
+                                   offsets=offsets)
+                return
             fast_resize.linear_into(img, out, *axes, mirror=plan.mirror,
                                     nchw=self.config.layout == "NCHW", gains=gains,
                                     offsets=offsets)
@@ -786,6 +794,20 @@ class Augmenter:
             self._write_float_path(region, plan, out)
         else:
             self._write(region, plan, out)
+
+    def _unscaled_region(self, img, axes):
+        """The part of ``img`` that ``axes`` copy one to one (a crop the size of the output,
+        e.g. a 112x112 face), when the fused colour writer can write it; else None."""
+        y_axis, x_axis = axes
+        if (self._channels != 3 or not colour.available() or y_axis.scale != 1.0
+                or x_axis.scale != 1.0 or y_axis.shift or x_axis.shift
+                or (y_axis.length, x_axis.length) != (self._out_h, self._out_w)):
+            return None
+        y, x = int(y_axis.offset), int(x_axis.offset)
+        if y != y_axis.offset or x != x_axis.offset or y < 0 or x < 0 \
+                or y + self._out_h > img.shape[0] or x + self._out_w > img.shape[1]:
+            return None
+        return img[y:y + self._out_h, x:x + self._out_w]
 
     def _linear_axes(self, plan, img, window):
         """``(y_axis, x_axis)`` for ``fast_resize.linear_into`` when what is left to do is a
