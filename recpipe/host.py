@@ -1,5 +1,5 @@
-"""What this machine gives this process: usable cores, and its share of them among the ranks of
-one node.
+"""What this machine gives this process: usable cores and its share of them among the ranks of
+one node, available memory and CPU pressure (the probes the autotuner and doctor use).
 
 ``usable_cores()`` counts the CPUs of the affinity mask, capped by a cgroup CPU quota (v2
 ``cpu.max`` or v1 ``cfs_quota_us``), as containers and Kubernetes set them. ``local_ranks()``
@@ -17,8 +17,9 @@ import math
 import os
 from typing import NamedTuple
 
-__all__ = ["LOCAL_ENV_PAIRS", "LocalRanks", "cgroup_cpu_quota", "cgroup_v2_files", "local_ranks",
-           "node_share", "usable_cores"]
+__all__ = ["LOCAL_ENV_PAIRS", "LocalRanks", "available_memory", "cgroup_cpu_quota",
+           "cgroup_v2_files", "cpu_pressure", "local_ranks", "node_share", "read_text",
+           "usable_cores"]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ class LocalRanks(NamedTuple):
     source: str
 
 
-def _read(path):
+def read_text(path):
+    """The text of a /proc or /sys file, or "" when it cannot be read."""
     try:
         with open(path) as f:
             return f.read()
@@ -49,7 +51,7 @@ def _read(path):
 
 
 def cgroup_v2_files(name):
-    for line in _read("/proc/self/cgroup").splitlines():
+    for line in read_text("/proc/self/cgroup").splitlines():
         if line.startswith("0::"):
             yield os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"), name)
     yield os.path.join("/sys/fs/cgroup", name)
@@ -58,12 +60,12 @@ def cgroup_v2_files(name):
 def cgroup_cpu_quota():
     """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), None if none."""
     for path in cgroup_v2_files("cpu.max"):
-        fields = _read(path).split()
+        fields = read_text(path).split()
         if len(fields) == 2 and fields[0] != "max":
             return int(fields[0]) / int(fields[1])
     for folder in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"):
-        quota = _read(os.path.join(folder, "cpu.cfs_quota_us")).strip()
-        period = _read(os.path.join(folder, "cpu.cfs_period_us")).strip()
+        quota = read_text(os.path.join(folder, "cpu.cfs_quota_us")).strip()
+        period = read_text(os.path.join(folder, "cpu.cfs_period_us")).strip()
         if quota and period and int(quota) > 0:
             return int(quota) / int(period)
     return None
@@ -118,3 +120,42 @@ def node_share(cores=None, ranks=None):
         return cores, source
     share = cores // ranks.size + (1 if ranks.rank < cores % ranks.size else 0)
     return max(1, share), f"{source}, 1/{ranks.size} for local rank {ranks.rank} ({ranks.source})"
+
+
+def available_memory():
+    """Bytes this process could still allocate: MemAvailable, capped by a cgroup limit."""
+    available = None
+    for line in read_text("/proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            available = int(line.split()[1]) * 1024
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return math.inf
+    for limit_path, usage_path in _cgroup_memory_files():
+        limit, usage = read_text(limit_path).strip(), read_text(usage_path).strip()
+        if limit.isdigit() and usage.isdigit() and int(limit) < 2 ** 60:
+            available = min(available, max(0, int(limit) - int(usage)))
+    return available
+
+
+def _cgroup_memory_files():
+    for path in cgroup_v2_files("memory.max"):
+        yield path, os.path.join(os.path.dirname(path), "memory.current")
+    for line in read_text("/proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            folder = os.path.join("/sys/fs/cgroup/memory", parts[2].lstrip("/"))
+            yield (os.path.join(folder, "memory.limit_in_bytes"),
+                   os.path.join(folder, "memory.usage_in_bytes"))
+
+
+def cpu_pressure():
+    """PSI ``/proc/pressure/cpu`` "some avg10" (percent of time some task waited for a CPU)."""
+    for line in read_text("/proc/pressure/cpu").splitlines():
+        if line.startswith("some"):
+            for field in line.split():
+                if field.startswith("avg10="):
+                    return float(field[6:])
+    return None

@@ -223,6 +223,7 @@ class Decoder:
     name = "base"
     scales = ((1, 1),)
     roi = False  # True when decode_region decodes only the region
+    _roi = None  # the recpipe._jpegroi module, for backends that decode regions with it
 
     def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True,
                  max_pixels=DEFAULT_MAX_PIXELS):
@@ -273,8 +274,12 @@ class Decoder:
 
     def decode_region(self, data, box, *, scale=(1, 1), channels=3):
         """``(pixels, Window)``: ``pixels`` (uint8, ``(h, w, channels)``) cover at least ``box``
-        ``(x0, y0, x1, y1)`` of the image decoded at ``scale``. This generic version decodes the
-        whole image (``Window(0, 0, H, W)``); backends with ``roi`` decode only the region."""
+        ``(x0, y0, x1, y1)`` of the image decoded at ``scale``. Backends with the region decoder
+        (``_roi``: ``recpipe._jpegroi``) decode only the region of a JPEG; otherwise the whole
+        image is decoded (``Window(0, 0, H, W)``)."""
+        if self._roi is not None and channels in (1, 3) and len(data) and is_jpeg(data):
+            self._check_declared(data)
+            return _roi_decode(self, data, box, scale, channels)
         img = self.decode(data, scale=scale, channels=channels)
         return img, Window(0, 0, img.shape[0], img.shape[1])
 
@@ -533,13 +538,6 @@ class TurboJpegDecoder(Decoder):
         return out
 
 
-    def decode_region(self, data, box, *, scale=(1, 1), channels=3):
-        if self._roi is None or channels not in (1, 3) or len(data) == 0 or not is_jpeg(data):
-            return super().decode_region(data, box, scale=scale, channels=channels)
-        self._check_declared(data)
-        return _roi_decode(self, data, box, scale, channels)
-
-
 def _roi_decode(decoder, data, box, scale, channels):
     """``(pixels, Window)`` of ``box`` (``x1``/``y1`` of -1: to the edge) through
     ``recpipe._jpegroi`` with ``decoder``'s options."""
@@ -579,12 +577,6 @@ class LibjpegDecoder(Decoder):
 
     def _decode_jpeg(self, data, scale, channels):
         return _roi_decode(self, data, (0, 0, -1, -1), scale, channels)[0]
-
-    def decode_region(self, data, box, *, scale=(1, 1), channels=3):
-        if channels not in (1, 3) or len(data) == 0 or not is_jpeg(data):
-            return super().decode_region(data, box, scale=scale, channels=channels)
-        self._check_declared(data)
-        return _roi_decode(self, data, box, scale, channels)
 
 
 def _load_roi():

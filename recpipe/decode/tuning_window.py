@@ -23,7 +23,7 @@ import os
 import statistics
 import time
 
-from ..host import cgroup_v2_files, node_share, usable_cores
+from ..host import available_memory, cpu_pressure, node_share, read_text, usable_cores
 from .autotune import Controller, MemoryModel, Settings, WindowMetrics
 
 __all__ = ["AutoTuner", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
@@ -36,53 +36,6 @@ GAP_LIMIT = 10.0                  # a longer pause between batches (eval, checkp
 THREAD_BYTES = 16 * 2 ** 20       # per-thread decode scratch estimate (full-size image + resize)
 RAM_SHARE = 0.5                   # default RAM budget: this share of the available memory
 _QUIET_ACTIONS = ("stay", "hold")
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except (OSError, ValueError):
-        return ""
-
-
-def available_memory():
-    """Bytes this process could still allocate: MemAvailable, capped by a cgroup limit."""
-    available = None
-    for line in _read("/proc/meminfo").splitlines():
-        if line.startswith("MemAvailable:"):
-            available = int(line.split()[1]) * 1024
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return math.inf
-    for limit_path, usage_path in _cgroup_memory_files():
-        limit, usage = _read(limit_path).strip(), _read(usage_path).strip()
-        if limit.isdigit() and usage.isdigit() and int(limit) < 2 ** 60:
-            available = min(available, max(0, int(limit) - int(usage)))
-    return available
-
-
-def _cgroup_memory_files():
-    for path in cgroup_v2_files("memory.max"):
-        yield path, os.path.join(os.path.dirname(path), "memory.current")
-    for line in _read("/proc/self/cgroup").splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and "memory" in parts[1].split(","):
-            folder = os.path.join("/sys/fs/cgroup/memory", parts[2].lstrip("/"))
-            yield (os.path.join(folder, "memory.limit_in_bytes"),
-                   os.path.join(folder, "memory.usage_in_bytes"))
-
-
-def cpu_pressure():
-    """PSI ``/proc/pressure/cpu`` "some avg10" (percent of time some task waited for a CPU)."""
-    for line in _read("/proc/pressure/cpu").splitlines():
-        if line.startswith("some"):
-            for field in line.split():
-                if field.startswith("avg10="):
-                    return float(field[6:])
-    return None
 
 
 def initial_threads(cores=None):
@@ -100,7 +53,7 @@ def run_queue_seconds():
         return None
     cpu = waiting = 0
     for task in tasks:
-        fields = _read(f"/proc/self/task/{task}/schedstat").split()
+        fields = read_text(f"/proc/self/task/{task}/schedstat").split()
         if len(fields) >= 2:
             cpu += int(fields[0])
             waiting += int(fields[1])
