@@ -24,7 +24,7 @@ shuffle requests more bytes than it uses because ``last_batch="drop"`` drops the
 records of every epoch's order, which lie inside runs that are fetched whole.
 
 Client: the default range reader for ``s3://`` (``storage_options["recpipe"]["s3_ranges"]``
-"auto": ``recpipe.io.remote.S3HttpRanges``, presigned GETs on ``http.client`` connections, bodies
+"auto": ``recpipe.io.ranges.s3.S3HttpRanges``, presigned GETs on ``http.client`` connections, bodies
 read into reused buffers); ``--s3-ranges fsspec`` measures ``s3fs.cat_file`` instead, and a list
 (``auto,fsspec``) alternates an s3 run of each with every local run.
 

@@ -1,4 +1,5 @@
-"""HDFS through fsspec, with the client chosen explicitly.
+"""HDFS through fsspec, with the client chosen explicitly (the range readers of each client are in
+``recpipe.io.ranges.hdfs``).
 
 Two clients serve ``hdfs://`` (and ``viewfs://``) URLs:
 
@@ -19,8 +20,7 @@ from urllib.parse import urlsplit
 
 from .._optional import require
 
-__all__ = ["HDFS_IMPLS", "HDFS_PROTOCOLS", "hdfs_impl", "hdfs_filesystem_class", "hdfs_url_to_fs",
-           "ArrowHdfsRanges", "NativeHdfsRanges", "hdfs_ranges"]
+__all__ = ["HDFS_IMPLS", "HDFS_PROTOCOLS", "hdfs_impl", "hdfs_filesystem_class", "hdfs_url_to_fs"]
 
 HDFS_IMPLS = ("arrow", "native")
 HDFS_PROTOCOLS = ("hdfs", "viewfs")
@@ -53,36 +53,3 @@ def hdfs_url_to_fs(url, impl, fs_options):
         kwargs["host"] = parts.hostname or ""
         kwargs.setdefault("port", parts.port)
     return cls(**kwargs), parts.path or "/"  # paths inside the cluster, without host:port
-
-
-class ArrowHdfsRanges:
-    """Ranges of one file through pyarrow's ``RandomAccessFile.read_at``."""
-
-    def __init__(self, arrow_fs, path):
-        self.file = arrow_fs.open_input_file(path)
-
-    def fetch(self, start, end, timeout):
-        return bytes(self.file.read_at(end - start, start))
-
-    def close(self):
-        self.file.close()
-
-
-class NativeHdfsRanges:
-    """Ranges of one file through hdfs-native's ``FileReader.read_range``."""
-
-    def __init__(self, client, path):
-        self.reader = client.read(path)
-
-    def fetch(self, start, end, timeout):
-        return bytes(self.reader.read_range(start, end - start))
-
-    def close(self):
-        self.reader.close()
-
-
-def hdfs_ranges(fs, path, impl):
-    """The range reader for a filesystem made by ``hdfs_url_to_fs``."""
-    if impl == "native":
-        return NativeHdfsRanges(fs.client, path)
-    return ArrowHdfsRanges(fs.fs, path)

@@ -11,7 +11,7 @@ out before they reach fsspec and tunes recpipe's remote layer:
   ``deadline`` (120 s): retries.
 - ``cache_dir`` (None: off), ``cache_bytes`` (10 GiB), ``cache_block`` (8 MiB): local block cache.
 - ``s3_ranges`` ("auto"): how ``s3://`` range requests are sent. "auto": recpipe's own HTTP range
-  reader (``recpipe.io.remote.S3HttpRanges``: presigned GETs read straight into one buffer,
+  reader (``recpipe.io.ranges.s3.S3HttpRanges``: presigned GETs read straight into one buffer,
   without aiohttp's event loop) unless the client configuration needs s3fs (proxies, client
   certificates, requester-pays or other extra request arguments), then s3fs; "http": always the
   former (an error when it cannot be used); "fsspec": always ``s3fs.cat_file``.

@@ -20,9 +20,10 @@ import threading
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-__all__ = ["Source", "BytesSource", "LocalSource", "FsspecSource", "open_source", "url_to_fs", "exists",
-           "local_path",
-           "S3_CLIENT_DEFAULTS", "S3_RANGES", "s3_ranges"]
+from .source import Source
+
+__all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
+           "local_path", "open_source", "url_to_fs"]
 
 log = logging.getLogger(__name__)
 
@@ -78,31 +79,6 @@ def local_path(url, storage_options=None):
 def exists(url, storage_options=None):
     fs, path = url_to_fs(url, storage_options)
     return fs.exists(path)
-
-
-class Source:
-    """Random-access bytes of one file. Subclasses implement ``_read``."""
-
-    url = None
-    size = 0
-
-    def read(self, offset, length):
-        """Return up to ``length`` bytes at ``offset`` (fewer only at the end of the file)."""
-        if length <= 0 or offset >= self.size:
-            return b""
-        return self._read(offset, min(length, self.size - offset))
-
-    def _read(self, offset, length):
-        raise NotImplementedError
-
-    def close(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class BytesSource(Source):
@@ -195,69 +171,9 @@ def _identity(url, info):
     return f"{url}|{info.get('size')}|{version}"
 
 
-def _ranges(fs, path, url, options):
-    from .remote import FsspecRanges, ThreadLocalRanges
-
-    protocol = _protocol(url)
-    if protocol in ("hdfs", "viewfs"):
-        from .hdfs import hdfs_impl, hdfs_ranges
-
-        return hdfs_ranges(fs, path, hdfs_impl(options))
-    if protocol in ("webhdfs", "swebhdfs", "http", "https"):
-        return ThreadLocalRanges(fs, path)  # requests sessions are not thread-safe
-    if protocol in ("s3", "s3a"):
-        return s3_ranges(fs, path, options.s3_ranges)
-    return FsspecRanges(fs, path)
-
-
-S3_RANGES = ("auto", "http", "fsspec")
-
-
-def s3_ranges(fs, path, choice="auto"):
-    """The range reader of an S3 object: ``S3HttpRanges`` unless ``choice`` is "fsspec" or (with
-    "auto") the client's configuration is one that only s3fs's own requests honour."""
-    from .remote import FsspecRanges, S3HttpRanges
-
-    if choice not in S3_RANGES:
-        raise ValueError(f"storage_options['recpipe']['s3_ranges']={choice!r}: expected one of "
-                         f"{S3_RANGES}")
-    if choice == "fsspec":
-        return FsspecRanges(fs, path)
-    try:
-        context = _s3_http_context(fs)
-        fallback = FsspecRanges(fs, path) if choice == "auto" else None
-        return S3HttpRanges(fs, path, ssl_context=context, fallback=fallback)
-    except Exception as exc:
-        if choice == "http":
-            raise ValueError(f"s3_ranges='http' cannot be used here: {exc}") from exc
-        log.debug("s3 range reads through s3fs (%s)", exc)
-        return FsspecRanges(fs, path)
-
-
-def _s3_http_context(fs):
-    """The SSL context of ``fs``'s botocore HTTP session, after checking that nothing in the
-    client configuration needs s3fs's own requests (raises ValueError naming what does)."""
-    from fsspec.asyn import sync
-
-    if not hasattr(fs, "split_path") or not hasattr(fs, "get_s3"):
-        raise ValueError(f"{type(fs).__name__} is not s3fs")
-    extra = {**getattr(fs, "req_kw", {}), **getattr(fs, "s3_additional_kwargs", {})}
-    if extra:
-        raise ValueError(f"extra request arguments {sorted(extra)}")
-    client = sync(fs.loop, fs.set_session)
-    session = client._endpoint.http_session
-    endpoint = client.meta.endpoint_url
-    if session._proxy_config.proxy_url_for(endpoint):
-        raise ValueError(f"a proxy for {endpoint}")
-    if getattr(session, "_cert_file", None):
-        raise ValueError("a client certificate")
-    if not endpoint.startswith("https:"):
-        return None
-    return session._build_verify_context()
-
-
 def open_source(url, storage_options=None):
     """Open ``url`` for positional reads; raise FileNotFoundError naming it when missing."""
+    from .ranges import open_ranges
     from .remote import RemoteSource
     from .remote_options import split_storage_options
 
@@ -278,5 +194,6 @@ def open_source(url, storage_options=None):
         raise FileNotFoundError(f"no such file: {url}") from None
     if info.get("type") == "directory":
         raise IsADirectoryError(f"not a file: {url}")
-    return RemoteSource(_ranges(fs, path, str(url), options), str(url), int(info["size"]), options,
-                        identity=_identity(url, info), storage_options=storage_options)
+    return RemoteSource(open_ranges(fs, path, _protocol(url), options), str(url), int(info["size"]),
+                        options, identity=_identity(url, info), storage_options=storage_options,
+                        reopen=open_source)

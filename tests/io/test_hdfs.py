@@ -22,7 +22,8 @@ from fsspec import AbstractFileSystem
 
 from recpipe.io import RecordReader, RecordWriter
 from recpipe.io.format import frame
-from recpipe.io.hdfs import ArrowHdfsRanges, hdfs_filesystem_class
+from recpipe.io.hdfs import hdfs_filesystem_class
+from recpipe.io.ranges.hdfs import ArrowHdfsRanges
 from recpipe.io.index import format_index_line
 from recpipe.io.sources import open_source
 

@@ -16,10 +16,13 @@ import pytest
 
 from recpipe.errors import RemoteReadError
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.remote import BufferPool, FsspecRanges, RemoteSource, S3HttpRanges, _status_error
+from recpipe.io.buffers import BufferPool
+from recpipe.io.ranges.fsspec import FsspecRanges
+from recpipe.io.ranges.s3 import S3HttpRanges, s3_ranges, status_error
+from recpipe.io.remote import RemoteSource
 from recpipe.io.remote_options import RemoteOptions
 from recpipe.io.retry import is_transient
-from recpipe.io.sources import open_source, s3_ranges, url_to_fs
+from recpipe.io.sources import open_source, url_to_fs
 
 KIB = 1 << 10
 
@@ -239,7 +242,7 @@ def test_server_refusing_presigned_urls_is_read_through_s3fs(s3, s3_server, tmp_
     (400, b"garbage", OSError, False),
 ])
 def test_error_statuses_become_s3fs_exceptions(status, body, kind, transient):
-    exc = _status_error(status, body, "bucket/key")
+    exc = status_error(status, body, "bucket/key")
     assert isinstance(exc, kind) and is_transient(exc) is transient
     assert "bucket/key" in str(exc)
     if status == 503:

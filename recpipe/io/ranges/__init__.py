@@ -1,0 +1,51 @@
+"""Range readers: the objects that fetch ``[start, end)`` of one remote file
+(``fetch(start, end, timeout) -> bytes-like``, ``close()``), under ``RemoteSource``'s retries,
+prefetching and caching.
+
+``open_ranges(fs, path, url, options)`` picks one from ``RANGE_READERS``, a protocol -> factory
+table (as fsspec's ``known_implementations``): ``s3``/``s3a`` -> ``s3.s3_ranges`` (recpipe's own
+ranged GETs, or s3fs's), ``hdfs``/``viewfs`` -> ``hdfs.hdfs_ranges`` (the client chosen by
+``recpipe.io.hdfs``), ``http(s)``/``webhdfs`` -> ``ThreadLocalRanges`` (their sessions are not
+thread-safe), anything else -> ``FsspecRanges``. ``register_ranges`` adds a protocol.
+"""
+
+from ..hdfs import hdfs_impl
+from .fsspec import FsspecRanges, ThreadLocalRanges
+from .hdfs import hdfs_ranges
+from .s3 import s3_ranges
+
+__all__ = ["RANGE_READERS", "open_ranges", "register_ranges"]
+
+
+def _s3(fs, path, options):
+    return s3_ranges(fs, path, options.s3_ranges)
+
+
+def _hdfs(fs, path, options):
+    return hdfs_ranges(fs, path, hdfs_impl(options))
+
+
+def _thread_local(fs, path, options):
+    return ThreadLocalRanges(fs, path)
+
+
+def _fsspec(fs, path, options):
+    return FsspecRanges(fs, path)
+
+
+RANGE_READERS = {
+    "s3": _s3, "s3a": _s3,
+    "hdfs": _hdfs, "viewfs": _hdfs,
+    "http": _thread_local, "https": _thread_local, "webhdfs": _thread_local,
+    "swebhdfs": _thread_local,
+}
+
+
+def register_ranges(protocol, factory):
+    """Serve ``protocol`` with ``factory(fs, path, options) -> range reader``."""
+    RANGE_READERS[protocol] = factory
+
+
+def open_ranges(fs, path, protocol, options):
+    """The range reader of ``path`` on ``fs`` for URL ``protocol`` (``RemoteOptions`` options)."""
+    return RANGE_READERS.get(protocol, _fsspec)(fs, path, options)
