@@ -10,7 +10,8 @@ import numpy as np
 from ..errors import DecodeError
 from ..io.header import IRHeader, pack
 
-__all__ = ["decode_image", "center_crop", "resize_shorter", "encode_image", "make_header", "transcode"]
+__all__ = ["center_crop", "crop_resize_encode", "decode_image", "encode_image", "make_header",
+           "resize_shorter", "transcode"]
 
 
 def make_header(index, labels, pack_label=False):
@@ -66,12 +67,18 @@ def encode_image(img, quality=95, encoding=".jpg"):
     return buf.tobytes()
 
 
-def transcode(data, header, *, color=1, center=False, resize=0, quality=95, encoding=".jpg",
-              path=None):
-    """File bytes -> record payload, re-encoded with im2rec's semantics."""
-    img = decode_image(data, color, path=path)
+def crop_resize_encode(img, *, center=False, resize=0, quality=95, encoding=".jpg"):
+    """im2rec's steps on a decoded image: central square, shorter edge to ``resize``, encode."""
     if center:
         img = center_crop(img)
     if resize:
         img = resize_shorter(img, resize)
-    return pack(header, encode_image(img, quality, encoding))
+    return encode_image(img, quality, encoding)
+
+
+def transcode(data, header, *, color=1, center=False, resize=0, quality=95, encoding=".jpg",
+              path=None):
+    """File bytes -> record payload, re-encoded with im2rec's semantics."""
+    img = decode_image(data, color, path=path)
+    return pack(header, crop_resize_encode(img, center=center, resize=resize, quality=quality,
+                                           encoding=encoding))

@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ..imageinfo import sniff, unusual_reasons
 from ..io.header import pack
 from ..io.sources import url_to_fs
-from .encode import center_crop, encode_image, make_header
+from .encode import center_crop, crop_resize_encode, encode_image, make_header
 from .inputs import InputLimits, check_inside, read_input, remote_size_ok
 from .items import join_url
 
@@ -173,7 +173,8 @@ class ItemProcessor:
             img = (_decode_simplejpeg(data, opts.color) if plain_jpeg else None)
             if img is None:
                 img = _decode_cv2(data, opts.color)
-            return self._crop_resize_encode(img, cv2)
+            return crop_resize_encode(img, center=opts.center_crop, resize=opts.resize,
+                                      quality=opts.quality, encoding=opts.encoding)
         img = _decode_cv2(data, _REDUCED_FLAGS[scale][opts.color])
         width, height = target_size(info.height, info.width, opts.resize, opts.center_crop)
         if opts.center_crop:
@@ -181,13 +182,3 @@ class ItemProcessor:
         img = cv2.resize(img, (width, height), interpolation=cv2.INTER_LINEAR)
         return encode_image(img, opts.quality, opts.encoding)
 
-    def _crop_resize_encode(self, img, cv2):
-        """im2rec's exact path on a full-size decode."""
-        opts = self.options
-        if opts.center_crop:
-            img = center_crop(img)
-        if opts.resize:
-            height, width = img.shape[:2]
-            img = cv2.resize(img, target_size(height, width, opts.resize, False),
-                             interpolation=cv2.INTER_LINEAR)
-        return encode_image(img, opts.quality, opts.encoding)
