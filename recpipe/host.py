@@ -15,7 +15,7 @@ autotuners each growing towards 64.
 import logging
 import math
 import os
-from typing import NamedTuple
+from typing import Mapping, NamedTuple, Optional, Tuple
 
 __all__ = ["LOCAL_ENV_PAIRS", "LocalRanks", "available_memory", "cgroup_cpu_quota",
            "cgroup_v2_files", "cpu_pressure", "local_ranks", "node_share", "read_text",
@@ -71,7 +71,7 @@ def cgroup_cpu_quota():
     return None
 
 
-def usable_cores():
+def usable_cores() -> Tuple[int, str]:
     """``(cores, source)``: CPUs this process may use, from affinity capped by a cgroup quota."""
     try:
         cores, source = len(os.sched_getaffinity(0)), "affinity"
@@ -88,7 +88,7 @@ def _slurm_tasks(text):
     return int(text.split(",")[0].split("(")[0])
 
 
-def local_ranks(environ=None):
+def local_ranks(environ: Optional[Mapping[str, str]] = None) -> LocalRanks:
     """This process's ``LocalRanks`` from the launcher's environment (rank 0 of 1 without one).
     A malformed value raises ValueError naming the variable."""
     environ = os.environ if environ is None else environ
@@ -108,7 +108,8 @@ def local_ranks(environ=None):
     return LocalRanks(0, 1, "none")
 
 
-def node_share(cores=None, ranks=None):
+def node_share(cores: Optional[int] = None,
+               ranks: Optional[LocalRanks] = None) -> Tuple[int, str]:
     """``(cores, source)``: this rank's share of the usable cores, at least 1. The cores are
     split evenly among the node's ranks; lower local ranks take the remainder."""
     if cores is None:
@@ -122,7 +123,7 @@ def node_share(cores=None, ranks=None):
     return max(1, share), f"{source}, 1/{ranks.size} for local rank {ranks.rank} ({ranks.source})"
 
 
-def available_memory():
+def available_memory() -> float:
     """Bytes this process could still allocate: MemAvailable, capped by a cgroup limit."""
     available = None
     for line in read_text("/proc/meminfo").splitlines():

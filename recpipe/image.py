@@ -10,6 +10,8 @@ so ``mx.image.imdecode(buf).asnumpy()`` runs unchanged. Pixels are MXNet 1.9.1's
 ((112, 112, 3), dtype('uint8'))
 """
 
+from typing import Optional, Union
+
 import numpy as np
 
 from .errors import DecodeError
@@ -20,7 +22,7 @@ __all__ = ["ImageArray", "imdecode", "imread"]
 class ImageArray(np.ndarray):
     """A numpy array with MXNet NDArray's ``asnumpy()`` (a copy, as MXNet returns)."""
 
-    def asnumpy(self):
+    def asnumpy(self) -> np.ndarray:
         return np.array(self, copy=True).view(np.ndarray)
 
     @property
@@ -29,7 +31,8 @@ class ImageArray(np.ndarray):
         return "cpu(0)"
 
 
-def imdecode(buf, flag=1, to_rgb=1, out=None):
+def imdecode(buf: Union[bytes, bytearray, memoryview, np.ndarray], flag: int = 1,
+             to_rgb: int = 1, out: Optional[np.ndarray] = None) -> ImageArray:
     """Decode image bytes to an ``(H, W, 3)`` (``flag=1``) or ``(H, W, 1)`` (``flag=0``) uint8
     array, RGB when ``to_rgb`` (MXNet's default) else BGR. ``out`` receives the pixels when
     given (an array of the right shape). Undecodable bytes raise ``DecodeError``."""
@@ -65,7 +68,8 @@ def _decode(data, flag, to_rgb):
     return decoded
 
 
-def imread(filename, flag=1, to_rgb=1, out=None):
+def imread(filename: str, flag: int = 1, to_rgb: int = 1,
+           out: Optional[np.ndarray] = None) -> ImageArray:
     """Read and decode an image file (any fsspec URL), like ``mx.image.imread``."""
     import fsspec
 

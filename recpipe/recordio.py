@@ -20,6 +20,7 @@ all deliberate (see README, "Migrating from mxnet"):
 
 import logging
 import os
+from typing import Hashable, Optional
 
 from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
 from .io.index import read_index
@@ -46,7 +47,7 @@ class MXRecordIO:
     forked process; writing from another process raises RuntimeError, as in MXNet.
     """
 
-    def __init__(self, uri, flag):
+    def __init__(self, uri: str, flag: str) -> None:
         self.uri = str(uri)
         self.flag = flag
         self.pid = None
@@ -120,13 +121,13 @@ class MXRecordIO:
         self.close()
         self.open()
 
-    def write(self, buf):
+    def write(self, buf: bytes) -> None:
         """Append one record (bytes)."""
         _require(self.writable, "write() needs a record file opened with flag 'w'")
         self._check_pid(allow_reset=False)
         self._writer.write(buf, indexed=False)
 
-    def read(self):
+    def read(self) -> Optional[bytes]:
         """The next record's payload, or None at the end of the file."""
         _require(not self.writable, "read() needs a record file opened with flag 'r'")
         self._check_pid(allow_reset=True)
@@ -148,7 +149,7 @@ class MXIndexedRecordIO(MXRecordIO):
     keys).
     """
 
-    def __init__(self, idx_path, uri, flag, key_type=int):
+    def __init__(self, idx_path: str, uri: str, flag: str, key_type: type = int) -> None:
         self.idx_path = str(idx_path)
         self.idx = {}
         self.keys = []
@@ -171,23 +172,23 @@ class MXIndexedRecordIO(MXRecordIO):
     def _new_writer(self):
         return RecordWriter(self.uri, index_url=self.idx_path)
 
-    def seek(self, idx):
+    def seek(self, idx: Hashable) -> None:
         """Make the next ``read()`` return the record stored under key ``idx``."""
         _require(not self.writable, "seek() needs a record file opened with flag 'r'")
         self._check_pid(allow_reset=True)
         self._pos = self.idx[idx]
 
-    def tell(self):
+    def tell(self) -> int:
         """Byte offset where the next record will be written."""
         _require(self.writable, "tell() needs a record file opened with flag 'w'")
         return self._writer.offset
 
-    def read_idx(self, idx):
+    def read_idx(self, idx: Hashable) -> Optional[bytes]:
         """The payload of the record stored under key ``idx``."""
         self.seek(idx)
         return self.read()
 
-    def write_idx(self, idx, buf):
+    def write_idx(self, idx: Hashable, buf: bytes) -> None:
         """Append a record and index it under key ``idx``."""
         key = self.key_type(idx)
         _require(self.writable, "write_idx() needs a record file opened with flag 'w'")

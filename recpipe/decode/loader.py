@@ -10,6 +10,7 @@ import os
 import threading
 import time
 import weakref
+from typing import Hashable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -100,12 +101,17 @@ class ImageLoader:
     ...         train_step(images, labels)
     """
 
-    def __init__(self, url, batch_size, data_shape, index_url=None, storage_options=None, *,
-                 threads="auto", dtype=None, layout="NCHW", shuffle=False, seed=0, part_index=0,
-                 num_parts=1, last_batch="pad", label_width=1, on_error="raise", prefetch=2,
-                 decoder="auto", fast_dct=False, fast_upsample=False, timeout=300.0, trace=False,
-                 lookahead=True, run_bytes=8 << 20, keys=None, aug_seed=None, max_pixels=DEFAULT_MAX_PIXELS,
-                 **augment):
+    def __init__(self, url: str, batch_size: int, data_shape: Sequence[int],
+                 index_url: Optional[str] = None, storage_options: Optional[dict] = None, *,
+                 threads: Union[int, str] = "auto", dtype: Optional[str] = None,
+                 layout: str = "NCHW", shuffle: Union[bool, str] = False, seed: int = 0,
+                 part_index: int = 0, num_parts: int = 1, last_batch: str = "pad",
+                 label_width: int = 1, on_error: str = "raise", prefetch: int = 2,
+                 decoder: str = "auto", fast_dct: bool = False, fast_upsample: bool = False,
+                 timeout: float = 300.0, trace: bool = False, lookahead: bool = True,
+                 run_bytes: int = 8 << 20, keys: Optional[Sequence[Hashable]] = None,
+                 aug_seed: Optional[int] = None, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+                 **augment) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
         if label_width < 1:

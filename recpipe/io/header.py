@@ -6,7 +6,7 @@ A scalar label means flag 0; any sequence (even of length 1) means ``flag = len(
 
 import numbers
 import struct
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class IRHeader(NamedTuple):
     id2: int
 
 
-def pack(header, s):
+def pack(header: IRHeader, s: bytes) -> bytes:
     """Prefix ``s`` (bytes) with ``header``, as ``mx.recordio.pack`` does."""
     header = IRHeader(*header)
     if isinstance(header.label, numbers.Number):
@@ -39,7 +39,8 @@ def pack(header, s):
     return _IR_FORMAT.pack(*header) + bytes(s)
 
 
-def unpack_header(s, *, path=None, record=None):
+def unpack_header(s: bytes, *, path: Optional[str] = None,
+                  record: Optional[int] = None) -> Tuple[IRHeader, int]:
     """Return ``(header, labels_end)`` where ``s[labels_end:]`` is the image."""
     if len(s) < HEADER_SIZE:
         raise RecordFormatError(
@@ -57,13 +58,13 @@ def unpack_header(s, *, path=None, record=None):
     return header._replace(label=label), end
 
 
-def unpack(s):
+def unpack(s: bytes) -> Tuple[IRHeader, bytes]:
     """Split a payload into ``(IRHeader, image bytes)``, as ``mx.recordio.unpack`` does."""
     header, end = unpack_header(s)
     return header, s[end:]
 
 
-def pack_img(header, img, quality=95, img_fmt=".jpg"):
+def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode ``img`` (an OpenCV BGR array) and pack it with ``header``, like ``mx.recordio.pack_img``."""
     import cv2
 
@@ -80,7 +81,7 @@ def pack_img(header, img, quality=95, img_fmt=".jpg"):
     return pack(header, buf.tobytes())
 
 
-def unpack_img(s, iscolor=-1):
+def unpack_img(s: bytes, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]:
     """Unpack a payload and decode its image with OpenCV (BGR), like ``mx.recordio.unpack_img``."""
     import cv2
 

@@ -3,6 +3,7 @@
 import logging
 import operator
 import weakref
+from typing import Hashable, Iterator, Optional, Tuple, Union
 
 import numpy as np
 
@@ -31,8 +32,9 @@ class RecordReader:
     ...     payload = reader.read_key(42)
     """
 
-    def __init__(self, url, index_url=None, storage_options=None, *, key_type=int,
-                 index_cache=True):
+    def __init__(self, url: str, index_url: Union[str, None, bool] = None,
+                 storage_options: Optional[dict] = None, *, key_type: type = int,
+                 index_cache: bool = True) -> None:
         self.url = str(url)
         self.storage_options = storage_options
         self._source = open_source(url, storage_options)
@@ -74,34 +76,34 @@ class RecordReader:
             f"(file size {size})", path=self.url, offset=offset, record=i)
 
     @property
-    def keys(self):
+    def keys(self) -> Column:
         """The index keys in index order (positions ``0..N-1`` without an index): a list-like
         ``Column`` (``.array`` for numpy) that holds no Python object per record."""
         return Column(self._table.keys)
 
     @property
-    def offsets(self):
+    def offsets(self) -> Column:
         """Byte offsets of the records in index order (a list-like ``Column``)."""
         return Column(self._table.offsets)
 
     @property
-    def table(self):
+    def table(self) -> IndexTable:
         """The ``IndexTable`` (offsets and keys as arrays)."""
         return self._table
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Size of the ``.rec`` file in bytes."""
         return self._source.size
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._table)
 
-    def span(self, position):
+    def span(self, position: int) -> Tuple[int, int]:
         """Byte range ``(start, end)`` holding record ``position``: up to the next indexed offset."""
         return self._table.span(position, self.size)
 
-    def __getitem__(self, position):
+    def __getitem__(self, position: int) -> bytes:
         position = operator.index(position)
         if not -len(self) <= position < len(self):
             raise IndexError(f"record position {position} out of range for {len(self)} records")
@@ -126,11 +128,11 @@ class RecordReader:
         return min(end - start, DEFAULT_BLOCK_SIZE)
 
     @property
-    def remote(self):
+    def remote(self) -> bool:
         """True when reads go through range requests (anything but a local file)."""
         return bool(getattr(self._source, "remote", False))
 
-    def source_stats(self):
+    def source_stats(self) -> dict:
         """The source's request counters (remote sources), else an empty dict."""
         stats = getattr(self._source, "stats", None)
         return stats() if stats is not None else {}
@@ -155,18 +157,18 @@ class RecordReader:
             groups = np.searchsorted(np.asarray(runs), positions, side="right").tolist()
         return prefetch(spans, groups)
 
-    def position_of_key(self, key):
+    def position_of_key(self, key: Hashable) -> int:
         """The position of the record stored under ``key`` (the last one if repeated)."""
         try:
             return self._table.position_of_key(key)
         except KeyError:
             raise KeyError(f"key {key!r} not in {self.index_url or self.url}") from None
 
-    def read_key(self, key):
+    def read_key(self, key: Hashable) -> bytes:
         """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
         return self[self.position_of_key(key)]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         """Payloads in index order (with an index) or file order (without one)."""
         table = self._table
         if not len(table):
@@ -189,7 +191,7 @@ class RecordReader:
                     "indexed offset is not at a record head (the file's records are at "
                     f"{pos} and before)", path=self.url, offset=expected, record=position)
 
-    def close(self):
+    def close(self) -> None:
         self._closer()
 
     def __enter__(self):

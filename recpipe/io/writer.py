@@ -1,6 +1,7 @@
 """``RecordWriter``: write a ``.rec`` and its ``.idx``, byte-identical to MXNet, published atomically."""
 
 import logging
+from typing import Hashable, Optional, Union
 
 from .atomic import AtomicOutput, commit_pair
 from .format import frame
@@ -23,7 +24,8 @@ class RecordWriter:
     ...     writer.write(recpipe.pack(recpipe.IRHeader(0, 3.0, 0, 0), jpeg_bytes))
     """
 
-    def __init__(self, url, index_url=None, storage_options=None):
+    def __init__(self, url: str, index_url: Union[str, None, bool] = None,
+                 storage_options: Optional[dict] = None) -> None:
         self.url = str(url)
         if index_url is None:
             index_url = index_url_for(self.url)
@@ -39,7 +41,7 @@ class RecordWriter:
         self.offset = 0
         self.count = 0
 
-    def write(self, payload, key=None, *, indexed=True):
+    def write(self, payload: bytes, key: Hashable = None, *, indexed: bool = True) -> int:
         """Append one record; return its byte offset. A payload over 2**29-1 bytes raises
         RecordTooLargeError and writes nothing; so does a key that cannot be an ``.idx`` key.
         ``indexed=False`` writes the record without an ``.idx`` line (``MXIndexedRecordIO.write``)."""
@@ -55,7 +57,7 @@ class RecordWriter:
         self.count += 1
         return offset
 
-    def close(self):
+    def close(self) -> None:
         """Publish the ``.rec`` and its ``.idx`` as one commit (``atomic.commit_pair``): an
         error while finishing them (a full disk) leaves any earlier pair as it was."""
         try:
@@ -67,7 +69,7 @@ class RecordWriter:
             self.abort()
             raise
 
-    def abort(self):
+    def abort(self) -> None:
         """Discard whatever was written; nothing is published."""
         self._rec.discard()
         if self._idx is not None:
