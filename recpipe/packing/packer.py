@@ -1,31 +1,24 @@
 """``pack_dataset``: a folder of class subfolders or an im2rec ``.lst`` -> RecordIO shards.
 
 Steps: list the items (``items``), fix the plan and save it (``plan``), then stream the items
-through an ``ItemProcessor`` (``transform``) -- in worker processes (chunks submitted to a
-process pool, a bounded number in flight, results taken in order, each with a deadline) or in
-this process -- while this process writes each shard (``shards``) and publishes it, ``.rec``
-then ``.idx``. Finally the label map ``OUT.labels.json`` is published and the plan removed.
+through an ``ItemProcessor`` (``transform``) -- in worker processes or in this process
+(``runners.item_results``) -- while this process writes each shard (``jobs.write_shard``) and
+publishes it, ``.rec`` and ``.idx`` as one commit. Finally the label map ``OUT.labels.json`` is published and the plan removed.
 Unusual inputs and per-item errors are collected into the returned ``PackSummary``.
 With ``dask=`` the same plan is written by a Dask cluster instead, one task per shard
 (``cluster``).
 """
 
-import collections
-import contextlib
 import logging
-import multiprocessing
-import os
-import sys
-import threading
 import time
 
 from .inputs import InputLimits
 from .items import DEFAULT_EXTENSIONS, load_items
 from .jobs import (adopt_plan, default_workers, plan_options, prepare_jobs, publish_labels,
                    write_shard)
-from .lifeline import init_worker
 from .plan import build_plan, load_plan, remove_plan
 from .report import InputReport, PackSummary
+from .runners import item_results
 from .transform import ImageOptions, ItemProcessor
 
 __all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR"]
@@ -50,107 +43,6 @@ def parse_size(text):
         raise ValueError(f"not a size: {text!r} (use e.g. 256MB)")
     return int(value * _SIZE_UNITS[unit])
 
-
-# --- worker processes -------------------------------------------------------------------------
-
-_processor = None
-
-
-def _init_worker(processor, parent_pid):
-    global _processor
-    init_worker(parent_pid, opencv_threads=not processor.options.pass_through)
-    _processor = processor
-
-
-def _work(chunk):
-    return [_processor(item) for item in chunk]
-
-
-def _chunks(items, size):
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _mp_context(pass_through):
-    """``fork`` (cheapest) when it is safe: no other thread in this process, and no OpenCV
-    here that may have started its thread pool (a forked child using it deadlocks). Otherwise
-    ``forkserver`` (a clean process forks the workers), or ``spawn`` where there is neither."""
-    methods = multiprocessing.get_all_start_methods()
-    if ("fork" in methods and threading.active_count() == 1
-            and (pass_through or "cv2" not in sys.modules)):
-        return multiprocessing.get_context("fork")
-    if "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])
-        return context
-    return multiprocessing.get_context("spawn")
-
-
-def _chunk_results(future, seconds):
-    import concurrent.futures.process
-
-    try:
-        return future.result(timeout=seconds)
-    except concurrent.futures.TimeoutError:
-        raise TimeoutError(f"no result from a worker process within {seconds:.0f}s "
-                           f"(stuck on an image?)") from None
-    except concurrent.futures.process.BrokenProcessPool as e:
-        raise RuntimeError(f"a worker process died ({e}); if it ran out of memory, "
-                           f"use fewer --workers") from e
-
-
-def _ordered_results(executor, work, chunks, window, seconds):
-    """``work(chunk)`` results of ``chunks``, flattened in order, with at most ``window``
-    chunks in flight (bounded memory) and each waited for at most ``seconds``."""
-    pending = collections.deque()
-    for chunk in chunks:
-        pending.append(executor.submit(work, chunk))
-        if len(pending) >= window:
-            yield from _chunk_results(pending.popleft(), seconds)
-    while pending:
-        yield from _chunk_results(pending.popleft(), seconds)
-
-
-def _stop_workers(executor):
-    """Stop now: cancel queued chunks and terminate the workers (which may be stuck)."""
-    # ProcessPoolExecutor has no public terminate before Python 3.14
-    processes = list((getattr(executor, "_processes", None) or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=10)
-    executor.shutdown(wait=True)
-
-
-@contextlib.contextmanager
-def _results(processor, items, workers, chunksize, item_timeout):
-    """Iterator of ``ItemResult`` in item order, computed in ``workers`` processes (0: here)."""
-    if workers <= 0:
-        yield map(processor, items)
-        return
-    import concurrent.futures  # only here: pass-through in this process does not need it
-
-    executor = concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=_mp_context(processor.options.pass_through),
-        initializer=_init_worker, initargs=(processor, os.getpid()))
-    try:
-        yield _ordered_results(executor, _work, _chunks(items, chunksize), 4 * workers,
-                               item_timeout * chunksize)
-    except BaseException:
-        _stop_workers(executor)
-        raise
-    executor.shutdown(wait=True)
-
-
-# --- writing ----------------------------------------------------------------------------------
 
 def _check_arguments(on_error, quality, encoding, color, workers):
     if on_error not in ON_ERROR:
@@ -249,7 +141,7 @@ def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resiz
         chunksize = max(1, min(16, len(todo) // max(1, 4 * workers)))
     processor = ItemProcessor(plan.root, image, storage_options, limits)
     try:
-        with _results(processor, iter(todo), workers, chunksize, item_timeout) as results:
+        with item_results(processor, iter(todo), workers, chunksize, item_timeout) as results:
             for job in jobs:
                 write_shard(job, results, root=plan.root, report=report, summary=summary,
                              on_error=on_error, flush_every=flush_every, progress=progress,

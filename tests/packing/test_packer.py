@@ -412,21 +412,21 @@ def _slow(chunk):
 def test_worker_death_or_hang_is_an_error_not_a_hang(work, error, match):
     from concurrent.futures import ProcessPoolExecutor
 
-    from recpipe.packing import packer
+    from recpipe.packing import runners
 
-    executor = ProcessPoolExecutor(1, mp_context=packer._mp_context(False))
+    executor = ProcessPoolExecutor(1, mp_context=runners.mp_context(False))
     try:
         with pytest.raises(error, match=match):
-            list(packer._ordered_results(executor, work, [[1], [2]], 2, 0.5))
+            list(runners.ordered_results(executor, work, [[1], [2]], 2, 0.5))
     finally:
-        packer._stop_workers(executor)
+        runners.stop_workers(executor)
 
 
 def test_no_fork_after_opencv_was_imported():
-    from recpipe.packing import packer
+    from recpipe.packing import runners
 
     assert "cv2" in sys.modules  # this test module uses it
-    assert packer._mp_context(False).get_start_method() != "fork"
+    assert runners.mp_context(False).get_start_method() != "fork"
 
 
 def test_an_output_named_dot_rec_is_the_rec_file(photos, tmp_path):
