@@ -137,7 +137,8 @@ class ImageLoader:
             self.batch_size = batch_size
             self.label_width = label_width
             self.on_error = on_error
-            self.prefetch = prefetch
+            self._buffers = BufferPool(keep=prefetch + 2)
+            self.prefetch = prefetch  # also sizes the buffer pool (see the property)
             self.timeout = timeout
             self.lookahead = lookahead
             self.seed = seed
@@ -157,7 +158,6 @@ class ImageLoader:
             self._observers = []
             self.autotuner = None
             self._resume_batch = 0
-            self._buffers = BufferPool(keep=prefetch + 2)
             check_batching(batch_size, last_batch)  # validated without building a plan
             check_parts(part_index, num_parts)
             auto = threads == "auto"
@@ -187,6 +187,19 @@ class ImageLoader:
         return shuffle
 
     # -- public surface -------------------------------------------------------------------
+
+    @property
+    def prefetch(self):
+        """Batches decoded ahead of the consumer; setting it (as the autotuner does) also keeps
+        that many batch buffers (plus two) for reuse."""
+        return self._prefetch
+
+    @prefetch.setter
+    def prefetch(self, batches):
+        if batches < 1:
+            raise ValueError(f"prefetch={batches} must be at least 1")
+        self._prefetch = batches
+        self._buffers.keep = batches + 2
 
     @property
     def num_samples(self):

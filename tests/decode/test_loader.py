@@ -269,3 +269,12 @@ def test_default_dtype_follows_normalisation(rec):
     assert np.array_equal(images[:, 1:], explicit[:, 1:])
     with pytest.raises(ValueError, match="uint8"):
         ImageLoader(rec, 4, (3, 24, 24), threads=1, mean_r=10.0, dtype="uint8")
+
+
+def test_the_buffer_pool_follows_the_prefetch_depth(rec):
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, prefetch=2) as loader:
+        assert loader._buffers.keep == 4
+        loader.prefetch = 16  # what the autotuner does when it raises prefetch
+        assert loader._buffers.keep == 18
+        with pytest.raises(ValueError):
+            loader.prefetch = 0
