@@ -9,6 +9,8 @@ unrecognised or truncated bytes give ``format='unknown'`` (or unknown sizes as `
 import struct
 from typing import NamedTuple, Optional
 
+from .jpeg import SOF_MARKERS, JpegHeaderError, segments
+
 __all__ = ["ImageInfo", "sniff", "unusual_reasons", "REASONS", "FORMATS"]
 
 FORMATS = ("jpeg", "png", "gif", "bmp", "webp", "unknown")
@@ -25,10 +27,8 @@ REASONS = {
 
 _JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
 # SOFn markers: C0-CF except DHT (C4), JPG (C8) and DAC (CC)
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _PROGRESSIVE_SOF = frozenset((0xC2, 0xC6, 0xCA, 0xCE))
-_STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01, 0xD8}
-_SOS, _EOI, _APP1 = 0xDA, 0xD9, 0xE1
+_APP1 = 0xE1
 _ORIENTATION_TAG = 0x0112
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
 
@@ -95,33 +95,17 @@ def unusual_reasons(info, suffix=""):
 
 
 def _jpeg_segments(data):
-    """Yield ``(marker, payload_start, payload_end)`` up to the first SOS or EOI."""
-    pos, size = 2, len(data)
-    while pos + 4 <= size:
-        if data[pos] != 0xFF:
-            return  # garbage between segments
-        marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        if marker in _STANDALONE:
-            pos += 2
-            continue
-        if marker == _EOI:
-            return
-        (length,) = struct.unpack_from(">H", data, pos + 2)
-        if length < 2:
-            return
-        yield marker, pos + 4, min(pos + 2 + length, size)
-        if marker == _SOS:
-            return
-        pos += 2 + length
+    """``jpeg.segments``, ending quietly where the header stops making sense."""
+    try:
+        yield from segments(data)
+    except JpegHeaderError:
+        return
 
 
 def _sniff_jpeg(data):
     fields = {"progressive": False}
     for marker, start, end in _jpeg_segments(data):
-        if marker in _SOF_MARKERS and "width" not in fields and end - start >= 6:
+        if marker in SOF_MARKERS and "width" not in fields and end - start >= 6:
             _, height, width, components = struct.unpack_from(">BHHB", data, start)
             fields.update(width=width, height=height, channels=components,
                           progressive=marker in _PROGRESSIVE_SOF)

@@ -57,6 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DecodeError
+from ..jpeg import SOF_MARKERS, JpegHeaderError, segments
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -90,9 +91,6 @@ os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
 
 _JPEG_SOI = b"\xff\xd8"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# SOFn markers: C0-CF except DHT (C4), JPG (C8) and DAC (CC)
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_STANDALONE_MARKERS = frozenset(range(0xD0, 0xD8)) | {0x01, 0xD8}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -106,30 +104,17 @@ def is_jpeg(data):
 
 def _jpeg_size(data):
     """(height, width) from the first SOFn segment; DecodeError if there is none."""
-    pos, end = 2, len(data)
-    while pos + 4 <= end:
-        if data[pos] != 0xFF:
-            raise DecodeError(f"JPEG header: expected a marker at byte {pos}")
-        marker = data[pos + 1]
-        if marker == 0xFF:
-            pos += 1
-            continue
-        if marker in _STANDALONE_MARKERS:
-            pos += 2
-            continue
-        if marker in (0xD9, 0xDA):
-            break
-        (length,) = struct.unpack_from(">H", data, pos + 2)
-        if marker in _SOF_MARKERS:
-            if pos + 9 > end:
-                break
-            height, width = struct.unpack_from(">HH", data, pos + 5)
-            if height == 0 or width == 0:
-                raise DecodeError(f"JPEG header: invalid size {width}x{height}")
-            return height, width
-        if length < 2:
-            raise DecodeError(f"JPEG header: invalid segment length {length} at byte {pos}")
-        pos += 2 + length
+    try:
+        for marker, start, end in segments(data):
+            if marker in SOF_MARKERS:
+                if end - start < 5:
+                    break
+                height, width = struct.unpack_from(">HH", data, start + 1)
+                if height == 0 or width == 0:
+                    raise DecodeError(f"JPEG header: invalid size {width}x{height}")
+                return height, width
+    except JpegHeaderError as e:
+        raise DecodeError(str(e)) from None
     raise DecodeError("JPEG header: no SOF marker before the image data (truncated or corrupt)")
 
 
