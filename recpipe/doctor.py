@@ -16,6 +16,7 @@ import platform
 import sys
 import tempfile
 import time
+from typing import List, Optional
 
 from . import __version__
 from ._optional import extension
@@ -92,7 +93,7 @@ def measure_decoders(seconds=0.3, images=16):
     return rates
 
 
-def diagnose(measure=True):
+def diagnose(measure: bool = True) -> dict:
     """The report as a JSON-ready dict (``measure=False`` skips the timed decode)."""
     import cv2
     import numpy as np
@@ -151,7 +152,7 @@ def _missing_cost(rates, paths):
     return costs
 
 
-def slow_paths(report=None):
+def slow_paths(report: Optional[dict] = None) -> List[str]:
     """Names of the missing fast paths (empty when this installation has them all)."""
     paths = _fast_paths() if report is None else {
         name: info["present"] for name, info in report["fast_paths"].items()}

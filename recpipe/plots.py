@@ -9,6 +9,7 @@ fraction and the throughput it measured.
 """
 
 import logging
+from typing import Optional
 
 from ._optional import require
 
@@ -28,7 +29,7 @@ def _pyplot():
     return plt
 
 
-def plot_bench(results, path, title=None):
+def plot_bench(results: dict, path: str, title: Optional[str] = None) -> str:
     """Write ``recpipe bench``'s ``results`` (with a ``sweep``) as a PNG (or any format
     matplotlib infers from ``path``); returns ``path``."""
     plt = _pyplot()
@@ -77,7 +78,7 @@ def plot_bench(results, path, title=None):
     return path
 
 
-def plot_tune(report, path, title=None):
+def plot_tune(report: dict, path: str, title: Optional[str] = None) -> str:
     """Write the autotuner's ``report`` (``loader.autotune_report()``) as a chart; returns
     ``path``."""
     plt = _pyplot()

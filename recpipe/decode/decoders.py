@@ -52,7 +52,7 @@ import logging
 import os
 import struct
 import threading
-from typing import NamedTuple
+from typing import List, NamedTuple, Optional
 
 import numpy as np
 
@@ -633,13 +633,13 @@ def _is_available(name):
     return name == "opencv"
 
 
-def available_decoders():
+def available_decoders() -> List[str]:
     """Names of the backends usable in this process, in ``PREFERENCE`` order."""
     return [name for name in PREFERENCE if _is_available(name)]
 
 
-def get_decoder(name="auto", *, fast_dct=False, fast_upsample=False, strict=True,
-                max_pixels=DEFAULT_MAX_PIXELS):
+def get_decoder(name: str = "auto", *, fast_dct: bool = False, fast_upsample: bool = False,
+                strict: bool = True, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> "Decoder":
     """A ``Decoder`` by backend name, or the preferred available one for ``"auto"``.
 
     ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, libjpeg, simplejpeg,

@@ -10,7 +10,7 @@ with the same retries, timeouts and errors.
 """
 
 import logging
-from typing import NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -100,7 +100,8 @@ def parse_index(text, *, path=None, key_type=int):
     return keys, offsets
 
 
-def read_index(url, storage_options=None, *, key_type=int):
+def read_index(url: str, storage_options: Optional[dict] = None, *,
+               key_type: type = int) -> Tuple[list, list]:
     """Read a ``.idx`` file; return ``(keys, offsets)``."""
     return parse_index(read_text(url, storage_options), path=str(url), key_type=key_type)
 
@@ -155,7 +156,7 @@ def parse_list(text, *, path=None):
     return entries, skipped
 
 
-def read_list(url, storage_options=None):
+def read_list(url: str, storage_options: Optional[dict] = None) -> Tuple[List[ListEntry], List[int]]:
     """Read a ``.lst`` file; return ``(entries, skipped_line_numbers)``."""
     return parse_list(read_text(url, storage_options), path=str(url))
 

@@ -13,7 +13,7 @@ import collections
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -140,8 +140,9 @@ def _scan(source, *, keep_payload, progress):
         progress(source.size - reported)
 
 
-def verify(url, index_url=None, *, decode=False, storage_options=None, limit=1000,
-           progress=None):
+def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool = False,
+           storage_options: Optional[dict] = None, limit: int = 1000,
+           progress: Optional[Callable[[int], None]] = None) -> VerifyReport:
     """Check every record of ``url``, its index and (``decode=True``) every image.
 
     ``index_url=None`` checks the ``.idx`` beside the ``.rec`` when there is one; ``False``
@@ -323,8 +324,9 @@ class IndexRebuild(NamedTuple):
     skipped: int = 0
 
 
-def rebuild_index(url, index_url=None, *, positions=False, skip_bad=False, storage_options=None,
-                  progress=None):
+def rebuild_index(url: str, index_url: Optional[str] = None, *, positions: bool = False,
+                  skip_bad: bool = False, storage_options: Optional[dict] = None,
+                  progress: Optional[Callable[[int], None]] = None) -> "IndexRebuild":
     """Write a fresh ``.idx`` for ``url`` atomically and return an ``IndexRebuild``.
 
     Keys are ``IRHeader.id`` when every record has a header and the ids are unique (im2rec's
@@ -398,7 +400,8 @@ class _IdColumn:
         return self.ids[index].tolist()
 
 
-def inspect(url, *, sample=64, seed=0, storage_options=None, max_labels=50, progress=None):
+def inspect(url: str, *, sample: int = 64, seed: int = 0, storage_options: Optional[dict] = None,
+            max_labels: int = 50, progress: Optional[Callable[[int], None]] = None) -> dict:
     """Summarise ``url`` as a JSON-ready dict: sizes, headers, labels and sampled image facts.
 
     The whole file is scanned once for the headers (bad byte ranges are skipped and counted);
