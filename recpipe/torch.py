@@ -28,6 +28,7 @@ mid-epoch.
 
 import logging
 import os
+from typing import Any, Callable, Hashable, Optional, Sequence
 
 import numpy as np
 
@@ -68,10 +69,13 @@ class RecordDataset:
     applying ``fn`` to ``(image, label)`` / to the image, as gluon's ``Dataset`` methods do.
     """
 
-    def __init__(self, url, data_shape=None, index_url=None, storage_options=None, *,
-                 transform=None, label_width=1, label_dtype=None, dtype=None, layout="NCHW",
-                 seed=0, decoder="auto", flag=1, keys=None, max_pixels=DEFAULT_MAX_PIXELS,
-                 **augment):
+    def __init__(self, url: str, data_shape: Optional[Sequence[int]] = None,
+                 index_url: Optional[str] = None, storage_options: Optional[dict] = None, *,
+                 transform: Optional[Callable] = None, label_width: int = 1,
+                 label_dtype: Any = None, dtype: Optional[str] = None, layout: str = "NCHW",
+                 seed: int = 0, decoder: str = "auto", flag: int = 1,
+                 keys: Optional[Sequence[Hashable]] = None,
+                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, **augment) -> None:
         if flag not in (0, 1):
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
         self.url = str(url)
@@ -260,9 +264,11 @@ class TorchLoader:
     (``non_blocking`` when pinned). ``label_dtype`` casts the labels (e.g. ``torch.long``).
     """
 
-    def __init__(self, url, batch_size, data_shape, index_url=None, storage_options=None, *,
-                 rank=None, world_size=None, pin_memory=False, device=None, non_blocking=True,
-                 label_dtype=None, **loader_kwargs):
+    def __init__(self, url: str, batch_size: int, data_shape: Sequence[int],
+                 index_url: Optional[str] = None, storage_options: Optional[dict] = None, *,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 pin_memory: bool = False, device: Any = None, non_blocking: bool = True,
+                 label_dtype: Any = None, **loader_kwargs) -> None:
         torch = _torch()
         if "part_index" in loader_kwargs or "num_parts" in loader_kwargs:
             raise ValueError("give rank/world_size (or nothing, to detect them), "

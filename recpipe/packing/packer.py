@@ -11,6 +11,7 @@ With ``dask=`` the same plan is written by a Dask cluster instead, one task per 
 
 import logging
 import time
+from typing import Any, Callable, Optional, Tuple
 
 from .inputs import InputLimits
 from .items import DEFAULT_EXTENSIONS, load_items
@@ -87,12 +88,18 @@ def output_prefix(out):
     return prefix
 
 
-def pack_dataset(src, out, *, root=None, workers=None, pass_through=False, resize=0,
-                 center_crop=False, quality=95, encoding=".jpg", color=1, pack_label=False,
-                 exact=False, shards=0, shard_size=0, shuffle=None, seed=0, val_ratio=0.0,
-                 on_error="skip", resume=False, extensions=DEFAULT_EXTENSIONS,
-                 storage_options=None, progress=None, chunksize=None, flush_every=256,
-                 item_timeout=60.0, dask=None, limits=InputLimits()):
+def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
+                 workers: Optional[int] = None, pass_through: bool = False, resize: int = 0,
+                 center_crop: bool = False, quality: int = 95, encoding: str = ".jpg",
+                 color: int = 1, pack_label: bool = False, exact: bool = False,
+                 shards: int = 0, shard_size: int = 0, shuffle: Optional[bool] = None,
+                 seed: int = 0, val_ratio: float = 0.0, on_error: str = "skip",
+                 resume: bool = False, extensions: Tuple[str, ...] = DEFAULT_EXTENSIONS,
+                 storage_options: Optional[dict] = None,
+                 progress: Optional[Callable[[int, int, int], None]] = None,
+                 chunksize: Optional[int] = None, flush_every: int = 256,
+                 item_timeout: float = 60.0, dask: Any = None,
+                 limits: InputLimits = InputLimits()) -> PackSummary:
     """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
 
     ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``
