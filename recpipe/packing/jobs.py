@@ -74,7 +74,7 @@ def prepare_jobs(plan, summary, resume, storage_options):
 
 
 def write_shard(job, results, *, root, report, summary, on_error, flush_every, progress, total,
-                 storage_options, checksums=False):
+                storage_options, checksums=False):
     """Write ``job``'s remaining items from ``results`` and publish the shard; ``summary`` is
     anything with ``written``/``failed``/``input_bytes`` counters. Returns the writer's
     ``digests()`` (None without ``checksums``)."""

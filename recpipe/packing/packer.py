@@ -151,8 +151,8 @@ def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
         with item_results(processor, iter(todo), workers, chunksize, item_timeout) as results:
             for job in jobs:
                 write_shard(job, results, root=plan.root, report=report, summary=summary,
-                             on_error=on_error, flush_every=flush_every, progress=progress,
-                             total=len(todo), storage_options=storage_options)
+                            on_error=on_error, flush_every=flush_every, progress=progress,
+                            total=len(todo), storage_options=storage_options)
     finally:
         summary.unusual = report.unusual()
         summary.errors = report.errors
