@@ -127,8 +127,8 @@ class ImageLoader:
         trace = trace or trace_path() is not None  # $RECPIPE_TRACE traces every loader
         if threads != "auto" and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads={threads!r}: expected 'auto' or a number >= 1")
-        if last_batch not in ("pad", "drop", "partial"):
-            raise ValueError(f"last_batch={last_batch!r}: expected 'pad', 'drop' or 'partial'")
+        check_batching(batch_size, last_batch)  # every argument is checked before the file opens
+        check_parts(part_index, num_parts)
         self._pid = os.getpid()
         self._pool = None
         self.reader = RecordReader(url, index_url, storage_options)
@@ -158,8 +158,6 @@ class ImageLoader:
             self._observers = []
             self.autotuner = None
             self._resume_batch = 0
-            check_batching(batch_size, last_batch)  # validated without building a plan
-            check_parts(part_index, num_parts)
             auto = threads == "auto"
             # the threads call the loader through a weak reference: a loader dropped without
             # close() is collected, and its finalizer (also run at interpreter exit) stops them
