@@ -5,6 +5,8 @@ array. The consumer thread issues batches ahead of itself (``prefetch``), waits 
 in order, and raises worker errors with their original traceback.
 """
 
+import difflib
+import inspect
 import logging
 import os
 import threading
@@ -19,7 +21,7 @@ from ..errors import DecodeError
 from ..io.header import unpack_header
 from ..io.layout import image_positions
 from ..io.reader import RecordReader
-from .augment import AugmentConfig, Augmenter
+from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig, Augmenter
 from .buffers import BufferPool
 from .decoders import DEFAULT_MAX_PIXELS, get_decoder
 from .labels import header_labels
@@ -60,6 +62,22 @@ class _Batch:
             self._remaining -= 1
             if self._remaining == 0:
                 self.done.set()
+
+
+def _check_keywords(augment):
+    """A keyword that is neither an augmentation keyword nor one of ImageLoader's gets a "did you
+    mean" naming the closest of either (``shufle`` -> ``shuffle``)."""
+    unknown = [key for key in augment
+               if key not in AUGMENT_KEYWORDS and key not in UNSUPPORTED_KEYWORDS]
+    if not unknown:
+        return
+    names = sorted(set(AUGMENT_KEYWORDS) | set(inspect.signature(ImageLoader).parameters) - {
+        "augment", "self"})
+    key = unknown[0]
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{hint}: not an ImageLoader "
+                     "argument nor an ImageRecordIter augmentation keyword")
 
 
 class ImageLoader:
@@ -118,6 +136,7 @@ class ImageLoader:
             raise ValueError(f"label_width={label_width} must be at least 1")
         if prefetch < 1:
             raise ValueError(f"prefetch={prefetch} must be at least 1")
+        _check_keywords(augment)
         self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
                                                 layout=layout, **augment)
         self.augmenter = Augmenter(self.config)

@@ -278,3 +278,13 @@ def test_the_buffer_pool_follows_the_prefetch_depth(rec):
         assert loader._buffers.keep == 18
         with pytest.raises(ValueError):
             loader.prefetch = 0
+
+
+def test_a_misspelt_keyword_gets_a_suggestion_before_the_file_opens(tmp_path):
+    missing = str(tmp_path / "not-there.rec")  # never opened: the keyword is checked first
+    with pytest.raises(ValueError, match="did you mean 'shuffle'"):
+        ImageLoader(missing, 4, (3, 24, 24), shufle=True)
+    with pytest.raises(ValueError, match="did you mean 'rand_mirror'"):
+        ImageLoader(missing, 4, (3, 24, 24), rand_mirorr=True)
+    with pytest.raises(NotImplementedError, match="mean_img"):
+        ImageLoader(missing, 4, (3, 24, 24), mean_img="m.nd")
