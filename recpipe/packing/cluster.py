@@ -35,6 +35,7 @@ from .lifeline import single_thread_opencv
 from .manifest import build_manifest, publish_manifest
 from .plan import Shard, build_plan, load_plan, remove_plan, split_counts
 from .report import InputReport, PackSummary, ShardSummary
+from .runners import item_results
 from .shards import Progress, file_digest, is_local, recover_partial, verify_published
 from .transform import ImageOptions, ItemProcessor
 
@@ -123,12 +124,12 @@ def pack_shard(task):
         outcome.resumed_records = progress.records
     job = Job(shard, task.items, progress, outcome.summary)
     processor = ItemProcessor(task.root, task.image, task.storage_options, task.limits)
-    try:
-        rec_sha256, idx_sha256 = write_shard(
-            job, map(processor, job.todo), root=task.root, report=outcome.report,
-            summary=outcome, on_error=task.on_error, flush_every=task.flush_every,
-            progress=None, total=len(job.todo), storage_options=task.storage_options,
-            checksums=True)
+    try:  # the items of a shard task go through the serial runner, in the Dask worker
+        with item_results(processor, job.todo, 0, 1, None) as results:
+            rec_sha256, idx_sha256 = write_shard(
+                job, results, root=task.root, report=outcome.report, summary=outcome,
+                on_error=task.on_error, flush_every=task.flush_every, progress=None,
+                total=len(job.todo), storage_options=task.storage_options, checksums=True)
     except DecodeError as e:
         outcome.failure = {"path": outcome.report.errors[-1]["path"], "reason": e.reason}
         return outcome

@@ -17,8 +17,8 @@ from .plan import PlanOptions, labels_url, plan_url, save_plan
 from .report import ShardSummary
 from .shards import Progress, ShardWriter, is_local, recover_partial, verify_published
 
-__all__ = ["Job", "adopt_plan", "default_workers", "file_name", "plan_options", "prepare_jobs",
-           "publish_labels", "write_shard"]
+__all__ = ["Job", "adopt_plan", "default_workers", "file_name", "finish_empty", "plan_options",
+           "prepare_jobs", "publish_labels", "write_shard"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class Job:
         self.items = items
         self.progress = progress
         self.summary = summary
+        self.unpublished = None  # the writer of a shard whose items all failed (write_shard)
 
     @property
     def todo(self):
@@ -74,10 +75,11 @@ def prepare_jobs(plan, summary, resume, storage_options):
 
 
 def write_shard(job, results, *, root, report, summary, on_error, flush_every, progress, total,
-                storage_options, checksums=False):
+                storage_options, checksums=False, defer_empty=False):
     """Write ``job``'s remaining items from ``results`` and publish the shard; ``summary`` is
     anything with ``written``/``failed``/``input_bytes`` counters. Returns the writer's
-    ``digests()`` (None without ``checksums``)."""
+    ``digests()`` (None without ``checksums``). ``defer_empty``: a shard all of whose items
+    failed is left unpublished in ``job.unpublished`` (``finish_empty`` decides)."""
     writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress, checksums)
     try:
         for item in job.todo:
@@ -99,12 +101,28 @@ def write_shard(job, results, *, root, report, summary, on_error, flush_every, p
     except BaseException:
         writer.abandon(keep=True)
         raise
-    if writer.records == 0 and job.todo and not job.progress.records:
-        writer.abandon(keep=False)  # every item failed: an empty file is not published
+    if defer_empty and writer.records == 0 and job.todo and not job.progress.records:
+        job.unpublished = writer  # every item failed: published later only if the pack is not empty
         return None
     writer.publish()
     job.summary.records, job.summary.bytes = writer.records, writer.offset
     return writer.digests()
+
+
+def finish_empty(jobs, publish):
+    """Publish (``publish=True``) or discard the shards that ``write_shard`` left unpublished
+    because every item failed: published as empty shards when the pack has records, so that
+    every planned shard exists; discarded when the whole pack is empty."""
+    for job in jobs:
+        writer = job.unpublished
+        if writer is None:
+            continue
+        job.unpublished = None
+        if publish:
+            writer.publish()
+            job.summary.records, job.summary.bytes = writer.records, writer.offset
+        else:
+            writer.abandon(keep=False)
 
 
 def file_name(url):

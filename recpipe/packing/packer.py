@@ -15,8 +15,8 @@ from typing import Any, Callable, Optional, Tuple
 
 from .inputs import InputLimits
 from .items import DEFAULT_EXTENSIONS, load_items
-from .jobs import (adopt_plan, default_workers, plan_options, prepare_jobs, publish_labels,
-                   write_shard)
+from .jobs import (adopt_plan, default_workers, finish_empty, plan_options, prepare_jobs,
+                   publish_labels, write_shard)
 from .plan import build_plan, load_plan, remove_plan
 from .report import InputReport, PackSummary
 from .runners import item_results
@@ -152,11 +152,16 @@ def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
             for job in jobs:
                 write_shard(job, results, root=plan.root, report=report, summary=summary,
                             on_error=on_error, flush_every=flush_every, progress=progress,
-                            total=len(todo), storage_options=storage_options)
+                            total=len(todo), storage_options=storage_options, defer_empty=True)
+    except BaseException:
+        finish_empty(jobs, publish=False)
+        raise
     finally:
         summary.unusual = report.unusual()
         summary.errors = report.errors
-    if summary.written == 0 and summary.failed and not summary.resumed_records:
+    empty = summary.written == 0 and summary.failed and not summary.resumed_records
+    finish_empty(jobs, publish=not empty)
+    if empty:
         first = summary.errors[0] if summary.errors else {}
         remove_plan(out, storage_options)
         raise ValueError(f"nothing packed: all {summary.failed} image(s) failed (first: "

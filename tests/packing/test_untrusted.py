@@ -105,3 +105,14 @@ def test_more_shards_than_images_writes_no_empty_shard(tree, tmp_path):
     files = sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".rec")
     assert len(files) == 2 and summary.written == 2
     assert all(_keys(str(tmp_path / "out" / name)) == 1 for name in files)
+
+
+def test_a_shard_whose_items_all_failed_is_published_empty_when_others_have_records(tree, tmp_path):
+    root, _ = tree
+    lst = root / "half.lst"
+    lst.write_text("0\t0.000000\tmissing.jpg\n1\t0.000000\tcls/a.jpg\n")
+    summary = pack_dataset(lst, tmp_path / "out" / "h", pass_through=True, workers=0, shards=2)
+    assert summary.written == 1 and summary.failed == 1
+    shards = sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".rec")
+    assert len(shards) == 2  # every planned shard exists, the first one empty
+    assert sorted(_keys(str(tmp_path / "out" / name)) for name in shards) == [0, 1]
