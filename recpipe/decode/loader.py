@@ -157,7 +157,7 @@ class ImageLoader:
             self.label_width = label_width
             self.on_error = on_error
             self._buffers = BufferPool(keep=prefetch + 2)
-            self.prefetch = prefetch  # also sizes the buffer pool (see the property)
+            self.prefetch = prefetch
             self.timeout = timeout
             self.lookahead = lookahead
             self.seed = seed
@@ -204,19 +204,6 @@ class ImageLoader:
         return shuffle
 
     # -- public surface -------------------------------------------------------------------
-
-    @property
-    def prefetch(self):
-        """Batches decoded ahead of the consumer; setting it (as the autotuner does) also keeps
-        that many batch buffers (plus two) for reuse."""
-        return self._prefetch
-
-    @prefetch.setter
-    def prefetch(self, batches):
-        if batches < 1:
-            raise ValueError(f"prefetch={batches} must be at least 1")
-        self._prefetch = batches
-        self._buffers.keep = batches + 2
 
     @property
     def num_samples(self):

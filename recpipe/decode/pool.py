@@ -29,7 +29,7 @@ class WorkerPool:
         self._name = name
         self._tasks = queue.SimpleQueue()
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a finalizer may close the pool from one of its threads
         self._target = 0
         self._live = []
         self._started = []
@@ -102,6 +102,8 @@ class WorkerPool:
         stuck = []
         deadline = time.monotonic() + timeout
         for thread in threads:
+            if thread is threading.current_thread():
+                continue  # closed from one of its own threads: it ends when this task returns
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 stuck.append(thread.name)

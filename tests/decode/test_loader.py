@@ -271,15 +271,6 @@ def test_default_dtype_follows_normalisation(rec):
         ImageLoader(rec, 4, (3, 24, 24), threads=1, mean_r=10.0, dtype="uint8")
 
 
-def test_the_buffer_pool_follows_the_prefetch_depth(rec):
-    with ImageLoader(rec, 4, (3, 24, 24), threads=1, prefetch=2) as loader:
-        assert loader._buffers.keep == 4
-        loader.prefetch = 16  # what the autotuner does when it raises prefetch
-        assert loader._buffers.keep == 18
-        with pytest.raises(ValueError):
-            loader.prefetch = 0
-
-
 def test_a_misspelt_keyword_gets_a_suggestion_before_the_file_opens(tmp_path):
     missing = str(tmp_path / "not-there.rec")  # never opened: the keyword is checked first
     with pytest.raises(ValueError, match="did you mean 'shuffle'"):
