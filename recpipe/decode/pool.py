@@ -27,7 +27,9 @@ class WorkerPool:
         self._work = work
         self._stats = stats or PipelineStats()
         self._name = name
-        self._tasks = queue.SimpleQueue()
+        # queue.Queue, not SimpleQueue: a SimpleQueue.get(timeout=...) shared by several
+        # threads was seen never to return (CPython 3.11), leaving a thread that close() cannot join
+        self._tasks = queue.Queue()
         self._stop = threading.Event()
         self._lock = threading.RLock()  # a finalizer may close the pool from one of its threads
         self._target = 0
