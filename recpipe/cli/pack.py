@@ -177,7 +177,7 @@ def _pack(args, progress):
 
 
 def run(args):
-    from ..packing.cluster import ShardTaskError
+    from ..packing.jobs import ShardTaskError
 
     bar = _ProgressBar(not (args.no_progress or args.json) and sys.stderr.isatty())
     try:

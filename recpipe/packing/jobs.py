@@ -1,24 +1,33 @@
-"""Jobs of a pack, shared by every runner (this process, worker processes, a Dask cluster).
+"""Shard tasks of a pack, shared by every runner (this process, worker processes, Dask).
 
-A pack is planned (``plan``) as shards; each shard still to write is a ``Job``;
-``write_shard`` writes a job from a stream of ``ItemResult`` and publishes its ``.rec``/``.idx``
-as one commit; ``publish_labels`` writes ``OUT.labels.json``. ``packer`` runs the items in this
-process or in worker processes, ``cluster`` as Dask tasks; both use these.
+A pack is planned (``plan``) as shards; ``shard_tasks`` makes a ``ShardTask`` of each (small:
+item paths and options, picklable for a cluster). A runner (``runners.ShardRunner``) turns
+tasks into ``ShardOutcome``s: ``open_job`` keeps a shard an earlier run published or continues
+its partial files, ``write_shard`` writes a job from a stream of ``ItemResult`` and publishes
+its ``.rec``/``.idx`` as one commit. ``summarize`` merges the outcomes into the
+``PackSummary``; ``publish_labels`` writes ``OUT.labels.json``.
 """
 
 import json
 import logging
 import os
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from ..errors import DecodeError
 from ..io.atomic import publish
-from .items import join_url
-from .plan import PlanOptions, labels_url, plan_url, save_plan
-from .report import ShardSummary
-from .shards import Progress, ShardWriter, is_local, recover_partial, verify_published
+from ..io.sources import url_to_fs
+from .inputs import InputLimits
+from .items import PackItem, join_url
+from .plan import PlanOptions, Shard, labels_url, plan_url, save_plan
+from .report import InputReport, PackSummary, ShardSummary
+from .shards import (Progress, ShardWriter, file_digest, is_local, recover_partial,
+                     verify_published)
+from .transform import ImageOptions
 
-__all__ = ["Job", "adopt_plan", "default_workers", "file_name", "finish_empty", "plan_options",
-           "prepare_jobs", "publish_labels", "write_shard"]
+__all__ = ["Job", "ShardOutcome", "ShardTask", "ShardTaskError", "adopt_plan",
+           "discard_empty", "default_workers", "file_name", "finish_empty", "open_job", "plan_options",
+           "publish_labels", "raise_failures", "shard_tasks", "summarize", "write_shard"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,60 @@ def default_workers(pass_through=False):
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+class ShardTaskError(RuntimeError):
+    """Shard tasks failed; ``failures``: ``[{"shard", "error"}, ...]``."""
+
+    def __init__(self, failures):
+        self.failures = list(failures)
+        shown = "; ".join(f"{f['shard']}: {f['error']}" for f in self.failures[:5])
+        more = f" (and {len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
+        super().__init__(f"{len(self.failures)} shard task(s) failed: {shown}{more}; "
+                         f"completed shards are kept, run again with --resume")
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Everything a runner needs to write one shard (small: item paths, not images)."""
+
+    split: str
+    shard: Shard
+    items: Tuple[PackItem, ...]
+    root: str
+    image: ImageOptions
+    storage_options: Optional[dict]
+    on_error: str
+    resume: bool
+    flush_every: int
+    limits: InputLimits = InputLimits()
+
+
+@dataclass
+class ShardOutcome:
+    """What a shard task did. ``digests``: ``(rec_sha256, idx_sha256, idx_bytes)`` when the
+    runner hashes its output; ``failure``: ``{"path", "reason"}`` of the item that stopped the
+    shard (``on_error="raise"`` on a runner that lets the other shards finish)."""
+
+    summary: ShardSummary
+    report: InputReport
+    written: int = 0
+    failed: int = 0
+    resumed_records: int = 0
+    input_bytes: int = 0
+    digests: Optional[tuple] = None
+    failure: Optional[dict] = None
+
+
+def shard_tasks(plan, storage_options, on_error, resume, flush_every, limits, locate=str):
+    """One ``ShardTask`` per planned shard, in plan order; ``locate(url)`` names the files as
+    the runner's workers must see them (e.g. local paths made absolute)."""
+    return [ShardTask(split.name,
+                      Shard(locate(shard.rec), locate(shard.idx), shard.start, shard.stop),
+                      split.items[shard.start:shard.stop], locate(plan.root),
+                      plan.options.image, storage_options, on_error, resume, flush_every,
+                      limits)
+            for split in plan.splits for shard in split.shards]
 
 
 class Job:
@@ -49,55 +112,63 @@ class Job:
         return self.items[self.progress.position:]
 
 
-def prepare_jobs(plan, summary, resume, storage_options):
-    """The ``Job`` of every shard of ``plan`` still to write (published ones, when resuming,
-    are checked and counted in ``summary``)."""
-    jobs = []
-    for split in plan.splits:
-        shard_summaries = summary.splits.setdefault(split.name, [])
-        for shard in split.shards:
-            items = split.items[shard.start:shard.stop]
-            keys = [item.index for item in items]
-            shard_summary = ShardSummary(shard.rec, shard.idx)
-            shard_summaries.append(shard_summary)
-            done = verify_published(shard.rec, shard.idx, keys, storage_options) if resume else None
-            if done is not None:
-                shard_summary.records, shard_summary.bytes = done
-                shard_summary.kept = True
-                summary.resumed_records += shard_summary.records
-                continue
-            progress = Progress()
-            if resume and is_local(shard.rec, storage_options):
-                progress = recover_partial(shard.rec, shard.idx, keys)
-                summary.resumed_records += progress.records
-            jobs.append(Job(shard, items, progress, shard_summary))
-    return jobs
+def _published_digests(shard, storage_options):
+    rec_sha256, _ = file_digest(shard.rec, storage_options)
+    idx_sha256, idx_bytes = file_digest(shard.idx, storage_options)
+    return rec_sha256, idx_sha256, idx_bytes
 
 
-def write_shard(job, results, *, root, report, summary, on_error, flush_every, progress, total,
-                storage_options, checksums=False, defer_empty=False):
-    """Write ``job``'s remaining items from ``results`` and publish the shard; ``summary`` is
-    anything with ``written``/``failed``/``input_bytes`` counters. Returns the writer's
-    ``digests()`` (None without ``checksums``). ``defer_empty``: a shard all of whose items
-    failed is left unpublished in ``job.unpublished`` (``finish_empty`` decides)."""
+def open_job(task, checksums=False):
+    """``(job, outcome)`` of ``task``: with ``resume``, a shard an earlier run published that
+    holds what the plan says is kept (``job`` None; hashed with ``checksums``), and a local
+    shard's partial temporary files are continued."""
+    shard = task.shard
+    outcome = ShardOutcome(ShardSummary(shard.rec, shard.idx), InputReport())
+    keys = [item.index for item in task.items]
+    done = verify_published(shard.rec, shard.idx, keys, task.storage_options) if task.resume \
+        else None
+    if done is not None:
+        outcome.summary.records, outcome.summary.bytes = done
+        outcome.summary.kept = True
+        outcome.resumed_records = outcome.summary.records
+        if checksums:
+            outcome.digests = _published_digests(shard, task.storage_options)
+        return None, outcome
+    progress = Progress()
+    if task.resume and is_local(shard.rec, task.storage_options):
+        progress = recover_partial(shard.rec, shard.idx, keys)
+        outcome.resumed_records = progress.records
+    return Job(shard, task.items, progress, outcome.summary), outcome
+
+
+def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_options,
+                advance=None, checksums=False, defer_empty=False):
+    """Write ``job``'s remaining items from ``results`` (``ItemResult`` in item order) and
+    publish the shard, counting into ``outcome``; ``advance(input_bytes)`` is called after each
+    item. Returns the writer's ``digests()`` (None without ``checksums``). ``defer_empty``: a
+    shard all of whose items failed is left unpublished in ``job.unpublished``
+    (``finish_empty`` decides). ``root``: the folder item paths are relative to. Each error
+    names the shard it was meant for."""
     writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress, checksums)
+    report = outcome.report
     try:
         for item in job.todo:
             result = next(results)
             report.add(item.path, result.reasons, result.error)
-            summary.input_bytes += result.input_bytes
+            outcome.input_bytes += result.input_bytes
             if result.error:
-                summary.failed += 1
+                outcome.failed += 1
+                report.errors[-1]["shard"] = file_name(job.shard.rec)
                 if on_error == "raise":
                     raise DecodeError(result.error, path=join_url(root, item.path))
                 log.warning("%s: skipped: %s", item.path, result.error)
             else:
                 writer.write(result.payload, item.index)
-                summary.written += 1
+                outcome.written += 1
                 if writer.records % flush_every == 0:
                     writer.flush()
-            if progress is not None:
-                progress(summary.written + summary.failed, total, summary.input_bytes)
+            if advance is not None:
+                advance(result.input_bytes)
     except BaseException:
         writer.abandon(keep=True)
         raise
@@ -166,3 +237,54 @@ def adopt_plan(plan, out, resume, saved, storage_options):
     if saved is None:
         save_plan(plan, storage_options)
     return saved is not None
+
+
+def summarize(out, plan, tasks, outcomes, workers, cluster=None):
+    """The ``PackSummary`` of ``outcomes`` (None where a task failed), merged in plan order."""
+    summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers,
+                          cluster=cluster)
+    report = InputReport()
+    for split in plan.splits:
+        summary.splits[split.name] = []
+    for task, outcome in zip(tasks, outcomes):
+        if outcome is None:
+            summary.splits[task.split].append(ShardSummary(task.shard.rec, task.shard.idx))
+            continue
+        summary.splits[task.split].append(outcome.summary)
+        summary.written += outcome.written
+        summary.failed += outcome.failed
+        summary.resumed_records += outcome.resumed_records
+        summary.input_bytes += outcome.input_bytes
+        report.merge(outcome.report)
+    summary.unusual = report.unusual()
+    summary.errors = report.errors
+    summary.output_bytes = sum(s.bytes for shards in summary.splits.values() for s in shards)
+    return summary
+
+
+def raise_failures(plan, tasks, outcomes, failures):
+    """Task errors -> ``ShardTaskError``; else an item that stopped its shard (``on_error=
+    "raise"``) -> ``DecodeError`` naming the shard and the item."""
+    stopped = [(task, outcome.failure) for task, outcome in zip(tasks, outcomes)
+               if outcome is not None and outcome.failure]
+    if failures:
+        failures = failures + [{"shard": file_name(task.shard.rec),
+                                "error": f"{f['path']}: {f['reason']}"} for task, f in stopped]
+        raise ShardTaskError(failures)
+    if stopped:
+        task, failure = stopped[0]
+        others = f" ({len(stopped) - 1} other shard(s) stopped too)" if len(stopped) > 1 else ""
+        raise DecodeError(f"shard {file_name(task.shard.rec)}: {failure['reason']}{others}",
+                          path=join_url(plan.root, failure["path"]))
+
+
+def discard_empty(tasks, outcomes):
+    """Remove the shards written empty (every item failed) by a runner that publishes as it
+    goes: called when the whole pack is empty, so that no empty pack is left published."""
+    for task, outcome in zip(tasks, outcomes):
+        if outcome is None or outcome.summary.kept or outcome.summary.records:
+            continue
+        for url in (task.shard.rec, task.shard.idx):
+            fs, path = url_to_fs(url, task.storage_options)
+            if fs.exists(path):
+                fs.rm(path)

@@ -1,26 +1,29 @@
 """``pack_dataset``: a folder of class subfolders or an im2rec ``.lst`` -> RecordIO shards.
 
-Steps: list the items (``items``), fix the plan and save it (``plan``), then stream the items
-through an ``ItemProcessor`` (``transform``) -- in worker processes or in this process
-(``runners.item_results``) -- while this process writes each shard (``jobs.write_shard``) and
-publishes it, ``.rec`` and ``.idx`` as one commit. Finally the label map ``OUT.labels.json`` is published and the plan removed.
-Unusual inputs and per-item errors are collected into the returned ``PackSummary``.
-With ``dask=`` the same plan is written by a Dask cluster instead, one task per shard
-(``cluster``).
+Steps: list the items (``items``), fix the plan and save it (``plan``), make a ``ShardTask`` of
+each planned shard (``jobs``) and hand them to a runner (``runners.ShardRunner``), which
+writes each shard and publishes it, ``.rec`` and ``.idx`` as one commit:
+``runners.LocalRunner`` in this process (items computed here or in worker processes),
+``cluster.DaskRunner`` as one task per shard on a Dask cluster (``dask=``). Then, whatever
+the runner, the outcomes are merged into the returned ``PackSummary`` (unusual inputs and
+per-item errors included), the label map ``OUT.labels.json`` is published (and
+``OUT.manifest.json`` when the runner hashed the shards) and the plan removed.
 """
 
+import contextlib
 import logging
 import time
 from typing import Any, Callable, Optional, Tuple
 
 from .inputs import InputLimits
 from .items import DEFAULT_EXTENSIONS, load_items
-from .jobs import (adopt_plan, default_workers, finish_empty, plan_options, prepare_jobs,
-                   publish_labels, write_shard)
+from .jobs import (adopt_plan, default_workers, discard_empty, plan_options, publish_labels, raise_failures,
+                   shard_tasks, summarize)
+from .manifest import build_manifest, publish_manifest
 from .plan import build_plan, load_plan, remove_plan
-from .report import InputReport, PackSummary
-from .runners import item_results
-from .transform import ImageOptions, ItemProcessor
+from .report import PackSummary
+from .runners import LocalRunner
+from .transform import ImageOptions
 
 __all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR"]
 
@@ -65,15 +68,35 @@ def _image_options(pass_through, resize, center_crop, quality, encoding, color, 
                         bool(pack_label), bool(exact))
 
 
-def _plan_for(src, out, root, options, extensions, resume, storage_options):
+def _plan_for(src, out, root, image, shuffle, seed, val_ratio, shards, shard_size, extensions,
+              resume, storage_options, runner):
     """The plan, and whether an interrupted run of it is being resumed (its saved plan exists:
-    without one, outputs already present cannot be trusted to come from the same options)."""
-    items, classes, item_root = load_items(src, root, extensions=extensions,
-                                           need_sizes=bool(options.shard_size),
-                                           storage_options=storage_options)
-    plan = build_plan(src, item_root, out, items, classes, options)
+    without one, outputs already present cannot be trusted to come from the same options).
+    Without ``shards`` and ``shard_size``: those of the interrupted run being resumed, else the
+    runner's default."""
     saved = load_plan(out, storage_options) if resume else None
+    if not shards and not shard_size and saved is not None:
+        shards, shard_size = saved.options.shards, saved.options.shard_size
+    items, classes, item_root = load_items(src, root, extensions=extensions,
+                                           need_sizes=bool(shard_size),
+                                           storage_options=storage_options)
+    if not shards and not shard_size:
+        shards = runner.default_shards(len(items), float(val_ratio or 0.0))
+    options = plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
+    plan = build_plan(src, item_root, out, items, classes, options)
     return plan, adopt_plan(plan, out, resume, saved, storage_options)
+
+
+@contextlib.contextmanager
+def _runner(dask, workers, pass_through, chunksize, item_timeout):
+    if dask is None:
+        yield LocalRunner(default_workers(pass_through) if workers is None else workers,
+                          chunksize, item_timeout)
+        return
+    from .cluster import dask_runner
+
+    with dask_runner(dask, workers, item_timeout, pass_through) as runner:
+        yield runner
 
 
 def output_prefix(out):
@@ -126,48 +149,27 @@ def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
     _check_arguments(on_error, quality, encoding, color, workers)
     image = _image_options(pass_through, resize, center_crop, quality, encoding, color,
                            pack_label, exact)
-    if dask is not None:
-        from .cluster import pack_on_dask
-
-        return pack_on_dask(
-            dask, src, out, root=root, image=image, shuffle=shuffle, seed=seed,
-            val_ratio=val_ratio, shards=shards, shard_size=shard_size, workers=workers,
-            on_error=on_error, resume=resume, extensions=extensions,
-            storage_options=storage_options, progress=progress, flush_every=flush_every,
-            item_timeout=item_timeout, started=started, limits=limits)
-    options = plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
-    plan, resume = _plan_for(src, out, root, options, extensions, resume, storage_options)
-    workers = default_workers(pass_through) if workers is None else workers
-    summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers)
-    report = InputReport()
-    jobs = prepare_jobs(plan, summary, resume, storage_options)
-    todo = [item for job in jobs for item in job.todo]
-    workers = min(workers, len(todo))
-    summary.workers = workers
-    if chunksize is None:
-        chunksize = max(1, min(16, len(todo) // max(1, 4 * workers)))
-    processor = ItemProcessor(plan.root, image, storage_options, limits)
-    try:
-        with item_results(processor, iter(todo), workers, chunksize, item_timeout) as results:
-            for job in jobs:
-                write_shard(job, results, root=plan.root, report=report, summary=summary,
-                            on_error=on_error, flush_every=flush_every, progress=progress,
-                            total=len(todo), storage_options=storage_options, defer_empty=True)
-    except BaseException:
-        finish_empty(jobs, publish=False)
-        raise
-    finally:
-        summary.unusual = report.unusual()
-        summary.errors = report.errors
-    empty = summary.written == 0 and summary.failed and not summary.resumed_records
-    finish_empty(jobs, publish=not empty)
-    if empty:
+    with _runner(dask, workers, pass_through, chunksize, item_timeout) as runner:
+        plan, resume = _plan_for(src, out, root, image, shuffle, seed, val_ratio, shards,
+                                 shard_size, extensions, resume, storage_options, runner)
+        tasks = shard_tasks(plan, storage_options, on_error, resume, flush_every, limits,
+                            runner.locate)
+        outcomes, failures = runner.run(tasks, progress)
+    raise_failures(plan, tasks, outcomes, failures)
+    summary = summarize(out, plan, tasks, outcomes, runner.workers, runner.cluster)
+    if summary.written == 0 and summary.failed and not summary.resumed_records:
         first = summary.errors[0] if summary.errors else {}
+        discard_empty(tasks, outcomes)
         remove_plan(out, storage_options)
         raise ValueError(f"nothing packed: all {summary.failed} image(s) failed (first: "
                          f"{first.get('path')}: {first.get('reason')}); no output was published")
-    summary.output_bytes = sum(s.bytes for shards in summary.splits.values() for s in shards)
     summary.labels_file = publish_labels(plan, summary, storage_options)
+    if runner.publishes_manifest:
+        from .. import __version__
+
+        digests = {outcome.summary.rec: outcome.digests for outcome in outcomes}
+        summary.manifest_file = publish_manifest(
+            out, build_manifest(plan, summary.splits, digests, __version__), storage_options)
     remove_plan(out, storage_options)
     summary.seconds = time.perf_counter() - started
     return summary

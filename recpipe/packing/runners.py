@@ -1,12 +1,18 @@
-"""How the items of a pack are turned into results: in this process, or in worker processes.
+"""Runners: what writes the shards of a pack, behind one interface.
 
-``item_results(processor, items, workers, chunksize, item_timeout)`` is the one interface of both
-runners: a context manager giving an iterator of ``ItemResult`` in item order. ``workers=0``
-runs ``processor`` here; otherwise chunks of items go to a process pool (``fork`` when it is
-safe, else ``forkserver``/``spawn``), at most ``4 * workers`` chunks in flight (bounded memory),
-each result waited for with a deadline; the workers are tied to this process
-(``lifeline``) and stopped on any error. (A Dask pack, ``cluster``, runs whole shards as tasks
-instead, on workers that write their own files.)
+A ``ShardRunner`` turns the pack's ``ShardTask``s (``jobs``) into ``ShardOutcome``s; the pack
+itself (``packer.pack_dataset``) plans, runs and publishes the same way whatever the runner:
+
+- ``LocalRunner`` (here): this process writes every shard, the items computed in this process
+  (``workers=0``) or in worker processes;
+- ``cluster.DaskRunner``: one Dask task per shard, each writing its own files.
+
+Item level: ``item_results(processor, items, workers, chunksize, item_timeout)`` is a context
+manager giving an iterator of ``ItemResult`` in item order. ``workers=0`` runs ``processor``
+here; otherwise chunks of items go to a process pool (``fork`` when it is safe, else
+``forkserver``/``spawn``), at most ``4 * workers`` chunks in flight (bounded memory), each
+result waited for with a deadline; the workers are tied to this process (``lifeline``) and
+stopped on any error. A Dask shard task runs its items through it too, with ``workers=0``.
 """
 
 import collections
@@ -15,10 +21,14 @@ import multiprocessing
 import os
 import sys
 import threading
+from typing import List, Optional, Protocol, Sequence, Tuple
 
+from .jobs import ShardOutcome, ShardTask, finish_empty, open_job, write_shard
 from .lifeline import init_worker
+from .transform import ItemProcessor
 
-__all__ = ["item_results", "mp_context", "ordered_results", "stop_workers"]
+__all__ = ["LocalRunner", "ShardRunner", "item_results", "mp_context", "ordered_results",
+           "stop_workers"]
 
 
 _processor = None
@@ -118,4 +128,86 @@ def item_results(processor, items, workers, chunksize, item_timeout):
     executor.shutdown(wait=True)
 
 
-# --- writing ----------------------------------------------------------------------------------
+
+# --- shard runners ----------------------------------------------------------------------------
+
+class ShardRunner(Protocol):
+    """Writes the shards of a pack. ``workers``: reported in ``PackSummary.workers``;
+    ``cluster``: what ``PackSummary.cluster`` says of it (None: this machine);
+    ``publishes_manifest``: whether the pack publishes ``OUT.manifest.json`` (the runner then
+    hashes the shards it writes)."""
+
+    workers: int
+    cluster: Optional[dict]
+    publishes_manifest: bool
+
+    def default_shards(self, items: int, val_ratio: float) -> int:
+        """Shards per split when the caller gives neither a count nor a size (0: one file)."""
+
+    def locate(self, url: str) -> str:
+        """``url`` as the runner's workers must name it."""
+
+    def run(self, tasks: Sequence[ShardTask], progress) -> Tuple[List[Optional[ShardOutcome]],
+                                                                 List[dict]]:
+        """Outcomes in task order (None where a task failed) and the failures
+        (``[{"shard", "error"}]``). ``progress(done_items, total_items, input_bytes)``."""
+
+
+class _Progress:
+    """Items done over all shards, for a ``progress(done, total, input_bytes)`` callback."""
+
+    def __init__(self, callback, total):
+        self.callback, self.total, self.done, self.input_bytes = callback, total, 0, 0
+
+    def __call__(self, input_bytes):
+        self.done += 1
+        self.input_bytes += input_bytes
+        self.callback(self.done, self.total, self.input_bytes)
+
+
+class LocalRunner:
+    """This process writes every shard, in plan order, from one stream of item results
+    computed by ``workers`` processes (0: here). An item error with ``on_error="raise"``
+    stops the pack at once. A shard all of whose items failed is published empty when the
+    pack has records (every planned shard exists), else discarded."""
+
+    cluster = None
+    publishes_manifest = False
+
+    def __init__(self, workers, chunksize=None, item_timeout=60.0):
+        self.workers = workers
+        self.chunksize = chunksize
+        self.item_timeout = item_timeout
+
+    def default_shards(self, items, val_ratio):
+        return 0
+
+    def locate(self, url):
+        return str(url)
+
+    def run(self, tasks, progress):
+        opened = [open_job(task) for task in tasks]
+        outcomes = [outcome for _, outcome in opened]
+        live = [(task, job, outcome) for task, (job, outcome) in zip(tasks, opened) if job]
+        todo = [item for _, job, _ in live for item in job.todo]
+        self.workers = min(self.workers, len(todo))
+        chunksize = self.chunksize or max(1, min(16, len(todo) // max(1, 4 * self.workers)))
+        advance = _Progress(progress, len(todo)) if progress is not None else None
+        jobs = [job for _, job, _ in live]
+        if not live:
+            return outcomes, []
+        first = live[0][0]
+        processor = ItemProcessor(first.root, first.image, first.storage_options, first.limits)
+        try:
+            with item_results(processor, iter(todo), self.workers, chunksize,
+                              self.item_timeout) as results:
+                for task, job, outcome in live:
+                    write_shard(job, outcome, results, root=task.root, on_error=task.on_error,
+                                flush_every=task.flush_every,
+                                storage_options=task.storage_options, advance=advance,
+                                defer_empty=True)
+        except BaseException:
+            finish_empty(jobs, publish=False)
+            raise
+        finish_empty(jobs, publish=any(o.written or o.resumed_records for o in outcomes))
+        return outcomes, []

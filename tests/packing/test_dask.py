@@ -25,12 +25,11 @@ distributed = pytest.importorskip(
 import recpipe  # noqa: E402
 from recpipe.cli import main  # noqa: E402
 from recpipe.errors import DecodeError  # noqa: E402
-from recpipe.packing.cluster import (ShardTaskError, _plan_on_cluster,  # noqa: E402
-                                     default_shard_count)
+from recpipe.packing.cluster import default_shard_count  # noqa: E402
+from recpipe.packing.jobs import ShardTaskError  # noqa: E402
 from recpipe.packing.manifest import iter_records, read_manifest  # noqa: E402
 from recpipe.packing.packer import pack_dataset  # noqa: E402
 from recpipe.packing.plan import cut_by_count  # noqa: E402
-from recpipe.packing.transform import ImageOptions  # noqa: E402
 
 CLASSES = ("cat", "dog", "eel")
 PER_CLASS = 4
@@ -163,7 +162,8 @@ def test_failing_item_reported_with_shard_and_path(photos, tmp_path, client):
     assert not spread.ok and spread.failed == 1 and spread.written == 12
     (error,) = spread.errors
     assert error["path"] == BAD and error["shard"] == "o-00001-of-00003.rec"
-    assert [{k: v for k, v in e.items() if k != "shard"} for e in spread.errors] == single.errors
+    assert single.errors[0]["shard"] == "o-00001-of-00003.rec"  # the same shard, on one machine
+    assert spread.errors == single.errors
     assert spread.unusual == single.unusual
     planned = [b - a for a, b in cut_by_count(13, 3)]
     assert [s.records for s in spread.splits["all"]] == [planned[0], planned[1] - 1, planned[2]]
@@ -213,15 +213,18 @@ def test_default_shard_count():
     assert default_shard_count(1, 0) == 1
 
 
-def test_resume_keeps_the_interrupted_runs_shard_count(photos, tmp_path):
+@pytest.mark.parametrize("runner", ["local", "dask"])
+def test_resume_keeps_the_interrupted_runs_shard_count(photos, tmp_path, runner, client):
+    """Resuming without --shards continues the interrupted run's shards, whatever the runner
+    (the Dask runner would otherwise choose its own count, the local one a single file)."""
     out = tmp_path / "o"
     with pytest.raises(ZeroDivisionError):
         pack_dataset(photos, out, pass_through=True, shards=5,
                      progress=lambda *a: 1 / 0)  # stopped after the plan was saved
-    plan, resumed, chose = _plan_on_cluster(
-        photos, out, None, ImageOptions(pass_through=True), None, 0, 0.0, 0, 0,
-        (".jpg",), True, None, threads=7)
-    assert resumed and chose and len(plan.splits[0].shards) == 5
+    resumed = pack_dataset(photos, out, pass_through=True, resume=True,
+                           dask=client if runner == "dask" else None)
+    assert resumed.ok and len(resumed.splits["all"]) == 5
+    assert resumed.written + resumed.resumed_records == 12
 
 
 def test_missing_dask_says_what_to_install(photos, tmp_path, monkeypatch):
@@ -310,3 +313,14 @@ def test_s3_output_equals_local(photos, tmp_path, client, s3_bucket):
         for k, _ in _records(tmp_path / s)]
     assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(base, detail=False)) == sorted(
         [n for n in _visible(tmp_path) if n.startswith("o")] + ["o.manifest.json"])
+
+
+@pytest.mark.parametrize("runner", ["local", "dask"])
+def test_a_pack_where_everything_fails_publishes_nothing_on_any_runner(photos, tmp_path, runner,
+                                                                        client):
+    for path in photos.rglob("*.jpg"):
+        path.write_bytes(b"not an image")
+    with pytest.raises(ValueError, match="nothing packed"):
+        pack_dataset(photos, tmp_path / "out" / "o", resize=10, shards=3,
+                     dask=client if runner == "dask" else None)
+    assert _visible(tmp_path / "out") == []  # no empty shard, label map, manifest or plan

@@ -388,13 +388,15 @@ def test_memory_output_failure_leaves_nothing(photos):
 
 def test_worker_processes_equal_serial(photos, tmp_path):
     _add_bad_image(photos)
-    serial = pack_dataset(photos, tmp_path / "s", resize=12, workers=0, shards=2)
-    parallel = pack_dataset(photos, tmp_path / "p", resize=12, workers=2, shards=2,
+    serial = pack_dataset(photos, tmp_path / "s" / "o", resize=12, workers=0, shards=2)
+    parallel = pack_dataset(photos, tmp_path / "p" / "o", resize=12, workers=2, shards=2,
                             chunksize=2)
     assert parallel.workers == 2 and serial.workers == 0
     assert parallel.errors == serial.errors
+    assert [e["shard"] for e in serial.errors] == ["o-00001-of-00002.rec"]
     for name in ("-00000-of-00002.rec", "-00001-of-00002.rec", "-00001-of-00002.idx"):
-        assert (tmp_path / f"p{name}").read_bytes() == (tmp_path / f"s{name}").read_bytes()
+        assert (tmp_path / "p" / f"o{name}").read_bytes() == \
+            (tmp_path / "s" / f"o{name}").read_bytes()
 
 
 def _die(chunk):
