@@ -38,11 +38,12 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[
         Extension("recpipe._jpegroi", sources=["recpipe/_jpegroi.c"], libraries=["jpeg"],
-                  extra_compile_args=["-O2"], optional=True),
+                  depends=["recpipe/_roi_core.h"], extra_compile_args=["-O2"], optional=True),
         Extension("recpipe._resize", sources=["recpipe/_resize.c"], depends=["recpipe/_floats.h"],
                   extra_compile_args=["-O3"], optional=True),
-        Extension("recpipe._colour", sources=["recpipe/_colour.c"], depends=["recpipe/_floats.h"],
-                  extra_compile_args=["-O3"], optional=True),
+        Extension("recpipe._colour", sources=["recpipe/_colour.c"],
+                  depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"],
+                  optional=True),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -26,11 +26,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT
-#endif
+#include "_planes.h"
 
 #define MAX_OPS 8
 #define GRAY_R 0.299f
@@ -44,29 +40,12 @@ typedef struct {
 
 typedef struct {
     const uint8_t *src;
-    Py_ssize_t height, width;
-    void *dst;
-    int is_float, mirror, nchw, n_ops, has_pca;
+    plane_target out;             /* size, destination, layout, mirror, gains and offsets */
+    int n_ops, has_pca;
     colour_op ops[MAX_OPS];
-    float pca[3], gains[3], offsets[3];
+    float pca[3];
     float *planes;                /* 3 x height x width scratch */
 } job;
-
-static inline float clip(float v)
-{
-    v = v > 0.f ? v : 0.f;  /* (maxps / minps once vectorised) */
-    return v < 255.f ? v : 255.f;
-}
-
-HOT static void to_planes(const uint8_t *restrict src, float *restrict r, float *restrict g,
-                          float *restrict b, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        r[i] = src[3 * i];
-        g[i] = src[3 * i + 1];
-        b[i] = src[3 * i + 2];
-    }
-}
 
 HOT static void scale_add(float *restrict p, Py_ssize_t n, float alpha, float add)
 {
@@ -105,56 +84,9 @@ HOT static void saturate(float *restrict r, float *restrict g, float *restrict b
     }
 }
 
-HOT static void store_float(const float *restrict row, float *restrict out, Py_ssize_t width,
-                            float k, float b)
-{
-    for (Py_ssize_t x = 0; x < width; x++)
-        out[x] = row[x] * k + b;
-}
-
-HOT static void store_float_mirrored(const float *restrict row, float *restrict out,
-                                     Py_ssize_t width, float k, float b)
-{
-    for (Py_ssize_t x = 0; x < width; x++)
-        out[width - 1 - x] = row[x] * k + b;
-}
-
-HOT static void store_u8(const float *restrict row, uint8_t *restrict out, Py_ssize_t width,
-                         int mirror)
-{
-    for (Py_ssize_t x = 0; x < width; x++)
-        out[mirror ? width - 1 - x : x] = (uint8_t)lrintf(row[x]);
-}
-
-/* One channel plane into dst: (C, H, W) rows are contiguous; (H, W, C) is strided. */
-static void write_plane(const float *p, const job *j, Py_ssize_t c)
-{
-    Py_ssize_t h = j->height, w = j->width, n = h * w;
-    for (Py_ssize_t y = 0; y < h; y++) {
-        const float *row = p + y * w;
-        if (j->nchw && j->is_float) {
-            float *out = (float *)j->dst + c * n + y * w;
-            if (j->mirror)
-                store_float_mirrored(row, out, w, j->gains[c], j->offsets[c]);
-            else
-                store_float(row, out, w, j->gains[c], j->offsets[c]);
-        } else if (j->nchw) {
-            store_u8(row, (uint8_t *)j->dst + c * n + y * w, w, j->mirror);
-        } else {
-            for (Py_ssize_t x = 0; x < w; x++) {
-                Py_ssize_t at = (y * w + (j->mirror ? w - 1 - x : x)) * 3 + c;
-                if (j->is_float)
-                    ((float *)j->dst)[at] = row[x] * j->gains[c] + j->offsets[c];
-                else
-                    ((uint8_t *)j->dst)[at] = (uint8_t)lrintf(row[x]);
-            }
-        }
-    }
-}
-
 static void run_job(job *j)
 {
-    Py_ssize_t n = j->height * j->width;
+    Py_ssize_t n = j->out.height * j->out.width;
     float *r = j->planes, *g = r + n, *b = g + n;
     to_planes(j->src, r, g, b, n);
     for (int k = 0; k < j->n_ops; k++) {
@@ -173,8 +105,7 @@ static void run_job(job *j)
     if (j->has_pca)
         for (int c = 0; c < 3; c++)
             scale_add(j->planes + c * n, n, 1.f, j->pca[c]);
-    for (int c = 0; c < 3; c++)
-        write_plane(j->planes + c * n, j, c);
+    write_planes(j->planes, &j->out);
 }
 
 static int parse_ops(PyObject *seq, job *j)
@@ -214,26 +145,26 @@ static PyObject *colour_jitter(PyObject *self, PyObject *args)
     Py_buffer src = {0}, dst = {0}, scratch = {0};
     PyObject *ops, *pca, *gains, *offsets, *result = NULL;
     job j = {0};
-    if (!PyArg_ParseTuple(args, "y*nnw*OOppOOw*:jitter", &src, &j.height, &j.width, &dst, &ops,
-                          &pca, &j.mirror, &j.nchw, &gains, &offsets, &scratch))
+    if (!PyArg_ParseTuple(args, "y*nnw*OOppOOw*:jitter", &src, &j.out.height, &j.out.width, &dst, &ops,
+                          &pca, &j.out.mirror, &j.out.nchw, &gains, &offsets, &scratch))
         return NULL;
     Py_ssize_t n, bytes, float_bytes;
-    if (checked_size(&n, j.height, j.width, 1, "src") || checked_size(&bytes, n, 3, 1, "src")
+    if (checked_size(&n, j.out.height, j.out.width, 1, "src") || checked_size(&bytes, n, 3, 1, "src")
         || checked_size(&float_bytes, n, 3, 4, "dst"))
         goto done;
-    if (j.height < 1 || j.width < 1 || src.len != bytes) {
+    if (j.out.height < 1 || j.out.width < 1 || src.len != bytes) {
         PyErr_SetString(PyExc_ValueError, "src must hold height x width x 3 bytes");
         goto done;
     }
     if (dst.len == float_bytes && dst.itemsize == 4)
-        j.is_float = 1;
+        j.out.is_float = 1;
     else if (dst.len != bytes || dst.itemsize != 1) {
         PyErr_SetString(PyExc_ValueError,
                         "dst must hold height x width x 3 uint8 or float32 values");
         goto done;
     }
-    if (parse_ops(ops, &j) || parse_floats(gains, j.gains, 3, "gains")
-        || parse_floats(offsets, j.offsets, 3, "offsets"))
+    if (parse_ops(ops, &j) || parse_floats(gains, j.out.gains, 3, "gains")
+        || parse_floats(offsets, j.out.offsets, 3, "offsets"))
         goto done;
     if (pca != Py_None) {
         if (parse_floats(pca, j.pca, 3, "pca"))
@@ -246,7 +177,7 @@ static PyObject *colour_jitter(PyObject *self, PyObject *args)
     }
     j.planes = scratch.buf;
     j.src = src.buf;
-    j.dst = dst.buf;
+    j.out.dst = dst.buf;
     Py_BEGIN_ALLOW_THREADS
     run_job(&j);
     Py_END_ALLOW_THREADS

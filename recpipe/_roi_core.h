@@ -1,0 +1,272 @@
+/*
+ * Region-of-interest, DCT-scaled JPEG decoding with libjpeg(-turbo), shared by recpipe._jpegroi
+ * (one image per call) and recpipe._batch (a run of records per call). See _jpegroi.c for the
+ * behaviour; every function here runs without the GIL.
+ *
+ * A roi_job is filled with the request (data, size, scale, region, channels, options), then:
+ * roi_guarded(job, roi_header) -> the declared size is in job->cinfo.image_width/height;
+ * roi_guarded(job, roi_begin) -> job->out_* say which window will be decoded; the caller
+ * points job->pixels at out_h x out_w x depth bytes and job->rows at out_h row pointers;
+ * roi_guarded(job, roi_read); roi_free(job) on every path.
+ */
+#ifndef RECPIPE_ROI_CORE_H
+#define RECPIPE_ROI_CORE_H
+
+#include <limits.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+/* jpeg_crop_scanline / jpeg_skip_scanlines are libjpeg-turbo (>= 1.5) extensions: against IJG
+ * libjpeg the build fails to link and recpipe falls back to full decodes. */
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    int strict;
+    int warnings;
+    char message[JMSG_LENGTH_MAX];
+} roi_error_mgr;
+
+typedef struct {
+    struct jpeg_decompress_struct cinfo;
+    roi_error_mgr err;
+    int created;
+    /* request */
+    const unsigned char *data;
+    size_t size;
+    unsigned int scale_num, scale_den;
+    long x0, y0, x1, y1;
+    int channels, fast_dct, fast_upsample, strict;
+    unsigned long long max_bytes;
+    /* result of phase 1 */
+    int depth;
+    JDIMENSION full_w, full_h, out_x, out_w, out_y, out_h;
+    /* output */
+    unsigned char *pixels;
+    JSAMPROW *rows;
+    int borrowed_rows; /* rows belong to the caller: roi_free leaves them */
+} roi_job;
+
+static void roi_error_exit(j_common_ptr cinfo)
+{
+    roi_error_mgr *err = (roi_error_mgr *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, err->message);
+    longjmp(err->jump, 1);
+}
+
+static void roi_emit_message(j_common_ptr cinfo, int level)
+{
+    roi_error_mgr *err = (roi_error_mgr *)cinfo->err;
+    if (level >= 0)
+        return; /* trace messages */
+    err->warnings++;
+    cinfo->err->num_warnings++;
+    if (err->strict) {
+        (*cinfo->err->format_message)(cinfo, err->message);
+        longjmp(err->jump, 1);
+    }
+}
+
+static void roi_output_message(j_common_ptr cinfo)
+{
+    (void)cinfo; /* never print to stderr */
+}
+
+/* True when an EOI marker (FF D9) follows the first scan header. FF D9 cannot occur inside
+ * entropy-coded data (FF bytes are stuffed), so for a truncated stream this is false. */
+static int has_eoi_after(const unsigned char *start, const unsigned char *end)
+{
+    const unsigned char *p = end;
+    while (p - start >= 2) {
+        p--;
+        if (p[0] == 0xD9 && p[-1] == 0xFF)
+            return 1;
+    }
+    return 0;
+}
+
+/* Where the entropy decoder stopped reading (a little before, to catch a marker it saw). */
+static const unsigned char *resume_point(roi_job *job)
+{
+    const unsigned char *next = job->cinfo.src->next_input_byte;
+    if (next == NULL || next < job->data + 2 || next > job->data + job->size)
+        return job->data;
+    return next - 2;
+}
+
+static JDIMENSION clip(long value, JDIMENSION limit)
+{
+    if (value < 0)
+        return 0;
+    if ((unsigned long)value > limit)
+        return limit;
+    return (JDIMENSION)value;
+}
+
+/* Phase 1a (no GIL): read the header (cinfo.image_width/height then hold the declared size)
+ * and choose the output colour space. Returns 0; libjpeg errors longjmp to roi_guarded(). */
+static int roi_header(roi_job *job)
+{
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+
+    jpeg_create_decompress(cinfo);
+    job->created = 1;
+    /* caps libjpeg's own buffers (e.g. a progressive file's coefficients): beyond it, libjpeg
+     * fails with "Backing store not supported" instead of allocating what a header claims */
+    if (job->max_bytes)
+        cinfo->mem->max_memory_to_use =
+            job->max_bytes > (unsigned long long)LONG_MAX ? LONG_MAX : (long)job->max_bytes;
+    jpeg_mem_src(cinfo, (unsigned char *)job->data, (unsigned long)job->size);
+    jpeg_read_header(cinfo, TRUE);
+
+    switch (cinfo->jpeg_color_space) {
+    case JCS_CMYK:
+    case JCS_YCCK:
+        cinfo->out_color_space = JCS_CMYK;
+        job->depth = 4;
+        break;
+    default:
+        if (job->channels == 1) {
+            cinfo->out_color_space = JCS_GRAYSCALE;
+            job->depth = 1;
+        } else {
+            cinfo->out_color_space = JCS_RGB;
+            job->depth = 3;
+        }
+    }
+    return 0;
+}
+
+/* Phase 1b (no GIL, after roi_header): scale, region and start. Returns 0, or -1 with
+ * err.message set; libjpeg errors longjmp to roi_guarded(). */
+static int roi_begin(roi_job *job)
+{
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    JDIMENSION x0, x1, y0, y1, width;
+    unsigned long long bytes;
+
+    cinfo->scale_num = job->scale_num;
+    cinfo->scale_denom = job->scale_den;
+    cinfo->dct_method = job->fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+    cinfo->do_fancy_upsampling = job->fast_upsample ? FALSE : TRUE;
+    jpeg_calc_output_dimensions(cinfo);
+    job->full_w = cinfo->output_width;
+    job->full_h = cinfo->output_height;
+
+    x0 = clip(job->x0, job->full_w);
+    y0 = clip(job->y0, job->full_h);
+    x1 = job->x1 < 0 ? job->full_w : clip(job->x1, job->full_w);
+    y1 = job->y1 < 0 ? job->full_h : clip(job->y1, job->full_h);
+    if (x1 <= x0 || y1 <= y0) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX,
+                 "empty region (%ld, %ld, %ld, %ld) for a %ux%u image", job->x0, job->y0,
+                 job->x1, job->y1, (unsigned)job->full_w, (unsigned)job->full_h);
+        return -1;
+    }
+    /* refuse before libjpeg allocates anything proportional to the image */
+    bytes = (unsigned long long)(x1 - x0) * (y1 - y0) * (unsigned)job->depth;
+    if (job->max_bytes && bytes > job->max_bytes) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX,
+                 "region of %ux%u pixels exceeds the %llu-byte limit", (unsigned)(x1 - x0),
+                 (unsigned)(y1 - y0), job->max_bytes);
+        return -1;
+    }
+
+    jpeg_start_decompress(cinfo);
+    job->out_x = 0;
+    width = cinfo->output_width;
+    /* libjpeg-turbo has had memory bugs when cropping with the merged upsampler (fast_upsample
+     * on 4:2:x; upstream issue #574): crop columns only with fancy upsampling. */
+    if ((x0 > 0 || x1 < job->full_w) && cinfo->do_fancy_upsampling) {
+        /* Fancy upsampling replicates chroma at the window's edges, so its outermost columns
+         * differ from a full decode: widen by 1 column left (libjpeg then aligns it down to an
+         * iMCU boundary) and 2 right, and the pixels inside [x0, x1) match a full decode. */
+        JDIMENSION left = x0 > 0 ? x0 - 1 : 0;
+        JDIMENSION right = x1 + 2 < job->full_w ? x1 + 2 : job->full_w;
+        JDIMENSION xoffset = left, cwidth = right - left;
+        jpeg_crop_scanline(cinfo, &xoffset, &cwidth);
+        job->out_x = xoffset;
+        width = cwidth;
+    }
+    job->out_w = width;
+    job->out_y = y0;
+    job->out_h = y1 - y0;
+    return 0;
+}
+
+/* Phase 1 (no GIL): roi_header then roi_begin. */
+static int roi_start(roi_job *job)
+{
+    roi_header(job);
+    return roi_begin(job);
+}
+
+/* Phase 2 (no GIL): skip, read the rows into job->pixels, stop. */
+static int roi_read(roi_job *job)
+{
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    JDIMENSION done = 0, skipped = 0;
+    size_t stride = (size_t)job->out_w * (size_t)job->depth;
+    JDIMENSION i;
+
+    for (i = 0; i < job->out_h; i++)
+        job->rows[i] = job->pixels + stride * i;
+    while (skipped < job->out_y) {
+        JDIMENSION n = jpeg_skip_scanlines(cinfo, job->out_y - skipped);
+        if (n == 0) {
+            snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_skip_scanlines made no progress");
+            return -1;
+        }
+        skipped += n;
+    }
+    while (done < job->out_h) {
+        JDIMENSION n = jpeg_read_scanlines(cinfo, job->rows + done, job->out_h - done);
+        if (n == 0) {
+            snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_read_scanlines made no progress");
+            return -1;
+        }
+        done += n;
+    }
+    if (cinfo->output_scanline >= cinfo->output_height && !jpeg_input_complete(cinfo)) {
+        jpeg_finish_decompress(cinfo); /* reads the rest up to EOI (warns when truncated) */
+    } else if (job->strict && !jpeg_input_complete(cinfo)
+               && !has_eoi_after(resume_point(job), job->data + job->size)) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX,
+                 "Premature end of JPEG file (no EOI marker after the image data)");
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs a phase with libjpeg's errors landing here (no local state survives the longjmp). */
+static int roi_guarded(roi_job *job, int (*phase)(roi_job *))
+{
+    if (setjmp(job->err.jump))
+        return -1;
+    return phase(job);
+}
+
+/* Destroys the decompressor; frees job->rows when the job owns them (PyMem_RawMalloc'd). */
+static void roi_free(roi_job *job)
+{
+    if (job->created)
+        jpeg_destroy_decompress(&job->cinfo);
+    job->created = 0;
+    if (!job->borrowed_rows)
+        PyMem_RawFree(job->rows);
+    job->rows = NULL;
+}
+
+/* Sets up the error manager of a zeroed job. */
+static void roi_init_errors(roi_job *job)
+{
+    job->cinfo.err = jpeg_std_error(&job->err.pub);
+    job->err.pub.error_exit = roi_error_exit;
+    job->err.pub.emit_message = roi_emit_message;
+    job->err.pub.output_message = roi_output_message;
+}
+
+#endif
