@@ -1,7 +1,8 @@
 """Build step for recpipe's optional C extensions; the metadata lives in pyproject.toml.
 
-``recpipe._jpegroi`` (region-of-interest JPEG decoding) needs libjpeg-turbo's headers
-(``apt-get install libjpeg62-turbo-dev`` or ``libjpeg-turbo8-dev``); ``recpipe._resize``
+``recpipe._jpegroi`` (region-of-interest JPEG decoding) and ``recpipe._batch`` (runs of records
+decoded into batch slots) need libjpeg-turbo's headers (``apt-get install libjpeg62-turbo-dev``
+or ``libjpeg-turbo8-dev``); ``recpipe._resize``
 (bilinear resize straight into the batch) and ``recpipe._colour`` (colour jitter straight into
 the batch) need only a C compiler. When one cannot be built, the
 build only warns and recpipe uses its OpenCV/whole-image paths instead.
@@ -44,6 +45,9 @@ setup(
         Extension("recpipe._colour", sources=["recpipe/_colour.c"],
                   depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"],
                   optional=True),
+        Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
+                  depends=["recpipe/_floats.h", "recpipe/_planes.h", "recpipe/_roi_core.h"],
+                  extra_compile_args=["-O3"], optional=True),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

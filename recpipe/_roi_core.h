@@ -97,7 +97,7 @@ static const unsigned char *resume_point(roi_job *job)
     return next - 2;
 }
 
-static JDIMENSION clip(long value, JDIMENSION limit)
+static JDIMENSION clip_dimension(long value, JDIMENSION limit)
 {
     if (value < 0)
         return 0;
@@ -156,10 +156,10 @@ static int roi_begin(roi_job *job)
     job->full_w = cinfo->output_width;
     job->full_h = cinfo->output_height;
 
-    x0 = clip(job->x0, job->full_w);
-    y0 = clip(job->y0, job->full_h);
-    x1 = job->x1 < 0 ? job->full_w : clip(job->x1, job->full_w);
-    y1 = job->y1 < 0 ? job->full_h : clip(job->y1, job->full_h);
+    x0 = clip_dimension(job->x0, job->full_w);
+    y0 = clip_dimension(job->y0, job->full_h);
+    x1 = job->x1 < 0 ? job->full_w : clip_dimension(job->x1, job->full_w);
+    y1 = job->y1 < 0 ? job->full_h : clip_dimension(job->y1, job->full_h);
     if (x1 <= x0 || y1 <= y0) {
         snprintf(job->err.message, JMSG_LENGTH_MAX,
                  "empty region (%ld, %ld, %ld, %ld) for a %ux%u image", job->x0, job->y0,
@@ -198,7 +198,7 @@ static int roi_begin(roi_job *job)
 }
 
 /* Phase 1 (no GIL): roi_header then roi_begin. */
-static int roi_start(roi_job *job)
+static inline int roi_start(roi_job *job)
 {
     roi_header(job);
     return roi_begin(job);

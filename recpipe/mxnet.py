@@ -321,9 +321,12 @@ class _ImglistLoader(ImageLoader):
         self.imglist_url = imglist_url
         super().__init__(*args, **kwargs)
 
-    def _write_label(self, labels, slot, header, position):
+    def _label_rule(self):
+        return self._imglist_label
+
+    def _imglist_label(self, header, position):
         try:
-            labels[slot] = self.imglist[header.id]
+            return self.imglist[header.id]
         except KeyError:
             raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
                                     path=self.reader.url, record=position) from None

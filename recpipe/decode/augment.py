@@ -555,6 +555,23 @@ class Augmenter:
         calling thread (~1 us instead of ~10 us): valid until this thread's next call."""
         return _thread_sample_rng(seed, epoch, index)
 
+    def crop_only_options(self):
+        """``(out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets)`` when this
+        augmentation, for any image at least the output's size, is an output-sized crop
+        (centred or random) copied without resampling, then mirrored and normalised: what
+        ``recpipe._batch`` writes itself, to the same values. None for anything else (resize,
+        random-resized or sized crops, affine, pad, colour, lighting, contrast/illumination,
+        float16, gray output, or without the C writers)."""
+        c = self.config
+        if not (self._direct and self._channels == 3 and colour.available()
+                and c.resize == -1 and not self._rrc and not self._crop_size
+                and c.max_random_contrast == 0 and c.max_random_illumination == 0):
+            return None
+        gains, offsets = self._fixed_terms if self._np_dtype != np.uint8 else ((1.0,) * 3,
+                                                                             (0.0,) * 3)
+        return (self._out_h, self._out_w, c.layout == "NCHW", bool(c.rand_crop),
+                bool(c.mirror), bool(c.rand_mirror), tuple(gains), tuple(offsets))
+
     @property
     def out_shape(self):
         """Shape of one sample in the batch: (C, H, W) or (H, W, C)."""

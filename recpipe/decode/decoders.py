@@ -231,6 +231,15 @@ class Decoder:
         self._check_pixels(height, width)
         return height, width
 
+    def region_options(self):
+        """``(fast_dct, fast_upsample, strict, max_pixels, max_region_bytes)`` as this backend
+        decodes JPEG regions with ``recpipe._jpegroi`` (``max_pixels`` 0: no limit), for a
+        native caller that must decode exactly as it does; None when it does not use it."""
+        if self._roi is None or not self.roi:
+            return None
+        return (self.fast_dct, self.fast_upsample, self.strict, self.max_pixels or 0,
+                _MAX_REGION_BYTES)
+
     def _check_pixels(self, height, width):
         if self.max_pixels is not None and height * width > self.max_pixels:
             raise DecodeError(f"image of {width}x{height} = {height * width} pixels is over the "

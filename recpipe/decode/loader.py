@@ -17,16 +17,14 @@ from typing import Hashable, Optional, Sequence, Union
 import numpy as np
 
 from ..env import threads_override, trace_path, traced
-from ..errors import DecodeError
-from ..io.header import unpack_header
 from ..io.layout import image_positions
 from ..io.reader import RecordReader
 from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig, Augmenter
 from .buffers import BufferPool
 from .decoders import DEFAULT_MAX_PIXELS, get_decoder
-from .labels import header_labels
 from .order import byte_runs, check_batching, check_parts, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
+from .records import RecordDecoder
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
 
@@ -57,9 +55,9 @@ class _Batch:
         self._lock = threading.Lock()
         self.done = threading.Event()
 
-    def finish_slot(self):
+    def finish_slots(self, count):
         with self._lock:
-            self._remaining -= 1
+            self._remaining -= count
             if self._remaining == 0:
                 self.done.set()
 
@@ -162,6 +160,9 @@ class ImageLoader:
             self.lookahead = lookahead
             self.seed = seed
             self.aug_seed = seed if aug_seed is None else aug_seed
+            self.records = RecordDecoder(self.reader, self.decoder, self.augmenter,
+                                         label_width=label_width, seed=self.aug_seed,
+                                         label_rule=self._label_rule())
             self.part_index = part_index
             self.num_parts = num_parts
             self.last_batch = last_batch
@@ -188,6 +189,11 @@ class ImageLoader:
         except BaseException:
             shut_down(self._pool, self.reader)
             raise
+
+    def _label_rule(self):
+        """``label(header, position)`` when labels do not come from the record headers by
+        ``label_width`` (subclasses: an imglist's), else None."""
+        return None
 
     def _byte_runs(self, run_bytes):
         """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
@@ -341,40 +347,27 @@ class ImageLoader:
     # -- worker side ----------------------------------------------------------------------
 
     def _process(self, task, clock):
-        """Fill the slots ``[start, stop)`` of a batch: one queue item per run of samples."""
+        """Fill the slots ``[start, stop)`` of a batch: one queue item per run of samples,
+        decoded by one ``RecordDecoder.fill`` call."""
         batch, start, stop, epoch = task
-        for slot in range(start, stop):
-            try:
-                if not batch.cancelled:
-                    self._fill_slot(batch, slot, int(batch.positions[slot]), epoch, clock)
-            except Exception as exc:  # routed to the consumer by the error policy
+        try:
+            if batch.cancelled:
+                return
+            samples = np.asarray(batch.positions[start:stop], dtype=np.int64)
+            failures = self.records.fill(batch.images, batch.labels, np.arange(start, stop),
+                                         self._record_array(samples), samples, epoch, clock)
+            for slot, exc in failures:
                 self._on_sample_error(batch, slot, epoch, exc, clock)
-            finally:
-                batch.finish_slot()
+        except Exception as exc:  # e.g. the file closed under a cancelled batch: the whole run
+            for slot in range(start, stop):
+                self._on_sample_error(batch, slot, epoch, exc, clock)
+        finally:
+            batch.finish_slots(stop - start)
 
     def _fill_slot(self, batch, slot, sample, epoch, clock):
-        t0 = time.perf_counter()
         position = self._record(sample)
-        payload = self.reader[position]
-        header, start = unpack_header(payload, path=self.reader.url, record=position)
-        self._write_label(batch.labels, slot, header, position)
-        data = memoryview(payload)[start:]
-        t1 = time.perf_counter()
-        clock.add("read", t0, t1)
-        try:
-            img, plan, window = self.augmenter.decode_planned(
-                self.decoder, data, self.augmenter.sample_rng(self.aug_seed, epoch, sample))
-        except DecodeError as exc:
-            raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
-        t2 = time.perf_counter()
-        clock.add("decode", t1, t2)
-        self.augmenter.apply(img, plan, batch.images[slot], window=window)
-        clock.add("augment", t2, time.perf_counter())
-        clock.samples += 1
-
-    def _write_label(self, labels, slot, header, position):
-        labels[slot] = header_labels(header, self.label_width, path=self.reader.url,
-                                     record=position)
+        batch.labels[slot] = self.records.decode_into(batch.images[slot], position, sample,
+                                                      epoch, clock)
 
     def _on_sample_error(self, batch, slot, epoch, exc, clock):
         if self.on_error == "replace" and self._replace(batch, slot, epoch, exc, clock):

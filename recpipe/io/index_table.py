@@ -138,6 +138,21 @@ class IndexTable:
         end = int(ordered[following]) if following < len(ordered) else size
         return start, end
 
+    def spans(self, positions, size):
+        """``(starts, ends)`` int64 arrays of the records at ``positions`` (``span`` of each,
+        vectorised)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        starts = np.asarray(self.offsets, dtype=np.int64)[positions]
+        ordered = self.sorted_offsets
+        if ordered is self.offsets:
+            following = positions + 1
+        else:
+            following = np.searchsorted(ordered, starts, side="right")
+        inside = following < len(ordered)
+        ends = np.full(len(positions), size, dtype=np.int64)
+        ends[inside] = np.asarray(ordered, dtype=np.int64)[following[inside]]
+        return starts, ends
+
     def ends(self, size):
         """The end of every record (int64 array): the next indexed offset, or ``size``."""
         ordered = self.sorted_offsets

@@ -123,6 +123,16 @@ class RecordReader:
                 offset=start, record=position)
         return payload
 
+    def spans(self, positions) -> Tuple[np.ndarray, np.ndarray]:
+        """``(starts, ends)`` of the records at ``positions`` (int64 arrays; ``span`` of each)."""
+        return self._table.spans(positions, self.size)
+
+    def local_descriptor(self) -> Optional[int]:
+        """The file descriptor of a local ``.rec`` (this process's own after a fork), for
+        native readers that ``pread`` records themselves; None for any other source."""
+        descriptor = getattr(self._source, "descriptor", None)
+        return descriptor() if descriptor is not None else None
+
     @staticmethod
     def _preload(start, end):
         return min(end - start, DEFAULT_BLOCK_SIZE)

@@ -116,6 +116,10 @@ class LocalSource(Source):
         self._fd = fd
         self._pid = os.getpid()
 
+    def descriptor(self):
+        """The open descriptor (re-opened in a forked child); ValueError once closed."""
+        return self._descriptor()
+
     def _descriptor(self):
         if self._fd is None:
             raise ValueError(f"read from a closed source: {self.url}")

@@ -1,0 +1,147 @@
+"""``RecordDecoder``: a record of a ``.rec`` file -> its label and its augmented image.
+
+The one place where read -> image header -> label -> plan -> decode -> augment happens, used by
+``ImageLoader`` (``fill``: a run of batch slots in one call), ``recpipe.torch.RecordDataset``
+(``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
+
+``fill`` hands the whole run to ``recpipe._batch`` when it can (a local file, a decoder that
+decodes regions with ``recpipe._jpegroi``, an augmentation that is an output-sized crop with
+mirror and normalisation: ``Augmenter.crop_only_options``): read, header, label, plan, region
+decode and write then run in C without the GIL, with the same random draws and the same
+pixels. What the C path leaves (any other configuration, and every unusual record or image)
+goes through ``decode_into``, the Python path, which decodes it or raises its precise error.
+"""
+
+import time
+
+import numpy as np
+
+from .._optional import extension
+from ..errors import DecodeError
+from ..io.header import unpack_header
+from .labels import header_labels
+
+__all__ = ["RecordDecoder"]
+
+_MASK64 = (1 << 64) - 1
+
+
+class RecordDecoder:
+    """Decodes records of ``reader`` with ``decoder`` and ``augmenter`` (None: whole images);
+    labels by ``label_width`` (ImageRecordIter's rules from the record header) or by
+    ``label_rule(header, position)`` (e.g. an imglist's); random draws keyed by ``seed``."""
+
+    def __init__(self, reader, decoder, augmenter=None, *, label_width=1, label_rule=None,
+                 seed=0, channels=3):
+        self.reader = reader
+        self.decoder = decoder
+        self.augmenter = augmenter
+        self.label_width = label_width
+        self.label_rule = label_rule
+        self.seed = seed
+        self.channels = channels
+        self._native = self._native_options()
+
+    @property
+    def native(self):
+        """True when ``fill`` hands runs to ``recpipe._batch``."""
+        return self._native is not None
+
+    def _native_options(self):
+        batch = extension("_batch")
+        if (batch is None or self.augmenter is None or self.label_rule is not None
+                or self.reader.local_descriptor() is None):
+            return None
+        crop = self.augmenter.crop_only_options()
+        region = self.decoder.region_options()
+        if crop is None or region is None:
+            return None
+        return crop + (self.label_width,) + region
+
+    # -- one sample, in Python ------------------------------------------------------------
+
+    def image_bytes(self, position):
+        """``(header, image)``: the record's ``IRHeader`` and a memoryview of its image."""
+        payload = self.reader[position]
+        header, start = unpack_header(payload, path=self.reader.url, record=position)
+        return header, memoryview(payload)[start:]
+
+    def label(self, header, position):
+        """The record's label: a float32 scalar, or ``label_width`` float32 values."""
+        if self.label_rule is not None:
+            return self.label_rule(header, position)
+        return header_labels(header, self.label_width, path=self.reader.url, record=position)
+
+    def decode_into(self, out, position, sample, epoch, clock=None):
+        """Decode record ``position`` as sample ``sample`` of ``epoch`` into ``out`` (the
+        augmenter's ``out_shape`` and dtype); returns its label. ``clock`` (a stats clock)
+        is charged read, decode and augment time."""
+        t0 = time.perf_counter()
+        header, data = self.image_bytes(position)
+        label = self.label(header, position)
+        t1 = time.perf_counter()
+        augmenter = self.augmenter
+        try:
+            img, plan, window = augmenter.decode_planned(
+                self.decoder, data, augmenter.sample_rng(self.seed, epoch, sample))
+        except DecodeError as exc:
+            raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
+        t2 = time.perf_counter()
+        augmenter.apply(img, plan, out, window=window)
+        if clock is not None:
+            clock.add("read", t0, t1)
+            clock.add("decode", t1, t2)
+            clock.add("augment", t2, time.perf_counter())
+            clock.samples += 1
+        return label
+
+    def decode(self, position, sample, epoch):
+        """``(image, label)`` of one record: augmented into a new array, or the whole image
+        (``channels``) without an augmenter."""
+        if self.augmenter is None:
+            header, data = self.image_bytes(position)
+            label = self.label(header, position)
+            try:
+                return self.decoder.decode(data, channels=self.channels), label
+            except DecodeError as exc:
+                raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
+        out = np.empty(self.augmenter.out_shape, dtype=self.augmenter.dtype)
+        return out, self.decode_into(out, position, sample, epoch)
+
+    # -- a run of samples ---------------------------------------------------------------------
+
+    def fill(self, images, labels, slots, positions, samples, epoch, clock=None):
+        """Fill ``images[slot]``/``labels[slot]`` for each ``slot`` of ``slots`` from the record
+        at the matching ``positions``, as sample ``samples`` (keys of the random draws).
+        ``images``: the batch (C-contiguous, the augmenter's sample shape and dtype); ``labels``:
+        float32 ``(batch,)`` or ``(batch, label_width)``. Returns ``[(slot, exception)]`` of the
+        samples that failed, for the caller's error policy."""
+        slots = np.asarray(slots, dtype=np.int64)
+        positions = np.asarray(positions, dtype=np.int64)
+        samples = np.asarray(samples, dtype=np.int64)
+        left = range(len(slots))
+        if self._native is not None and len(slots):
+            left = self._fill_native(images, labels, slots, positions, samples, epoch, clock)
+        failures = []
+        for i in left:
+            slot = int(slots[i])
+            try:
+                labels[slot] = self.decode_into(images[slot], int(positions[i]),
+                                                int(samples[i]), epoch, clock)
+            except Exception as exc:  # the caller's error policy decides
+                failures.append((slot, exc))
+        return failures
+
+    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock):
+        """The C path over the run; returns the indices it left to the Python path."""
+        t0 = time.perf_counter()
+        starts, ends = self.reader.spans(positions)
+        status = np.zeros(len(slots), dtype=np.uint8)
+        key = self.seed & ((1 << 128) - 1)
+        done = extension("_batch").fill(
+            self.reader.local_descriptor(), self.reader.size, starts, ends, samples, slots,
+            images, labels, status, key & _MASK64, key >> 64, epoch & _MASK64, self._native)
+        if clock is not None:
+            clock.add("decode", t0, time.perf_counter())
+            clock.samples += done
+        return np.flatnonzero(status == 0).tolist()
