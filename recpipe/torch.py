@@ -33,14 +33,12 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 import numpy as np
 
 from ._optional import require
-from .decode.augment import AugmentConfig, Augmenter, sample_rng
+from .decode.augment import AugmentConfig, Augmenter
 from .decode.decoders import DEFAULT_MAX_PIXELS, get_decoder
-from .decode.labels import header_labels
 from .decode.loader import ImageLoader
 from .decode.order import epoch_order
+from .decode.records import RecordDecoder
 from .distributed import detect_rank
-from .errors import DecodeError
-from .io.header import unpack_header
 from .io.layout import image_positions
 from .io.reader import RecordReader
 
@@ -109,8 +107,11 @@ class RecordDataset:
 
     def _open(self):
         self._reader = RecordReader(self.url, self.index_url, self.storage_options)
-        self._decoder = get_decoder(self.decoder_name, max_pixels=self.max_pixels)
-        self._augmenter = Augmenter(self.config) if self.config is not None else None
+        decoder = get_decoder(self.decoder_name, max_pixels=self.max_pixels)
+        augmenter = Augmenter(self.config) if self.config is not None else None
+        self._record_decoder = RecordDecoder(self._reader, decoder, augmenter,
+                                             label_width=self.label_width, seed=self.seed,
+                                             channels=3 if self.flag else 1)
         self._pid = os.getpid()
 
     def _ensure_open(self):
@@ -119,7 +120,7 @@ class RecordDataset:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for key in ("_reader", "_decoder", "_augmenter"):
+        for key in ("_reader", "_record_decoder"):
             state[key] = None
         state["_pid"] = None
         return state
@@ -143,28 +144,14 @@ class RecordDataset:
         torch = _torch()
         self._ensure_open()
         position = self.record_position(index)
-        payload = self._reader[position]
-        header, start = unpack_header(payload, path=self.url, record=position)
-        label = torch.from_numpy(np.array(header_labels(header, self.label_width, path=self.url,
-                                                       record=position)))
+        # the sample's random draws are keyed by its record position and the epoch
+        image, label = self._record_decoder.decode(position, position, self.epoch)
+        label = torch.from_numpy(np.array(label))
         if self.label_dtype is not None:
             label = label.to(self.label_dtype)
-        try:
-            image = self._decode(memoryview(payload)[start:], position)
-        except DecodeError as exc:
-            raise DecodeError(exc.reason, path=self.url, record=position) from exc
         if self.image_transform is not None:
             return self.image_transform(image), label
         return torch.from_numpy(image), label
-
-    def _decode(self, data, position):
-        if self._augmenter is None:
-            return self._decoder.decode(data, channels=3 if self.flag else 1)
-        img, plan, window = self._augmenter.decode_planned(
-            self._decoder, data, sample_rng(self.seed, self.epoch, position))
-        out = np.empty(self._augmenter.out_shape, dtype=self._augmenter.dtype)
-        self._augmenter.apply(img, plan, out, window=window)
-        return out
 
     def transform(self, fn, lazy=True):
         """A dataset whose samples are ``fn(image, label)`` (gluon's ``Dataset.transform``);

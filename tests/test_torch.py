@@ -93,7 +93,7 @@ def test_dataset_in_forked_dataloader_workers_matches_the_main_process(rec):
 def test_dataset_pickles_without_its_open_file(rec):
     dataset = rt.RecordDataset(rec, (3, 16, 16), label_width=2, **AUG)
     state = dataset.__getstate__()
-    assert state["_reader"] is None and state["_decoder"] is None
+    assert state["_reader"] is None and state["_record_decoder"] is None
     clone = pickle.loads(pickle.dumps(dataset))  # what a spawn worker receives
     assert len(clone) == N_IMAGES
     assert torch.equal(clone[7][0], dataset[7][0])

@@ -11,10 +11,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..host import node_share
-from ..io.header import unpack_header
 from ..io.reader import RecordReader
 from .decoders import get_decoder
 from .loader import ImageLoader
+from .records import RecordDecoder
 
 __all__ = ["TRAIN", "VAL", "CONFIGS", "usable_cores", "peak_rss_mb", "load_images",
            "bare_decode_rate", "pipeline_rate", "thread_sweep", "measure"]
@@ -42,12 +42,8 @@ def load_images(url, limit=None, storage_options=None):
     """The image bytes of the first ``limit`` records, in memory (so decode is timed alone)."""
     with RecordReader(url, storage_options=storage_options) as reader:
         count = len(reader) if limit is None else min(limit, len(reader))
-        images = []
-        for position in range(count):
-            payload = reader[position]
-            _, start = unpack_header(payload, path=url, record=position)
-            images.append(memoryview(payload)[start:])
-    return images
+        records = RecordDecoder(reader, decoder=None)  # reads and strips headers only
+        return [records.image_bytes(position)[1] for position in range(count)]
 
 
 def bare_decode_rate(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1)):

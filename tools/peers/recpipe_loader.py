@@ -5,7 +5,7 @@ Modes (run by .venv-peers' python, or any python with recpipe installed):
   (area 0.08-1, aspect 3/4-4/3) + rand_mirror, val = resize 256 + center crop 224; uint8 NCHW,
   or ``--dtype float32`` normalised with the ImageNet mean/std.
 - ``--bare``: the baseline of the 0.9x target: ``--threads`` threads decode every JPEG payload of the
-  .rec at full size (``get_decoder().decode(data)`` after ``unpack_header``), bytes already in memory.
+  .rec at full size (``get_decoder().decode(data)`` of ``RecordDecoder.image_bytes``), bytes already in memory.
 - ``--epochs K``: K full epochs of the loader; the JSON line adds peak/current RSS after each epoch.
 """
 
@@ -103,15 +103,11 @@ def run_epochs(args, threads):
 def load_payload_images(rec):
     """Every record's image bytes (header and labels stripped), in memory."""
     import recpipe
-    from recpipe.io.header import unpack_header
+    from recpipe.decode.records import RecordDecoder
 
     with recpipe.RecordReader(rec) as reader:
-        images = []
-        for position in range(len(reader)):
-            payload = reader[position]
-            _header, start = unpack_header(payload, path=rec, record=position)
-            images.append(memoryview(payload)[start:])
-    return images
+        records = RecordDecoder(reader, decoder=None)  # reads and strips headers only
+        return [records.image_bytes(position)[1] for position in range(len(reader))]
 
 
 def run_bare(args, threads):
