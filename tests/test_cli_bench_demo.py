@@ -31,6 +31,9 @@ def test_bench_json_plot_and_trace(rec, tmp_path, capsys):
     for config in result["configs"].values():
         assert config["images_per_s"] > 0
         assert set(config["stage_ms_per_image"]) == {"read", "decode", "augment", "batch"}
+        busy_us = sum(config["stage_ms_per_image"].values()) * 1e3
+        assert 0 < config["gil_us_per_image"] < busy_us  # the Python share of the work
+        assert config["gil_ceiling_images_per_s"] == pytest.approx(1e6 / config["gil_us_per_image"])
     assert [p["threads"] for p in result["sweep"]] == [1, 2]
     chart = cv2.imread(str(plot))  # matplotlib: two panels side by side
     assert chart.shape[1] > chart.shape[0] > 300 and chart.std() > 20
@@ -39,9 +42,11 @@ def test_bench_json_plot_and_trace(rec, tmp_path, capsys):
 
 
 def test_bench_table(rec, capsys):
-    assert main(["bench", rec, "--seconds", "0.2", "--batch-size", "8", "--configs", "val"]) == 0
+    assert main(["bench", rec, "--seconds", "0.2", "--batch-size", "8", "--configs",
+                 "val,faces"]) == 0
     out = capsys.readouterr().out
-    assert "bare decode" in out and "val" in out and "images/s" in out
+    assert "bare decode" in out and "val" in out and "faces" in out and "images/s" in out
+    assert "GIL us" in out and "ceiling/s" in out
 
 
 def test_bench_unknown_config(rec, capsys):

@@ -15,7 +15,9 @@ def register(subparsers):
                     "per-stage cost, a thread sweep and memory on a RecordIO file.")
     p.add_argument("file", help=".rec file (any fsspec URL)")
     add_storage_options(p)
-    p.add_argument("--configs", default="train,val", help="comma list of train,val (default both)")
+    p.add_argument("--configs", default="train,val",
+                   help="comma list of train,val,faces (default train,val; faces: 112x112 "
+                        "output with a random flip)")
     p.add_argument("--threads", type=int, default=None, help="decode threads (default: usable cores)")
     p.add_argument("--sweep", action="store_true", help="also run a thread sweep 1..cores")
     p.add_argument("--max-threads", type=int, default=None, help="top of the thread sweep")
@@ -77,13 +79,19 @@ def format_table(results):
              f"{results['dtype']}, decoder {results['decoder']}",
              f"  bare decode (full size): {results['bare_decode_images_per_s']:8.1f} images/s", ""]
     header = f"  {'config':8} {'images/s':>9} {'x bare':>7} {'wait':>6}  per image ms: " \
-             f"{'read':>6} {'decode':>7} {'augment':>8} {'batch':>6}"
+             f"{'read':>6} {'decode':>7} {'augment':>8} {'batch':>6}  {'GIL us':>7} " \
+             f"{'ceiling/s':>10}"
     lines.append(header)
     for name, r in results["configs"].items():
         ms = r["stage_ms_per_image"]
+        ceiling = r.get("gil_ceiling_images_per_s")
         lines.append(f"  {name:8} {r['images_per_s']:9.1f} {r['vs_bare_decode']:7.2f} "
                      f"{r['wait_fraction']:6.0%}  {'':14}{ms['read']:6.2f} {ms['decode']:7.2f} "
-                     f"{ms['augment']:8.2f} {ms['batch']:6.2f}")
+                     f"{ms['augment']:8.2f} {ms['batch']:6.2f}  {r['gil_us_per_image']:7.1f} "
+                     f"{ceiling or float('inf'):10.0f}")
+    lines += ["", "  GIL us: worker CPU per image outside C calls that release the GIL (Python),",
+              "  serial whatever the cores; ceiling/s = 1e6 / GIL us, the most any core count "
+              "reaches"]
     for point in results.get("sweep", []):
         if point is results["sweep"][0]:
             lines += ["", "  thread sweep:"]

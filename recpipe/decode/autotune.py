@@ -78,6 +78,7 @@ class WindowMetrics:
     busy_fraction: float = 1.0     # worker busy wall seconds / (threads * seconds)
     cpu_util: float = 0.0          # process CPU seconds / (usable cores * seconds)
     images_per_batch: float = 1.0
+    gil_per_batch: float = 0.0     # of cpu_per_batch, seconds holding the GIL (serial)
     psi_some: float = None         # /proc/pressure/cpu "some avg10", when available
     runq_share: float = None       # share of this process's runnable time spent waiting for a CPU
 
@@ -107,6 +108,7 @@ class WindowMetrics:
             cpu_util=avg(self.cpu_util, other.cpu_util, self.seconds, other.seconds),
             images_per_batch=avg(self.images_per_batch, other.images_per_batch,
                                  self.batches, other.batches),
+            gil_per_batch=avg(self.gil_per_batch, other.gil_per_batch, self.batches, other.batches),
             psi_some=other.psi_some if other.psi_some is not None else self.psi_some,
             runq_share=other.runq_share if other.runq_share is not None else self.runq_share)
 
@@ -298,12 +300,19 @@ class Controller:
                                  f"batches/s demanded")
 
     def _model_threads(self, m):
+        """Threads for the demand: CPU per batch times batches/s, within the cores and within
+        what the GIL-held (serial) part lets threads overlap: with ``g`` of the ``c`` CPU
+        seconds of a batch holding the GIL, more than ``c / g`` threads only wait for it."""
         if m.cpu_per_batch <= 0:
             return None
+        useful = self.cores
+        if m.gil_per_batch > 0:
+            useful = min(useful, math.ceil(self.settings.jump_headroom * m.cpu_per_batch
+                                           / m.gil_per_batch))
         if math.isinf(m.demand):
-            return self._clip(self.cores)
+            return self._clip(useful)
         need = math.ceil(self.settings.jump_headroom * m.cpu_per_batch * m.demand)
-        return self._clip(min(need, self.cores))
+        return self._clip(min(need, useful))
 
     def _judge(self, m):
         probe = self._probe
@@ -472,8 +481,13 @@ class Controller:
             warnings.append(f"input-bound at {self.threads} threads on {self.cores} cores: decode "
                             f"needs ~{need} cores at this step time")
         if self.reason == SERIAL_OR_IO_BOUND:
+            gil = ""
+            if m.gil_per_batch > 0 and m.images_per_batch > 0:
+                ceiling = m.images_per_batch / m.gil_per_batch
+                gil = (f" (GIL-held Python: {m.gil_per_batch / m.images_per_batch * 1e6:.0f} us "
+                       f"an image, at most ~{ceiling:.0f} images/s on any core count)")
             warnings.append(f"no gain past {self.threads} threads at {m.cpu_util:.0%} CPU: "
-                            f"a serial stage (GIL-holding Python) or storage is the limit")
+                            f"a serial stage (GIL-holding Python) or storage is the limit{gil}")
         if self.reason == RAM_BUDGET:
             warnings.append("the RAM budget stopped the tuner; raise it to allow more threads")
         return warnings

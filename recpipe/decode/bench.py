@@ -16,7 +16,7 @@ from .decoders import get_decoder
 from .loader import ImageLoader
 from .records import RecordDecoder
 
-__all__ = ["TRAIN", "VAL", "CONFIGS", "usable_cores", "peak_rss_mb", "load_images",
+__all__ = ["TRAIN", "VAL", "FACES", "CONFIGS", "usable_cores", "peak_rss_mb", "load_images",
            "bare_decode_rate", "pipeline_rate", "thread_sweep", "measure"]
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 TRAIN = dict(data_shape=(3, 224, 224), random_resized_crop=True, min_random_area=0.08,
              max_random_area=1.0, min_aspect_ratio=3 / 4, max_aspect_ratio=4 / 3, rand_mirror=True)
 VAL = dict(data_shape=(3, 224, 224), resize=256)
-CONFIGS = {"train": TRAIN, "val": VAL}
+FACES = dict(data_shape=(3, 112, 112), rand_mirror=True)  # InsightFace's 112x112 crops, flipped
+CONFIGS = {"train": TRAIN, "val": VAL, "faces": FACES}
 
 
 def usable_cores():
@@ -97,10 +98,14 @@ def pipeline_rate(url, config, threads, *, batch_size=128, batches=None, seconds
     samples = max(1, after["samples"] - before["samples"])
     stage = {k: (after["stage_seconds"][k] - before["stage_seconds"][k]) / samples
              for k in after["stage_seconds"]}
+    gil_us = (after["gil_seconds"] - before["gil_seconds"]) / samples * 1e6
     return {
         "threads": threads,
         "images_per_s": images / elapsed,
         "stage_ms_per_image": {k: v * 1e3 for k, v in stage.items()},
+        # worker CPU outside GIL-releasing C calls: serial, whatever the core count
+        "gil_us_per_image": gil_us,
+        "gil_ceiling_images_per_s": 1e6 / gil_us if gil_us > 0 else None,
         "wait_fraction": (after["wait_seconds"] - before["wait_seconds"]) / elapsed,
         "peak_rss_mb": peak_rss_mb(),
         "trace": spans,

@@ -82,13 +82,18 @@ class RecordDecoder:
         t1 = time.perf_counter()
         augmenter = self.augmenter
         try:
-            img, plan, window = augmenter.decode_planned(
-                self.decoder, data, augmenter.sample_rng(self.seed, epoch, sample))
+            plan = augmenter.plan(*self.decoder.size(data),
+                                  augmenter.sample_rng(self.seed, epoch, sample))
+            c1 = time.thread_time()
+            img, window = augmenter.decode(self.decoder, data, plan)
+            c2 = time.thread_time()
         except DecodeError as exc:
             raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
         t2 = time.perf_counter()
         augmenter.apply(img, plan, out, window=window)
         if clock is not None:
+            clock.released(c1, c2)  # libjpeg and the C writers run without the GIL
+            clock.released(c2, time.thread_time())
             clock.add("read", t0, t1)
             clock.add("decode", t1, t2)
             clock.add("augment", t2, time.perf_counter())
@@ -138,10 +143,12 @@ class RecordDecoder:
         starts, ends = self.reader.spans(positions)
         status = np.zeros(len(slots), dtype=np.uint8)
         key = self.seed & ((1 << 128) - 1)
+        c0 = time.thread_time()
         done = extension("_batch").fill(
             self.reader.local_descriptor(), self.reader.size, starts, ends, samples, slots,
             images, labels, status, key & _MASK64, key >> 64, epoch & _MASK64, self._native)
         if clock is not None:
+            clock.released(c0, time.thread_time())
             clock.add("decode", t0, time.perf_counter())
             clock.samples += done
         return np.flatnonzero(status == 0).tolist()

@@ -25,7 +25,12 @@ class StageClock:
         self.seconds = dict.fromkeys(STAGES, 0.0)
         self.samples = 0
         self.cpu_seconds = 0.0  # thread CPU time spent in tasks (set by WorkerPool)
+        self.released_cpu_seconds = 0.0  # of which in C calls that release the GIL
         self.trace = trace
+
+    def released(self, cpu_start, cpu_end):
+        """Thread CPU time (``time.thread_time``) spent in a C call that releases the GIL."""
+        self.released_cpu_seconds += cpu_end - cpu_start
 
     def add(self, stage, start, end):
         self.seconds[stage] += end - start
@@ -64,8 +69,9 @@ class PipelineStats:
     def snapshot(self):
         """A dict: images, batches, elapsed, images_per_s, wait_seconds, wait_fraction,
         stage_seconds (summed over threads), samples decoded, cpu_seconds (worker thread CPU
-        time in tasks), and the errors raised, samples
-        skipped and samples replaced in delivered batches."""
+        time in tasks), gil_seconds (the part of it outside C calls that release the GIL: the
+        serial work no thread count spreads), and the errors raised, samples skipped and samples
+        replaced in delivered batches."""
         elapsed = time.perf_counter() - self.started
         with self._lock:
             clocks = list(self._clocks)
@@ -80,6 +86,8 @@ class PipelineStats:
             "stage_seconds": stage_seconds,
             "samples": sum(c.samples for c in clocks),
             "cpu_seconds": sum(c.cpu_seconds for c in clocks),
+            "gil_seconds": sum(max(0.0, c.cpu_seconds - c.released_cpu_seconds)
+                               for c in clocks),
             "errors": self.errors,
             "skipped": self.skipped,
             "replaced": self.replaced,

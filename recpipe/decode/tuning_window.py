@@ -72,6 +72,7 @@ class _Window:
         self.start = now
         self.threads = threads
         self.cpu = stats["cpu_seconds"]
+        self.gil = stats["gil_seconds"]
         self.busy = _busy_seconds(stats)
         self.process_cpu = _process_cpu_seconds()
         self.run_queue = run_queue_seconds()
@@ -103,6 +104,7 @@ class _Window:
             busy_fraction=(_busy_seconds(stats) - self.busy) / (self.threads * seconds),
             cpu_util=(_process_cpu_seconds() - self.process_cpu) / (cores * seconds),
             images_per_batch=self.images / self.batches,
+            gil_per_batch=(stats["gil_seconds"] - self.gil) / self.batches,
             psi_some=cpu_pressure(),
             runq_share=self._runq_share())
 

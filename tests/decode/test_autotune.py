@@ -30,8 +30,9 @@ class Plant:
     non-CPU seconds per batch per thread (storage); ``noise``: relative throughput jitter."""
 
     def __init__(self, cores, cpu, demand, serial=math.inf, io_wall=0.0, noise=0.0, seed=0,
-                 images_per_batch=128, depth_loss=0.0):
+                 images_per_batch=128, depth_loss=0.0, reports_gil=False):
         self.cores, self.cpu, self.demand = cores, cpu, demand
+        self.reports_gil = reports_gil  # windows carry the GIL-held seconds per batch
         self.serial, self.io_wall, self.noise = serial, io_wall, noise
         self.images_per_batch = images_per_batch
         self.depth_loss = depth_loss
@@ -56,7 +57,8 @@ class Plant:
             batches=64, seconds=64 / rate, wait_fraction=wait,
             images_per_s=rate * self.images_per_batch, rate_rse=max(self.noise, 0.005),
             demand=self.demand, cpu_per_batch=self.cpu, busy_fraction=busy,
-            cpu_util=min(1.0, cpu_used / self.cores), images_per_batch=self.images_per_batch)
+            cpu_util=min(1.0, cpu_used / self.cores), images_per_batch=self.images_per_batch,
+            gil_per_batch=1 / self.serial if self.reports_gil and self.serial < math.inf else 0.0)
 
 
 def drive(controller, plant, windows):
@@ -100,6 +102,21 @@ def test_needs_more_threads_jumps_then_holds_without_overprovisioning():
     assert controller.reason == NOT_STARVED
     assert controller.settled_window <= 10
     assert plant.window(controller.threads).wait_fraction <= 0.05
+
+
+def test_the_gil_held_share_caps_the_model_jump():
+    """16 cores and a demand of 20 cores' work, but a quarter of each batch's CPU holds the
+    GIL: past ~4 threads the others only queue for it, so the jump stops there and the
+    tuner reports the serial limit with its images/s ceiling."""
+    plant = Plant(cores=16, cpu=1.0, demand=20.0, serial=4.0, reports_gil=True)
+    controller = Controller(16)
+    decisions = drive(controller, plant, 60)
+    assert decisions[0].action == "jump" and decisions[0].threads == math.ceil(1.15 * 4)
+    blind = Controller(16)
+    assert drive(blind, Plant(cores=16, cpu=1.0, demand=20.0, serial=4.0), 1)[0].threads == 16
+    assert controller.threads <= 6
+    assert controller.reason == SERIAL_OR_IO_BOUND
+    assert any("GIL-held Python: 1953 us an image" in w for w in controller.report()["warnings"])
 
 
 def test_hill_climbs_when_the_model_underestimates_io_bound_work():
@@ -426,7 +443,7 @@ class FakeLoader:
         self.observers.append(fn)
 
     def stats(self):
-        return {"cpu_seconds": self.cpu_seconds,
+        return {"cpu_seconds": self.cpu_seconds, "gil_seconds": self.cpu_seconds / 4,
                 "stage_seconds": {"read": 0.0, "decode": self.busy, "augment": 0.0}}
 
 
@@ -465,5 +482,6 @@ def test_windows_skip_warmup_drop_long_pauses_and_measure(monkeypatch):
     assert m.images_per_s == pytest.approx(16 / 1.6)
     assert m.demand == pytest.approx(1 / 0.3)  # median compute of 0.4, 0.3, 0.2, 0.3
     assert m.cpu_per_batch == pytest.approx(0.1)
+    assert m.gil_per_batch == pytest.approx(0.025)
     assert m.busy_fraction == pytest.approx(0.6 / (2 * 1.6))
     assert loader.threads == 3 and loader.prefetch == 5  # the scripted decision was applied
