@@ -25,6 +25,7 @@ __all__ = [
     "IRHeader",
     "ImageLoader",
     "ListEntry",
+    "LoaderOptions",
     "RecordFormatError",
     "RecordReader",
     "RecordTooLargeError",
@@ -48,10 +49,10 @@ _SUBMODULES = {"recordio": "recordio", "image": "image", "img": "image"}
 def __getattr__(name):
     # imported on first use: the decode stack is not needed to pack or read records, and
     # importing it costs every command-line start (see BENCHMARKS.md, pack)
-    if name == "ImageLoader":
-        from .decode import ImageLoader
+    if name in ("ImageLoader", "LoaderOptions"):
+        from . import decode
 
-        return ImageLoader
+        return getattr(decode, name)
     if name in _SUBMODULES:
         return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -84,6 +84,7 @@ import numpy as np
 from ._optional import require
 from .decode.augment import AUGMENT_KEYWORDS, AugmentConfig, sample_rng
 from .decode.loader import ImageLoader
+from .decode.options import LOADER_KEYWORDS, LoaderOptions
 from .errors import RecordFormatError
 from .io.index import read_text
 
@@ -110,10 +111,12 @@ inter_method pad mirror rand_mirror mean_img mean_r mean_g mean_b mean_a std_r s
 scale max_random_contrast max_random_illumination rotate_list data_name label_name
 """.split())
 
-# recpipe keywords passed straight to ImageLoader
-_LOADER_EXTRAS = frozenset({"last_batch", "on_error", "decoder", "fast_dct", "fast_upsample",
-                            "timeout", "storage_options", "layout", "lookahead", "trace",
-                            "dct_scaling", "run_bytes", "max_pixels", "keys"})
+# recpipe keywords passed straight to ImageLoader: its own (LoaderOptions) but those set from
+# ImageRecordIter's (threads from preprocess_threads, prefetch from prefetch_buffer, aug_seed
+# from seed_aug), and where the file is read from
+_LOADER_EXTRAS = frozenset(
+    (LOADER_KEYWORDS - MXNET_KEYWORDS - set(AUGMENT_KEYWORDS) - {"threads", "prefetch", "aug_seed"})
+    | {"storage_options", "layout", "dct_scaling"})
 _NO_EFFECT = {
     "verbose": "recpipe logs through the logging module",
     "ctx": "there is one pipeline for CPU and GPU training",
@@ -341,11 +344,16 @@ def _threads(preprocess_threads):
 
 def _make_loader(loader_kwargs, imglist_url):
     kwargs = dict(loader_kwargs)
-    args = (kwargs.pop("url"), kwargs.pop("batch_size"), kwargs.pop("data_shape"))
+    url, index_url = kwargs.pop("url"), kwargs.pop("index_url", None)
+    storage_options = kwargs.pop("storage_options", None)
+    options = LoaderOptions.from_kwargs(kwargs.pop("batch_size"), kwargs.pop("data_shape"),
+                                        **kwargs)
     if imglist_url is None:
-        return ImageLoader(*args, **kwargs)
-    imglist = read_imglist(imglist_url, kwargs["label_width"], kwargs.get("storage_options"))
-    return _ImglistLoader(*args, imglist=imglist, imglist_url=imglist_url, **kwargs)
+        return ImageLoader(url, index_url=index_url, storage_options=storage_options,
+                           options=options)
+    imglist = read_imglist(imglist_url, options.label_width, storage_options)
+    return _ImglistLoader(url, index_url=index_url, storage_options=storage_options,
+                          options=options, imglist=imglist, imglist_url=imglist_url)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ._optional import require
 from .decode.augment import AugmentConfig, Augmenter
 from .decode.decoders import DEFAULT_MAX_PIXELS, get_decoder
 from .decode.loader import ImageLoader
+from .decode.options import LoaderOptions
 from .decode.order import epoch_order
 from .decode.records import RecordDecoder
 from .distributed import detect_rank
@@ -266,9 +267,10 @@ class TorchLoader:
         self.pin_memory = bool(pin_memory) and self._can_pin(torch)
         self.non_blocking = bool(non_blocking)
         self.label_dtype = label_dtype
-        self.loader = ImageLoader(url, batch_size, data_shape, index_url, storage_options,
-                                  part_index=info.rank, num_parts=info.world_size,
-                                  **loader_kwargs)
+        options = LoaderOptions.from_kwargs(batch_size, data_shape, part_index=info.rank,
+                                            num_parts=info.world_size, **loader_kwargs)
+        self.loader = ImageLoader(url, index_url=index_url, storage_options=storage_options,
+                                  options=options)
 
     @staticmethod
     def _can_pin(torch):

@@ -3,5 +3,8 @@
 from .augment import AugmentConfig, Augmenter
 from .decoders import available_decoders, get_decoder
 from .loader import ImageLoader
+from .options import LoaderOptions
+from .records import RecordDecoder
 
-__all__ = ["AugmentConfig", "Augmenter", "ImageLoader", "available_decoders", "get_decoder"]
+__all__ = ["AugmentConfig", "Augmenter", "ImageLoader", "LoaderOptions", "RecordDecoder",
+           "available_decoders", "get_decoder"]

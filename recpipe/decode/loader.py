@@ -5,33 +5,31 @@ array. The consumer thread issues batches ahead of itself (``prefetch``), waits 
 in order, and raises worker errors with their original traceback.
 """
 
-import difflib
-import inspect
 import logging
 import os
 import threading
 import time
 import weakref
-from typing import Hashable, Optional, Sequence, Union
+from typing import Optional, Sequence
 
 import numpy as np
 
 from ..env import threads_override, trace_path, traced
 from ..io.layout import image_positions
 from ..io.reader import RecordReader
-from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig, Augmenter
+from .augment import Augmenter
 from .buffers import BufferPool
-from .decoders import DEFAULT_MAX_PIXELS, get_decoder
-from .order import byte_runs, check_batching, check_parts, epoch_order, split_batches
+from .decoders import get_decoder
+from .options import ON_ERROR, LoaderOptions
+from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
 from .records import RecordDecoder
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
 
-__all__ = ["ImageLoader", "ON_ERROR"]
+__all__ = ["ImageLoader", "LoaderOptions", "ON_ERROR"]
 
 log = logging.getLogger(__name__)
-ON_ERROR = ("raise", "skip", "replace")
 _REPLACE_TRIES = 10
 _WAIT_SLICE = 0.1
 # samples per worker task: fewer queue round trips than one per sample, while a batch still
@@ -60,22 +58,6 @@ class _Batch:
             self._remaining -= count
             if self._remaining == 0:
                 self.done.set()
-
-
-def _check_keywords(augment):
-    """A keyword that is neither an augmentation keyword nor one of ImageLoader's gets a "did you
-    mean" naming the closest of either (``shufle`` -> ``shuffle``)."""
-    unknown = [key for key in augment
-               if key not in AUGMENT_KEYWORDS and key not in UNSUPPORTED_KEYWORDS]
-    if not unknown:
-        return
-    names = sorted(set(AUGMENT_KEYWORDS) | set(inspect.signature(ImageLoader).parameters) - {
-        "augment", "self"})
-    key = unknown[0]
-    close = difflib.get_close_matches(key, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{hint}: not an ImageLoader "
-                     "argument nor an ImageRecordIter augmentation keyword")
 
 
 class ImageLoader:
@@ -112,77 +94,70 @@ class ImageLoader:
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
 
+    The keywords are checked, all of them and before the file is opened, into a frozen
+    ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
+    takes one directly (``recpipe.mxnet`` and ``recpipe.torch`` build theirs).
+
     >>> with ImageLoader("val.rec", 128, (3, 224, 224), resize=256) as loader:  # doctest: +SKIP
     ...     for images, labels in loader:
     ...         train_step(images, labels)
     """
 
-    def __init__(self, url: str, batch_size: int, data_shape: Sequence[int],
-                 index_url: Optional[str] = None, storage_options: Optional[dict] = None, *,
-                 threads: Union[int, str] = "auto", dtype: Optional[str] = None,
-                 layout: str = "NCHW", shuffle: Union[bool, str] = False, seed: int = 0,
-                 part_index: int = 0, num_parts: int = 1, last_batch: str = "pad",
-                 label_width: int = 1, on_error: str = "raise", prefetch: int = 2,
-                 decoder: str = "auto", fast_dct: bool = False, fast_upsample: bool = False,
-                 timeout: float = 300.0, trace: bool = False, lookahead: bool = True,
-                 run_bytes: int = 8 << 20, keys: Optional[Sequence[Hashable]] = None,
-                 aug_seed: Optional[int] = None, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
-                 **augment) -> None:
-        if on_error not in ON_ERROR:
-            raise ValueError(f"on_error={on_error!r}: expected one of {ON_ERROR}")
-        if label_width < 1:
-            raise ValueError(f"label_width={label_width} must be at least 1")
-        if prefetch < 1:
-            raise ValueError(f"prefetch={prefetch} must be at least 1")
-        _check_keywords(augment)
-        self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
-                                                layout=layout, **augment)
+    def __init__(self, url: str, batch_size: Optional[int] = None,
+                 data_shape: Optional[Sequence[int]] = None, index_url: Optional[str] = None,
+                 storage_options: Optional[dict] = None, *,
+                 options: Optional[LoaderOptions] = None, **keywords) -> None:
+        if options is None:  # every argument is checked before the file opens
+            if batch_size is None or data_shape is None:
+                raise TypeError("ImageLoader needs batch_size and data_shape (or options=)")
+            options = LoaderOptions.from_kwargs(batch_size, data_shape, **keywords)
+        elif keywords or batch_size is not None or data_shape is not None:
+            raise TypeError("give options= or keywords (batch_size, data_shape, ...), not both")
+        # $RECPIPE_THREADS and $RECPIPE_TRACE win over the options (recpipe.env)
+        options = options.replace(threads=threads_override(options.threads),
+                                  trace=options.trace or trace_path() is not None)
+        self.options = o = options
+        self.config = o.augment
         self.augmenter = Augmenter(self.config)
-        self.decoder = get_decoder(decoder, fast_dct=fast_dct, fast_upsample=fast_upsample,
-                                   max_pixels=max_pixels)
-        threads = threads_override(threads)  # $RECPIPE_THREADS wins (recpipe.env)
-        trace = trace or trace_path() is not None  # $RECPIPE_TRACE traces every loader
-        if threads != "auto" and (not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"threads={threads!r}: expected 'auto' or a number >= 1")
-        check_batching(batch_size, last_batch)  # every argument is checked before the file opens
-        check_parts(part_index, num_parts)
+        self.decoder = get_decoder(o.decoder, fast_dct=o.fast_dct, fast_upsample=o.fast_upsample,
+                                   max_pixels=o.max_pixels)
         self._pid = os.getpid()
         self._pool = None
         self.reader = RecordReader(url, index_url, storage_options)
         try:
-            self._records = image_positions(self.reader, keys)
-            self.batch_size = batch_size
-            self.label_width = label_width
-            self.on_error = on_error
-            self._buffers = BufferPool(keep=prefetch + 2)
-            self.prefetch = prefetch
-            self.timeout = timeout
-            self.lookahead = lookahead
-            self.seed = seed
-            self.aug_seed = seed if aug_seed is None else aug_seed
+            self._records = image_positions(self.reader, o.keys)
+            self.batch_size = o.batch_size
+            self.label_width = o.label_width
+            self.on_error = o.on_error
+            self._buffers = BufferPool(keep=o.prefetch + 2)
+            self.prefetch = o.prefetch
+            self.timeout = o.timeout
+            self.lookahead = o.lookahead
+            self.seed = o.seed
+            self.aug_seed = o.augment_seed
             self.records = RecordDecoder(self.reader, self.decoder, self.augmenter,
-                                         label_width=label_width, seed=self.aug_seed,
+                                         label_width=o.label_width, seed=self.aug_seed,
                                          label_rule=self._label_rule())
-            self.part_index = part_index
-            self.num_parts = num_parts
-            self.last_batch = last_batch
-            self.shuffle = self._shuffle_mode(shuffle)
-            self._runs = self._byte_runs(run_bytes)
+            self.part_index = o.part_index
+            self.num_parts = o.num_parts
+            self.last_batch = o.last_batch
+            self.shuffle = self._shuffle_mode(o.shuffle)
+            self._runs = self._byte_runs(o.run_bytes)
             self.epoch = -1
             self.last_pad = 0
             self.last_positions = np.arange(0)
-            self._stats = PipelineStats(trace=trace)
+            self._stats = PipelineStats(trace=o.trace)
             traced(self._stats.trace)
             self._current = None
             self._next = None
             self._observers = []
             self.autotuner = None
             self._resume_batch = 0
-            auto = threads == "auto"
+            auto = o.threads == "auto"
             # the threads call the loader through a weak reference: a loader dropped without
             # close() is collected, and its finalizer (also run at interpreter exit) stops them
             self._pool = WorkerPool(weak_method(self._process),
-                                    initial_threads() if auto else threads, stats=self._stats)
+                                    initial_threads() if auto else o.threads, stats=self._stats)
             self._finalizer = weakref.finalize(self, shut_down, self._pool, self.reader)
             if auto:
                 self.enable_autotune()

@@ -1,0 +1,122 @@
+"""``LoaderOptions``: everything an ``ImageLoader`` is asked to do, frozen and validated before
+any file is opened.
+
+``LoaderOptions.from_kwargs(batch_size, data_shape, **keywords)`` takes the loader's own
+keywords and ImageRecordIter's augmentation keywords (into ``augment``, an ``AugmentConfig``);
+a misspelt keyword gets a "did you mean" over both (``shufle`` -> ``shuffle``).
+``recpipe.mxnet`` and ``recpipe.torch`` build one and hand it to ``ImageLoader(url, options=...)``
+instead of keeping their own keyword lists (``LOADER_KEYWORDS`` says which keywords exist).
+"""
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from typing import Hashable, Optional, Sequence, Union
+
+from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
+from .decoders import DEFAULT_MAX_PIXELS
+from .order import check_batching, check_parts
+
+__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR"]
+
+ON_ERROR = ("raise", "skip", "replace")
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """An ``ImageLoader``'s settings (see ``ImageLoader`` for what each one does)."""
+
+    batch_size: int
+    augment: AugmentConfig
+    threads: Union[int, str] = "auto"
+    shuffle: Union[bool, str] = False
+    seed: int = 0
+    aug_seed: Optional[int] = None
+    part_index: int = 0
+    num_parts: int = 1
+    last_batch: str = "pad"
+    label_width: int = 1
+    on_error: str = "raise"
+    prefetch: int = 2
+    decoder: str = "auto"
+    fast_dct: bool = False
+    fast_upsample: bool = False
+    timeout: float = 300.0
+    trace: bool = False
+    lookahead: bool = True
+    run_bytes: int = 8 << 20
+    # index keys to serve, as given (a list or array of millions is not copied)
+    keys: Optional[Sequence[Hashable]] = field(default=None, compare=False, repr=False)
+    max_pixels: Optional[int] = DEFAULT_MAX_PIXELS
+
+    def __post_init__(self):
+        _validate(self)
+
+    @classmethod
+    def from_kwargs(cls, batch_size: int, data_shape: Sequence[int], *, dtype=None,
+                    layout="NCHW", **keywords) -> "LoaderOptions":
+        """Options from ``ImageLoader``'s keywords; augmentation keywords go to ``augment``
+        (``dtype`` None: float32 when normalising, else uint8)."""
+        _check_keywords(keywords)
+        own = {k: v for k, v in keywords.items() if k in _FIELDS}
+        augment = {k: v for k, v in keywords.items() if k not in _FIELDS}
+        config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
+                                           layout=layout, **augment)
+        return cls(batch_size=batch_size, augment=config, **own)
+
+    def replace(self, **changes) -> "LoaderOptions":
+        """A copy with ``changes`` (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def augment_seed(self) -> int:
+        """The seed of the augmentation's random stream (``aug_seed``, else ``seed``)."""
+        return self.seed if self.aug_seed is None else self.aug_seed
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(LoaderOptions)) - {"augment",
+                                                                          "batch_size"}
+# every keyword ImageLoader takes besides url, batch_size, data_shape, index_url and
+# storage_options: its own, dtype/layout, and the augmentation keywords
+LOADER_KEYWORDS = frozenset(_FIELDS | {"dtype", "layout"} | set(AUGMENT_KEYWORDS))
+
+
+def _check_keywords(keywords):
+    """A keyword that is neither an augmentation keyword nor one of ImageLoader's gets a "did
+    you mean" naming the closest of either."""
+    unknown = [key for key in keywords if key not in LOADER_KEYWORDS
+               and key not in UNSUPPORTED_KEYWORDS]
+    if not unknown:
+        return
+    key = unknown[0]
+    names = sorted(LOADER_KEYWORDS | {"index_url", "storage_options"})
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{hint}: not an ImageLoader "
+                     "argument nor an ImageRecordIter augmentation keyword")
+
+
+def _validate(o):
+    if o.on_error not in ON_ERROR:
+        raise ValueError(f"on_error={o.on_error!r}: expected one of {ON_ERROR}")
+    if o.label_width < 1:
+        raise ValueError(f"label_width={o.label_width} must be at least 1")
+    if o.prefetch < 1:
+        raise ValueError(f"prefetch={o.prefetch} must be at least 1")
+    if o.threads != "auto" and (not isinstance(o.threads, int) or isinstance(o.threads, bool)
+                                or o.threads < 1):
+        raise ValueError(f"threads={o.threads!r}: expected 'auto' or a number >= 1")
+    if o.timeout <= 0:
+        raise ValueError(f"timeout={o.timeout} must be positive")
+    if o.run_bytes < 1:
+        raise ValueError(f"run_bytes={o.run_bytes} must be at least 1")
+    if o.max_pixels is not None and o.max_pixels < 1:
+        raise ValueError(f"max_pixels={o.max_pixels!r} must be >= 1 (or None: no limit)")
+    if o.shuffle not in (False, True, None, "none", "full", "block"):
+        raise ValueError(f"shuffle={o.shuffle!r}: expected False, True, 'full' or 'block'")
+    for name in ("seed", "aug_seed"):
+        value = getattr(o, name)
+        if value is not None and value < 0:
+            raise ValueError(f"{name}={value} must be >= 0")
+    check_batching(o.batch_size, o.last_batch)
+    check_parts(o.part_index, o.num_parts)
