@@ -507,15 +507,16 @@ class _RecordIterBase:
         self._batch = None
 
     def next(self):
-        images, labels = next(self._epoch)
+        batch = next(self._epoch)
+        images, labels = batch
         self._started = True
         if self._normalizer is not None:
-            images = self._normalizer(images, self.loader.last_positions, self.loader.epoch)
-        index = self.loader.last_positions.astype(np.uint64)
+            images = self._normalizer(images, batch.positions, self.loader.epoch)
+        index = batch.positions.astype(np.uint64)
         data, label = self._ndarray(images), self._ndarray(labels)
         io = self._mx.io
         self._batch = io.DataBatch(
-            data=[data], label=[label], pad=self.loader.last_pad, index=index,
+            data=[data], label=[label], pad=batch.pad, index=index,
             provide_data=[io.DataDesc(self.data_name, data.shape, data.dtype,
                                       self.loader.config.layout)],
             provide_label=[io.DataDesc(self.label_name, label.shape, label.dtype)])

@@ -267,6 +267,7 @@ class TorchLoader:
         self.pin_memory = bool(pin_memory) and self._can_pin(torch)
         self.non_blocking = bool(non_blocking)
         self.label_dtype = label_dtype
+        self._last_pad = 0
         options = LoaderOptions.from_kwargs(batch_size, data_shape, part_index=info.rank,
                                             num_parts=info.world_size, **loader_kwargs)
         self.loader = ImageLoader(url, index_url=index_url, storage_options=storage_options,
@@ -289,7 +290,9 @@ class TorchLoader:
 
     def __iter__(self):
         torch = _torch()
-        for images, labels in self.loader:
+        for batch in self.loader:
+            images, labels = batch
+            self._last_pad = batch.pad
             labels = self._tensor(labels, torch)
             if self.label_dtype is not None:
                 labels = labels.to(self.label_dtype)
@@ -302,7 +305,7 @@ class TorchLoader:
     @property
     def last_pad(self):
         """Filler samples at the end of the batch just returned (``last_batch='pad'``)."""
-        return self.loader.last_pad
+        return self._last_pad
 
     def set_epoch(self, epoch):
         self.loader.set_epoch(epoch)

@@ -2,9 +2,9 @@
 
 from .augment import AugmentConfig, Augmenter
 from .decoders import available_decoders, get_decoder
-from .loader import ImageLoader
+from .loader import Batch, ImageLoader
 from .options import LoaderOptions
 from .records import RecordDecoder
 
-__all__ = ["AugmentConfig", "Augmenter", "ImageLoader", "LoaderOptions", "RecordDecoder",
+__all__ = ["AugmentConfig", "Augmenter", "Batch", "ImageLoader", "LoaderOptions", "RecordDecoder",
            "available_decoders", "get_decoder"]

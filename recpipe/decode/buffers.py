@@ -26,6 +26,13 @@ class BufferPool:
         self.allocated = 0
         self.reused = 0
 
+    def set_keep(self, keep):
+        """Keep at most ``keep`` free arrays of each size from now on (extra ones are freed)."""
+        with self._lock:
+            self.keep = keep
+            for free in self._free.values():
+                del free[keep:]
+
     def array(self, shape, dtype):
         """An uninitialised array of ``shape`` and ``dtype``."""
         dtype = np.dtype(dtype)

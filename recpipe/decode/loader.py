@@ -6,10 +6,12 @@ in order, and raises worker errors with their original traceback.
 """
 
 import logging
+import math
 import os
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
@@ -27,7 +29,7 @@ from .records import RecordDecoder
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
 
-__all__ = ["ImageLoader", "LoaderOptions", "ON_ERROR"]
+__all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR"]
 
 log = logging.getLogger(__name__)
 _REPLACE_TRIES = 10
@@ -35,6 +37,48 @@ _WAIT_SLICE = 0.1
 # samples per worker task: fewer queue round trips than one per sample, while a batch still
 # spreads over every thread (128 samples -> 16 tasks)
 _RUN_SAMPLES = 8
+
+
+class Batch(tuple):
+    """A delivered batch: unpacks as ``images, labels``; ``pad`` says how many samples at its
+    end are filler (``last_batch='pad'``), ``positions`` the record position of each sample."""
+
+    def __new__(cls, images, labels, pad=0, positions=None):
+        batch = super().__new__(cls, (images, labels))
+        batch.pad = pad
+        batch.positions = positions
+        return batch
+
+    @property
+    def images(self):
+        return self[0]
+
+    @property
+    def labels(self):
+        return self[1]
+
+
+@dataclass
+class _EpochParts:
+    """What every epoch of a loader uses: its decode workers, batch memory, counters and
+    observers, the file, which records the samples are (None: sample i is record i), the
+    block-shuffle runs of a remote file, the shape of a batch and the wait deadline."""
+
+    pool: WorkerPool
+    buffers: BufferPool
+    stats: PipelineStats
+    observers: list
+    reader: RecordReader
+    records: Optional[np.ndarray]
+    runs: Optional[list]
+    sample_shape: tuple
+    dtype: np.dtype
+    label_width: int
+    timeout: float
+
+    def record_positions(self, samples):
+        samples = np.asarray(samples, dtype=np.int64)
+        return samples if self.records is None else self.records[samples]
 
 
 class _Batch:
@@ -72,8 +116,10 @@ class ImageLoader:
     ``dtype``: 'uint8', 'float32' or 'float16'; by default float32 when ``mean_*``, ``std_*``,
     ``scale`` or normalising jitter change the pixels (as ImageRecordIter), else uint8.
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
-    ``last_batch``: 'pad' (fill from the start, count in ``loader.last_pad``), 'drop', 'partial'.
-    ``loader.last_positions``: record positions of the batch just returned.
+    ``last_batch``: 'pad' (fill from the start, count in ``batch.pad``), 'drop', 'partial'.
+    Each batch is a ``Batch``: it unpacks as ``images, labels`` and has ``pad`` and
+    ``positions`` (record positions of its samples); ``loader.last_pad`` and
+    ``loader.last_positions`` repeat those of the batch just returned.
     ``max_pixels``: images declaring more pixels are refused before decoding (a DecodeError
     under ``on_error``; default 89.5 MP, Pillow's limit; None: no limit). Work and memory per
     sample are bounded by it and by the output size (an image far smaller than the output is
@@ -129,8 +175,8 @@ class ImageLoader:
             self.batch_size = o.batch_size
             self.label_width = o.label_width
             self.on_error = o.on_error
-            self._buffers = BufferPool(keep=o.prefetch + 2)
-            self.prefetch = o.prefetch
+            self._buffers = BufferPool()
+            self.prefetch = o.prefetch  # sizes the buffer pool
             self.timeout = o.timeout
             self.lookahead = o.lookahead
             self.seed = o.seed
@@ -159,6 +205,10 @@ class ImageLoader:
             self._pool = WorkerPool(weak_method(self._process),
                                     initial_threads() if auto else o.threads, stats=self._stats)
             self._finalizer = weakref.finalize(self, shut_down, self._pool, self.reader)
+            self._parts = _EpochParts(self._pool, self._buffers, self._stats, self._observers,
+                                      self.reader, self._records, self._runs,
+                                      self.augmenter.out_shape, self.augmenter.dtype,
+                                      o.label_width, o.timeout)
             if auto:
                 self.enable_autotune()
         except BaseException:
@@ -185,6 +235,25 @@ class ImageLoader:
         return shuffle
 
     # -- public surface -------------------------------------------------------------------
+
+    @property
+    def prefetch(self):
+        """Batches decoded ahead of the consumer (the autotuner may change it)."""
+        return self._prefetch
+
+    @prefetch.setter
+    def prefetch(self, depth):
+        if depth < 1:
+            raise ValueError(f"prefetch={depth} must be at least 1")
+        self._prefetch = depth
+        # the batches in flight, the one the consumer holds and one it just dropped
+        self._buffers.set_keep(depth + 2)
+
+    @property
+    def batch_bytes(self):
+        """Bytes of one batch: images and labels."""
+        item = math.prod(self.augmenter.out_shape) * self.augmenter.dtype.itemsize
+        return self.batch_size * (item + 4 * self.label_width)
 
     @property
     def num_samples(self):
@@ -286,15 +355,21 @@ class ImageLoader:
         if ahead is not None and (start or ahead.epoch != self.epoch):
             ahead.cancel()
             ahead = None
-        self._current = ahead or _Epoch(self, self._batches(self.epoch), self.epoch, start)
+        self._current = ahead or _Epoch(self, self._parts, self._batches(self.epoch), self.epoch,
+                                        start)
         return self._current
 
     def _prefetch_next_epoch(self, batches):
         """Start decoding the first ``batches`` batches of the next epoch while this one ends."""
         if self._next is None:
             epoch = self.epoch + 1
-            self._next = _Epoch(self, self._batches(epoch), epoch)
+            self._next = _Epoch(self, self._parts, self._batches(epoch), epoch)
         self._next.issue_until(batches)
+
+    @property
+    def closed(self):
+        """True once ``close()`` ran."""
+        return self._pool is None
 
     def close(self):
         """Stop and join every decode thread and close the file."""
@@ -370,19 +445,25 @@ class ImageLoader:
 
 
 class _Epoch:
-    """The consumer side of one epoch: issues batches ahead and hands them out in order."""
+    """The consumer side of one epoch: issues batches ahead and hands them out in order.
 
-    def __init__(self, loader, plans, epoch, start=0):
+    ``parts`` are the loader's workers, memory and counters (``_EpochParts``); ``loader`` is
+    asked only for what changes while it runs: the prefetch depth, lookahead, whether this epoch
+    is still the current one, and to start the next epoch near this one's end."""
+
+    def __init__(self, loader, parts, plans, epoch, start=0):
         self.loader = loader
+        self.parts = parts
         self.plans = plans
         self.epoch = epoch
         self.issued = {}
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
-        self.reads = loader.reader.prefetch(()) if not loader.reader.remote else \
-            loader.reader.prefetch(loader._record_array(plans.flat(start)),
-                                   runs=loader._runs if loader._records is None else None)
+        reader = parts.reader
+        self.reads = reader.prefetch(()) if not reader.remote else \
+            reader.prefetch(parts.record_positions(plans.flat(start)),
+                            runs=parts.runs if parts.records is None else None)
 
     def __iter__(self):
         return self
@@ -391,11 +472,9 @@ class _Epoch:
         return len(self.plans)
 
     def _allocate(self, plan):
-        augmenter = self.loader.augmenter
-        images = self.loader._buffers.array((len(plan.positions),) + augmenter.out_shape,
-                                            augmenter.dtype)
-        label_shape = (len(plan.positions),) if self.loader.label_width == 1 else (
-            len(plan.positions), self.loader.label_width)
+        parts, size = self.parts, len(plan.positions)
+        images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
+        label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
         return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32))
 
     def _issue_ahead(self):
@@ -406,31 +485,31 @@ class _Epoch:
 
     def issue_until(self, count):
         """Submit the samples of every batch before index ``count``."""
-        loader = self.loader
         limit = min(len(self.plans), count)
         while self.issue_index < limit:
             batch = self._allocate(self.plans[self.issue_index])
             self.issued[self.issue_index] = batch
             size = len(batch.positions)
             for start in range(0, size, _RUN_SAMPLES):  # runs of samples, not one item each
-                loader._pool.submit((batch, start, min(size, start + _RUN_SAMPLES), self.epoch))
+                self.parts.pool.submit((batch, start, min(size, start + _RUN_SAMPLES),
+                                        self.epoch))
             self.issue_index += 1
 
     def _wait(self, batch):
-        loader = self.loader
-        deadline = time.monotonic() + loader.timeout
-        last_samples = loader._stats.snapshot()["samples"]
+        pool, stats, timeout = self.parts.pool, self.parts.stats, self.parts.timeout
+        deadline = time.monotonic() + timeout
+        last_samples = stats.snapshot()["samples"]
         while not batch.done.wait(_WAIT_SLICE):
-            if loader._pool is None:
+            if self.loader.closed:
                 raise RuntimeError("the loader was closed")
-            if loader._pool.error is not None:
-                raise RuntimeError("a decode worker died") from loader._pool.error
-            samples = loader._stats.snapshot()["samples"]
+            if pool.error is not None:
+                raise RuntimeError("a decode worker died") from pool.error
+            samples = stats.snapshot()["samples"]
             if samples != last_samples:
                 last_samples = samples
-                deadline = time.monotonic() + loader.timeout
+                deadline = time.monotonic() + timeout
             elif time.monotonic() > deadline:
-                raise TimeoutError(f"no sample decoded for {loader.timeout} s")
+                raise TimeoutError(f"no sample decoded for {timeout} s")
 
     def __next__(self):
         if self.next_index >= len(self.plans):
@@ -445,27 +524,25 @@ class _Epoch:
         self._wait(batch)
         waited = time.perf_counter() - t1
         self.next_index += 1
+        stats = self.parts.stats
         if batch.error is not None:
-            self.loader._stats.errors += 1
+            stats.errors += 1
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
-        positions = np.asarray(batch.positions, dtype=np.int64)
-        if self.loader._records is not None:
-            positions = self.loader._records[positions]
+        positions = self.parts.record_positions(batch.positions)
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
             images, labels, positions = images[keep], labels[keep], positions[keep]
         self.loader.last_pad = batch.pad
         self.loader.last_positions = positions
-        stats = self.loader._stats
         stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
         stats.skipped += len(batch.failed)
         stats.replaced += batch.replaced
-        for observer in self.loader._observers:
+        for observer in self.parts.observers:
             observer(len(images) - batch.pad, waited)
         stats.consumer.add("batch", t0, t1)
-        return images, labels
+        return Batch(images, labels, batch.pad, positions)
 
     def cancel(self):
         self.reads.cancel()

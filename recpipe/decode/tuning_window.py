@@ -22,11 +22,12 @@ import math
 import os
 import statistics
 import time
+from typing import Callable, Protocol
 
 from ..host import available_memory, cpu_pressure, node_share, read_text, usable_cores
 from .autotune import Controller, MemoryModel, Settings, WindowMetrics
 
-__all__ = ["AutoTuner", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
+__all__ = ["AutoTuner", "Tunable", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
            "initial_threads"]
 
 
@@ -123,8 +124,27 @@ def _busy_seconds(stats):
     return stages["read"] + stages["decode"] + stages["augment"]
 
 
+class Tunable(Protocol):
+    """What the autotuner drives: ``ImageLoader`` is one.
+
+    ``threads`` and ``set_threads(n)``: decode threads; ``prefetch``: batches decoded ahead
+    (settable; the tunable keeps enough batch memory for it); ``batch_bytes``: the memory of
+    one batch; ``stats()``: ``PipelineStats.snapshot()``; ``add_observer(fn)``: ``fn(images,
+    waited)`` after each delivered batch."""
+
+    threads: int
+    prefetch: int
+    batch_bytes: int
+
+    def set_threads(self, threads: int) -> None: ...
+
+    def stats(self) -> dict: ...
+
+    def add_observer(self, observer: Callable[[int, float], None]) -> None: ...
+
+
 class AutoTuner:
-    """Drive ``loader``'s threads (and prefetch depth) from windows measured in its consumer.
+    """Drive a ``Tunable``'s threads (and prefetch depth) from windows measured in its consumer.
 
     ``ImageLoader(threads="auto")`` creates one; ``loader.autotuner`` is it. Options: window and
     warm-up sizes, ``threads`` to start with (default ``initial_threads()``),
@@ -147,7 +167,7 @@ class AutoTuner:
         self.window_seconds = window_seconds
         self.settle_seconds = settle_seconds
         budget = RAM_SHARE * available_memory() if ram_budget is None else ram_budget
-        memory = MemoryModel(batch_bytes=_batch_bytes(loader), thread_bytes=THREAD_BYTES,
+        memory = MemoryModel(batch_bytes=loader.batch_bytes, thread_bytes=THREAD_BYTES,
                              budget_bytes=budget)
         self.controller = controller or Controller(
             self.cores, threads=threads or initial_threads(self.cores), prefetch=loader.prefetch,
@@ -224,9 +244,3 @@ class AutoTuner:
             window_seconds=self.window_seconds,
             elapsed=time.perf_counter() - self._started)
         return report
-
-
-def _batch_bytes(loader):
-    augmenter = loader.augmenter
-    item = math.prod(augmenter.out_shape) * augmenter.dtype.itemsize
-    return loader.batch_size * (item + 4 * loader.label_width)

@@ -420,14 +420,9 @@ class FakeClock:
 
 
 class FakeLoader:
-    """What the tuner needs from a loader, with scripted worker counters."""
+    """A ``tuning_window.Tunable`` with scripted worker counters."""
 
-    class augmenter:
-        out_shape = (3, 8, 8)
-        dtype = np.dtype(np.uint8)
-
-    batch_size = 4
-    label_width = 1
+    batch_bytes = 4 * (3 * 8 * 8 + 4)
 
     def __init__(self):
         self.threads = 2

@@ -33,3 +33,12 @@ def test_pool_keeps_a_bounded_number_of_free_buffers():
 
 def test_empty_arrays():
     assert BufferPool().array((0, 3), np.float32).shape == (0, 3)
+
+
+def test_fewer_kept_frees_the_extra_arrays():
+    pool = BufferPool(keep=4)
+    arrays = [pool.array((1000,), np.uint8) for _ in range(4)]
+    del arrays
+    assert len(pool._free[1000]) == 4
+    pool.set_keep(1)
+    assert len(pool._free[1000]) == 1 and pool.keep == 1

@@ -62,3 +62,46 @@ def test_the_mxnet_adapter_passes_every_loader_option_through(tmp_path):
         loader_kwargs, _, _ = mxnet._translate(dict(path_imgrec="x.rec", data_shape=(3, 8, 8),
                                                     batch_size=2, run_bytes=1 << 20))
     assert loader_kwargs["run_bytes"] == 1 << 20
+
+
+def test_batches_unpack_as_images_labels_and_carry_pad_and_positions(tmp_path):
+    import cv2
+    import numpy as np
+
+    import recpipe
+
+    rec = str(tmp_path / "b.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(10):
+            img = np.full((24, 24, 3), i * 20, np.uint8)
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0),
+                                      cv2.imencode(".jpg", img)[1].tobytes()))
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, last_batch="pad") as loader:
+        batches = list(loader)
+    assert [b.pad for b in batches] == [0, 0, 2]
+    images, labels = batches[-1]  # still unpacks as a pair
+    assert images is batches[-1].images and labels is batches[-1].labels
+    assert batches[-1].positions.tolist() == [8, 9, 0, 1]
+    assert labels.tolist() == [8.0, 9.0, 0.0, 1.0]
+    assert loader.last_pad == 2 and loader.last_positions.tolist() == [8, 9, 0, 1]
+
+
+def test_the_batch_memory_pool_follows_the_prefetch_depth(tmp_path):
+    """The autotuner raises prefetch: the pool keeps that many batches' memory (not 2's)."""
+    import cv2
+    import numpy as np
+
+    import recpipe
+
+    rec = str(tmp_path / "p.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        writer.write(recpipe.pack(recpipe.IRHeader(0, 0.0, 0, 0),
+                                  cv2.imencode(".jpg", np.zeros((8, 8, 3), np.uint8))[1].tobytes()))
+    with ImageLoader(rec, 1, (3, 8, 8), threads=1, prefetch=2) as loader:
+        assert loader._buffers.keep == 4
+        loader.prefetch = 16
+        assert loader._buffers.keep == 18
+        assert loader.batch_bytes == 3 * 8 * 8 + 4
+        with pytest.raises(ValueError, match="prefetch=0"):
+            loader.prefetch = 0
+    assert loader.closed
