@@ -2,7 +2,7 @@
 
 For the first --count photos (decoded once, in RAM) and each configuration (train / val x uint8
 / float32 normalised, NCHW), times ``Augmenter.apply`` (resize, crop, mirror, layout,
-normalisation; no decode) with the fused path and with the OpenCV path (``_fast_resize`` off),
+normalisation; no decode) with the fused path and with the OpenCV path (``Kernels.none()``),
 alternating them --repeats times, and reports the medians and their ratio. The train+jitter
 row adds colour jitter (brightness/contrast/saturation 0.4), where the "OpenCV path" also runs
 the jitter in NumPy instead of ``recpipe._colour``. For val it also
@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from recpipe.decode import resize as fast_resize  # noqa: E402
-from recpipe.decode.augment import AugmentConfig, Augmenter, sample_rng  # noqa: E402
+from recpipe.decode.augment import AugmentConfig, Augmenter, Kernels, sample_rng  # noqa: E402
 from recpipe.decode.bench import TRAIN, VAL  # noqa: E402
 from recpipe.decode.decoders import get_decoder  # noqa: E402
 
@@ -47,8 +47,7 @@ def read_photos(root, count):
 def augmenters(config, dtype):
     kwargs = dict(config, dtype=dtype, **(NORMALISE if dtype == "float32" else {}))
     fused = Augmenter(AugmentConfig(**kwargs))
-    opencv = Augmenter(AugmentConfig(**kwargs))
-    opencv._fast_resize = opencv._direct = opencv._fast_colour = False
+    opencv = Augmenter(AugmentConfig(**kwargs), kernels=Kernels.none())
     exact = Augmenter(AugmentConfig(**dict(kwargs, dct_scaling=False)))
     return {"fused": fused, "opencv": opencv, "exact": exact}
 

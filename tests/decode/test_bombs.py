@@ -13,6 +13,7 @@ import pytest
 
 import recpipe
 from recpipe.decode import augment as augment_module
+from recpipe.decode.augment import render
 from recpipe.decode.decoders import DEFAULT_MAX_PIXELS, available_decoders, get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.errors import DecodeError
@@ -122,7 +123,7 @@ def test_cropping_before_upscaling_matches_the_full_upscale(monkeypatch):
     decoder = get_decoder("opencv")
     outputs = []
     for limit in (1 << 30, 0):  # exact full upscale, then crop-first
-        monkeypatch.setattr(augment_module, "_EXACT_UPSCALE_PIXELS", limit)
+        monkeypatch.setattr(render, "EXACT_UPSCALE_PIXELS", limit)
         augmenter = augment_module.Augmenter(augment_module.AugmentConfig.from_kwargs(
             data_shape=(3, 96, 96), dtype="uint8", rand_crop=True))
         out = np.empty(augmenter.out_shape, np.uint8)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from recpipe.decode import colour
-from recpipe.decode.augment import AugmentConfig, Augmenter, sample_rng
+from recpipe.decode.augment import AugmentConfig, Augmenter, Kernels, sample_rng
 
 from .test_augment import smooth_image
 
@@ -17,8 +17,7 @@ def both_paths(config, img, index):
     """(C path output, NumPy path output) for one sample."""
     outs = []
     for fast in (True, False):
-        aug = Augmenter(config)
-        aug._fast_colour = fast
+        aug = Augmenter(config, kernels=Kernels(colour=fast))
         plan = aug.plan(img.shape[0], img.shape[1], sample_rng(5, 0, index))
         out = np.empty(aug.out_shape, aug.dtype)
         aug.apply(img, plan, out)

@@ -1,0 +1,162 @@
+"""ImageRecordIter's augmentations, planned up front per sample and written straight into a batch.
+
+The package: ``config`` (``AugmentConfig``: the keywords, parsed and validated), ``rng``
+(per-sample random streams), ``plan`` (``Planner``: every random decision up front),
+``geometry`` (DCT scale, decode box, crop mapping) and ``render`` (``Renderer``: pixels into a
+batch slot, with the ``Kernels`` asked for); ``Augmenter`` joins them.
+
+``AugmentConfig`` holds ImageRecordIter's augmentation keywords with MXNet 1.9.1's names and
+defaults. ``Augmenter(config)`` then works in two steps per sample:
+
+1. ``plan(height, width, rng)`` makes every random draw for the sample (crop box, mirror, colour
+   factors and their order, PCA alpha, normalisation jitter, random interpolation) in a fixed
+   order from one block of uniforms, so a sample's result depends only on its RNG, not on
+   threads. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale the decode may
+   use without losing output resolution, and ``decode_box(plan, scale)`` which pixels of that
+   decode the sample reads; ``decode(decoder, data, plan)`` decodes just that (only the crop
+   region with a region-decoding backend) and returns ``(pixels, window)``.
+2. ``apply(img, plan, out, window=None)`` crops, resizes, mirrors, jitters, normalises and writes into
+   ``out`` (a view into the batch buffer, ``(C, H, W)`` or ``(H, W, C)``), with OpenCV calls
+   writing into ``out`` or small per-thread scratch buffers.
+
+Order of operations (MXNet ``DefaultImageAugmenter::Process`` then the iterator's normalise):
+resize the shorter edge to ``resize`` (other edge ``resize * long // short``) -> affine warp
+(rotate/shear/random scale/aspect/img size clamps) -> ``pad`` -> crop: random-resized crop (up to
+10 tries of area x aspect, each box resized to the output; if all fail, the final crop below),
+or a random-size square crop (``min/max_crop_size``) resized to the output, or the final crop:
+an image smaller than the output is first upscaled keeping its aspect, then the center (random
+with ``rand_crop``) window of the output size is cut -> HLS shift -> brightness / contrast /
+saturation in random order -> PCA lighting noise -> mirror -> ``(x - mean) * scale / std``
+(with the optional ``max_random_contrast`` / ``max_random_illumination`` of ImageNormalizeParam)
+-> RGB channel order. ``uint8`` output is raw pixels (like ImageRecordUInt8Iter), so mean/std/
+scale must stay at their defaults then.
+
+Where recpipe differs from MXNet (documented choices, RNG streams are ours anyway):
+- the random-resized-crop aspect ratio is drawn log-uniformly in its range (torchvision / Gluon
+  style); colour jitter runs in float32 with clipping to [0, 255] after each step instead of
+  rounding to uint8 between steps;
+- when the image was decoded at a reduced DCT scale, the planned crop box is mapped onto the
+  smaller image and resized to the output in one step (instead of resize-then-crop), which is
+  not bit-identical to the full-size path (the full-size path is, to OpenCV's own results).
+- with ``dct_scaling`` on (the default), bilinear resizes go through ``recpipe._resize``
+  (``resize.py``): one C call resizes, crops, mirrors, lays out and normalises straight into the
+  batch, with OpenCV's sampling positions and weights but float32 arithmetic, so pixels equal
+  OpenCV's within 1 level (about 1 value in 8 differs, by 1). A resize step followed by a plain
+  crop (val: resize 256 + center crop) samples the crop's part of the whole image's resize grid,
+  so the decoder only decodes the pixels the crop needs. Without the extension, that case
+  resizes a part starting where the resize grid meets a source pixel to within ~0.01-0.08 px
+  (at most a few levels off). ``dct_scaling=False`` keeps every step on OpenCV: MXNet's pixels.
+- colour jitter, PCA noise, mirror and normalisation run in one C call (``recpipe._colour``,
+  ``colour.py``) when it is built, equal to the NumPy path here to float rounding.
+- misspelled or unsupported keywords raise instead of being silently ignored.
+"""
+
+import numpy as np
+
+from .config import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
+from .geometry import PAYING_SCALES, decode_box, decode_scale
+from .plan import Planner, SamplePlan, resize_shorter_size
+from .render import Kernels, Renderer
+from .rng import sample_rng, thread_sample_rng
+
+__all__ = [
+    "AUGMENT_KEYWORDS",
+    "AugmentConfig",
+    "Augmenter",
+    "Kernels",
+    "PAYING_SCALES",
+    "SamplePlan",
+    "UNSUPPORTED_KEYWORDS",
+    "resize_shorter_size",
+    "sample_rng",
+]
+
+
+class Augmenter:
+    """Plans and applies one ``AugmentConfig`` to decoded images; shareable between threads.
+    ``kernels``: which C kernels rendering may use (``Kernels``; default every built one)."""
+
+    def __init__(self, config, kernels=None):
+        self.config = config
+        self.planner = Planner(config)
+        self.renderer = Renderer(config, kernels)
+        self._channels = config.channels
+        self._np_dtype = np.dtype(config.dtype)
+
+    @property
+    def kernels(self):
+        """The ``Kernels`` this configuration uses."""
+        return self.renderer.kernels
+
+    @staticmethod
+    def sample_rng(seed, epoch, index):
+        """The same stream as ``sample_rng(seed, epoch, index)`` from a generator reused by the
+        calling thread (~1 us instead of ~10 us): valid until this thread's next call."""
+        return thread_sample_rng(seed, epoch, index)
+
+    def crop_only_options(self):
+        """``(out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets)`` when this
+        augmentation, for any image at least the output's size, is an output-sized crop
+        (centred or random) copied without resampling, then mirrored and normalised: what
+        ``recpipe._batch`` writes itself, to the same values. None for anything else (resize,
+        random-resized or sized crops, affine, pad, colour, lighting, contrast/illumination,
+        float16, gray output, or without the C kernels)."""
+        c, renderer = self.config, self.renderer
+        if not (renderer.direct and renderer.kernels.colour and self._channels == 3
+                and c.resize == -1 and self.planner.crops_only
+                and c.max_random_contrast == 0 and c.max_random_illumination == 0):
+            return None
+        gains, offsets = renderer.fixed_terms if self._np_dtype != np.uint8 else (
+            (1.0,) * 3, (0.0,) * 3)
+        out_h, out_w = c.out_hw
+        return (out_h, out_w, c.layout == "NCHW", bool(c.rand_crop), bool(c.mirror),
+                bool(c.rand_mirror), tuple(gains), tuple(offsets))
+
+    @property
+    def out_shape(self):
+        """Shape of one sample in the batch: (C, H, W) or (H, W, C)."""
+        c, h, w = self.config.data_shape
+        return (c, h, w) if self.config.layout == "NCHW" else (h, w, c)
+
+    @property
+    def dtype(self):
+        return self._np_dtype
+
+    def plan(self, height, width, rng):
+        """Draw everything for a ``height`` x ``width`` source image from ``rng``."""
+        return self.planner.plan(height, width, rng)
+
+    def decode_scale(self, plan, scales):
+        """Smallest DCT scale in ``scales`` keeping the planned crop at output resolution
+        (``geometry.decode_scale``)."""
+        return decode_scale(self.config, plan, scales)
+
+    def decode_box(self, plan, scale):
+        """The box of the decode at ``scale`` that ``apply`` reads (``geometry.decode_box``)."""
+        return decode_box(self.config, plan, scale, self.renderer.kernels.resize)
+
+    def decode_planned(self, decoder, data, rng):
+        """Plan a sample from its image header, then decode just what the plan needs.
+
+        Returns ``(pixels, plan, window)``: pass them to ``apply(pixels, plan, out, window=window)``.
+        """
+        height, width = decoder.size(data)
+        plan = self.plan(height, width, rng)
+        img, window = self.decode(decoder, data, plan)
+        return img, plan, window
+
+    def decode(self, decoder, data, plan):
+        """Decode ``data`` no more than ``plan`` needs: at ``decode_scale`` and, when the
+        decoder decodes regions (``decoder.roi``), only ``decode_box``. Returns ``(pixels,
+        window)`` for ``apply(pixels, plan, out, window=window)``; window is None after a
+        whole-image decode."""
+        scale = self.decode_scale(plan, decoder.scales)
+        if decoder.roi:
+            box = self.decode_box(plan, scale)
+            if box is not None:
+                return decoder.decode_region(data, box, scale=scale, channels=self._channels)
+        return decoder.decode(data, scale=scale, channels=self._channels), None
+
+    def apply(self, img, plan, out, window=None):
+        """Write the augmented sample into ``out`` (``Renderer.apply``)."""
+        self.renderer.apply(img, plan, out, window=window)
