@@ -2,9 +2,9 @@
 (``recpipe._colour``), straight into a batch slot.
 
 Same steps and order as ``Augmenter``'s NumPy path (float32, clipped to [0, 255] after each
-step; see augment/render.py): ``ops`` are ``(op, alpha)`` pairs with op 0 brightness, 1 contrast (blend
-with the image's mean gray), 2 saturation (blend with each pixel's gray); ``pca`` is None or
-three RGB offsets. Results equal the NumPy path's to float rounding.
+step; see augment/render.py): ``ops`` are ``(op, alpha)`` pairs with op 0 brightness, 1
+contrast (blend with the image's mean gray), 2 saturation (blend with each pixel's gray);
+``pca`` is None or three RGB offsets. Results equal the NumPy path's to float rounding.
 """
 
 import numpy as np
