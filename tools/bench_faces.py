@@ -9,17 +9,22 @@ Faces are cut from ``../shared/data/photos`` (a square around the centre, jitter
 - ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
 - ``torch``: ``torch.utils.data.DataLoader`` with as many worker processes, over a map dataset
   doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.recordio`` read + OpenCV decode
-  + flip + normalise).
+  + flip + normalise);
+- ``dali`` (when ``nvidia-dali-cuda120`` is installed): NVIDIA DALI's CPU pipeline
+  (``device_id=None``, ``num_threads`` threads): ``readers.mxnet`` (shuffled) ->
+  ``decoders.image`` -> ``crop_mirror_normalize`` (coin-flip mirror, the same normalisation,
+  CHW float32).
 
 It reports images/s, the ratios (targets of the small-images issue: >= 0.9x bare decode, >= 2x
-the torch DataLoader) and the microseconds per sample that the loader spends beyond decoding
-at one thread (its Python and hand-off cost, what caps scaling).
+the torch DataLoader, >= 1.5x DALI) and the microseconds per sample that the loader spends
+beyond decoding at one thread (its Python and hand-off cost, what caps scaling).
 
     python tools/bench_faces.py --rounds 3 --seconds 3
 """
 
 import argparse
 import glob
+import importlib.util
 import json
 import os
 import statistics
@@ -135,7 +140,41 @@ def _timed(batches, seconds, warmup=3):
     return count / (time.perf_counter() - start)
 
 
+def dali_rate(rec, threads, seconds):
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=BATCH, num_threads=threads, device_id=None, seed=1,
+                  prefetch_queue_depth=4)
+    def pipeline():
+        jpegs, labels = fn.readers.mxnet(path=[rec], index_path=[rec[:-4] + ".idx"],
+                                         random_shuffle=True, name="reader")
+        images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+        images = fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip(probability=0.5),
+                                          mean=[127.5] * 3, std=[127.5] * 3,
+                                          dtype=types.FLOAT, output_layout="CHW")
+        return images, labels
+
+    pipe = pipeline()
+    pipe.build()
+
+    def batches():
+        while True:
+            images, _ = pipe.run()
+            yield images.as_array()
+
+    return _timed(batches(), seconds)
+
+
+def _dali_installed():
+    try:
+        return importlib.util.find_spec("nvidia.dali") is not None
+    except ModuleNotFoundError:  # no nvidia namespace package at all
+        return False
+
+
 CONTENDERS = {"bare": bare, "recpipe": recpipe_rate, "torch": torch_rate}
+if _dali_installed():
+    CONTENDERS["dali"] = dali_rate
 
 
 def main():
@@ -162,6 +201,8 @@ def main():
         result["threads"][t] = {
             "images_per_s": {name: round(medians[(name, t)], 1) for name in CONTENDERS},
             "recpipe_vs_bare": round(ours / base, 3), "recpipe_vs_torch": round(ours / torch_, 3),
+            "recpipe_vs_dali": round(ours / medians[("dali", t)], 3) if "dali" in CONTENDERS
+            else None,
             "per_round_vs_bare": [round(o / b, 3) for o, b in
                                   zip(rates[("recpipe", t)], rates[("bare", t)])]}
     if 1 in thread_counts:
@@ -175,8 +216,9 @@ def main():
     for t, r in result["threads"].items():
         rates_text = ", ".join(f"{k} {v:.0f}" for k, v in r["images_per_s"].items())
         print(f"  {t} thread(s): {rates_text} images/s; recpipe {r['recpipe_vs_bare']:.2f}x bare "
-              f"(target 0.9), {r['recpipe_vs_torch']:.2f}x torch (target 2); per round vs bare "
-              f"{r['per_round_vs_bare']}")
+              f"(target 0.9), {r['recpipe_vs_torch']:.2f}x torch (target 2)"
+              + (f", {r['recpipe_vs_dali']:.2f}x DALI (target 1.5)" if r["recpipe_vs_dali"] else "")
+              + f"; per round vs bare {r['per_round_vs_bare']}")
     if "overhead_us_per_sample_1_thread" in result:
         print(f"  beyond decoding, one thread: {result['overhead_us_per_sample_1_thread']:.0f} us "
               "per sample (target: Python <= 10 us)")
