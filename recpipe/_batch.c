@@ -235,6 +235,59 @@ static int labels_of(const unsigned char *payload, size_t length, long label_wid
     return 0;
 }
 
+/* --- writing a slot ------------------------------------------------------------------------- */
+
+/* One row of RGB pixels into the three planes of a (C, H, W) float32 slot: the values of
+ * to_planes + write_planes ((float)p * gains[c] + offsets[c]) in one pass. */
+HOT static void row_chw_float(const uint8_t *restrict s, float *restrict r, float *restrict g,
+                              float *restrict b, Py_ssize_t w, const float *gains,
+                              const float *offsets)
+{
+    float k0 = gains[0], k1 = gains[1], k2 = gains[2];
+    float o0 = offsets[0], o1 = offsets[1], o2 = offsets[2];
+    for (Py_ssize_t x = 0; x < w; x++) {
+        r[x] = (float)s[3 * x] * k0 + o0;
+        g[x] = (float)s[3 * x + 1] * k1 + o1;
+        b[x] = (float)s[3 * x + 2] * k2 + o2;
+    }
+}
+
+HOT static void reversed(const float *restrict from, float *restrict to, Py_ssize_t w)
+{
+    for (Py_ssize_t x = 0; x < w; x++)
+        to[x] = from[w - 1 - x];
+}
+
+/* The out_h x out_w crop starting ``left`` pixels into each decoded row, into the slot. */
+static void write_crop(const run_options *opt, scratch *mem, const unsigned char *pixels,
+                       size_t stride, size_t left, int mirror, void *dst)
+{
+    Py_ssize_t h = opt->out_h, w = opt->out_w, n = h * w;
+    if (opt->nchw && opt->is_float) { /* the common case (faces): one pass */
+        float *out = dst;
+        for (Py_ssize_t y = 0; y < h; y++) {
+            const uint8_t *row = pixels + stride * (size_t)y + 3 * left;
+            if (mirror) { /* forwards into scratch, then each plane's row reversed */
+                float *t = mem->planes;
+                row_chw_float(row, t, t + w, t + 2 * w, w, opt->gains, opt->offsets);
+                for (int c = 0; c < 3; c++)
+                    reversed(t + c * w, out + c * n + y * w, w);
+            } else {
+                row_chw_float(row, out + y * w, out + n + y * w, out + 2 * n + y * w, w,
+                              opt->gains, opt->offsets);
+            }
+        }
+        return;
+    }
+    for (Py_ssize_t y = 0; y < h; y++)
+        to_planes(pixels + stride * (size_t)y + 3 * left, mem->planes + y * w,
+                  mem->planes + n + y * w, mem->planes + 2 * n + y * w, w);
+    plane_target target = {h, w, dst, opt->is_float, mirror, opt->nchw, {0}, {0}};
+    memcpy(target.gains, opt->gains, sizeof target.gains);
+    memcpy(target.offsets, opt->offsets, sizeof target.offsets);
+    write_planes(mem->planes, &target);
+}
+
 /* --- one sample ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -298,18 +351,8 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     job->borrowed_rows = 1;
     if (roi_guarded(job, roi_read) != 0)
         goto done;
-    /* the output-sized crop of the decoded window, as channel planes, then into the slot */
-    Py_ssize_t n = (Py_ssize_t)opt->out_h * opt->out_w;
-    size_t left = (size_t)(x - (long)job->out_x);
-    for (long row = 0; row < opt->out_h; row++)
-        to_planes(mem->pixels + stride * (size_t)row + 3 * left, mem->planes + row * opt->out_w,
-                  mem->planes + n + row * opt->out_w, mem->planes + 2 * n + row * opt->out_w,
-                  opt->out_w);
-    plane_target target = {opt->out_h, opt->out_w, dst, opt->is_float, mirror, opt->nchw,
-                           {0}, {0}};
-    memcpy(target.gains, opt->gains, sizeof target.gains);
-    memcpy(target.offsets, opt->offsets, sizeof target.offsets);
-    write_planes(mem->planes, &target);
+    /* the output-sized crop of the decoded window into the slot */
+    write_crop(opt, mem, mem->pixels, stride, (size_t)(x - (long)job->out_x), mirror, dst);
     status = 0;
 done:
     roi_free(job);
