@@ -1,8 +1,12 @@
 /*
  * recpipe._batch: a run of records of a local .rec file decoded into batch slots in one call,
- * without the GIL: read, record and image header, label, plan, region decode, mirror and
- * normalisation, for the configurations whose pixels need no resampling (the output is a crop
- * of the image at full scale: a 112x112 face into a 112x112 slot, a centre or random crop).
+ * without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
+ * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
+ * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
+ * or random) or a random-resized crop, mirror and normalisation (faces: a 112x112 record into a
+ * 112x112 slot; ImageNet's train and val). Planning follows Augmenter.plan, decode_scale,
+ * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
+ * written by the same code as recpipe._colour and recpipe._resize.
  *
  * fill(fd, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
  *      epoch, options) -> number of samples done
@@ -18,10 +22,13 @@
  * raises its precise error; nothing is reported from here.
  *
  * ``options``: (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets,
- * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes), as recpipe's Augmenter
- * and Decoder have them. The random draws are those of numpy's Philox(key=(key_hi << 64) |
- * key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64), as Augmenter.plan takes them
- * (crop x and y: uniforms 49 and 50; mirror: 51), so that pixels equal the Python path's.
+ * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc, min_area,
+ * max_area, aspect_low, aspect_high, scales), as recpipe's Augmenter and Decoder have them
+ * (resize -1: none; rrc: random-resized crop with that area and aspect range; scales: bits 1, 2,
+ * 4 for the DCT scales 1/2, 1/4, 1/8 the decoder offers). The random draws are those of numpy's
+ * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
+ * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
+ * mirror: 51), so that pixels equal the Python path's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,14 +41,20 @@
 
 #include "_floats.h"
 #include "_planes.h"
+#include "_resize_core.h"
 #include "_roi_core.h"
+
+#include <math.h>
 
 #define RECORD_MAGIC 0xced7230aU
 #define IMAGE_HEADER 24        /* IRHeader: flag u32, label f32, id u64, id2 u64 */
 #define MAX_RECORD (256u << 20) /* larger records go to the Python path */
+#define U_RRC 8
+#define RRC_TRIES 10
 #define U_CROP_X 49
 #define U_CROP_Y 50
 #define U_MIRROR 51
+#define N_DRAWN 52 /* the uniforms planning reads */
 
 typedef struct {
     long out_h, out_w;
@@ -50,6 +63,9 @@ typedef struct {
     long label_width;
     int fast_dct, fast_upsample, strict;
     unsigned long long max_pixels, max_bytes;
+    long resize;
+    int rrc, scales;
+    double min_area, max_area, aspect_low, aspect_high;
 } run_options;
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
@@ -145,7 +161,19 @@ static double uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch, un
     return (double)(block[which % 4] >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Augmenter's _randint: an integer in [low, high] from a uniform in [0, 1). */
+/* The first N_DRAWN uniforms of the sample's stream. */
+static void uniforms_of(const uint64_t key[2], uint64_t sample, uint64_t epoch, double *u)
+{
+    uint64_t counter[4] = {0, 0, sample, epoch}, block[4];
+    for (unsigned b = 0; b < N_DRAWN / 4; b++) {
+        counter[0] = b + 1;
+        philox_block(counter, key, block);
+        for (int i = 0; i < 4; i++)
+            u[4 * b + i] = (double)(block[i] >> 11) * (1.0 / 9007199254740992.0);
+    }
+}
+
+/* Augmenter's randint: an integer in [low, high] from a uniform in [0, 1). */
 static long randint(double u, long low, long high)
 {
     long value = low + (long)(u * (double)(high - low + 1));
@@ -290,6 +318,205 @@ static void write_crop(const run_options *opt, scratch *mem, const unsigned char
 
 /* --- one sample ---------------------------------------------------------------------------- */
 
+/* --- planning (Augmenter.plan and geometry, step by step) ---------------------------------- */
+
+typedef struct {
+    long src_h, src_w, res_h, res_w; /* the image, and after the resize step */
+    long x, y, w, h;                 /* the crop, in the resized image */
+    int resize_crop, mirror;         /* the crop is resized to the output (random-resized) */
+    unsigned den;                    /* DCT scale 1/den */
+    long full_h, full_w;             /* the image decoded at that scale */
+} sample_plan;
+
+/* The resize step: shorter edge -> size, the other ``size * long // short``. */
+static void shorter_edge(long height, long width, long size, long *out_h, long *out_w)
+{
+    if (height > width) {
+        *out_h = size * height / width;
+        *out_w = size;
+    } else {
+        *out_h = size;
+        *out_w = size * width / height;
+    }
+}
+
+/* Planner._plan_rrc: 0 with the box, -1 when every try failed. */
+static int random_resized_box(const run_options *opt, const double *u, long rows, long cols,
+                              sample_plan *p)
+{
+    double log_low = log(opt->aspect_low), log_high = log(opt->aspect_high);
+    double area = (double)(rows * cols);
+    for (int i = 0; i < RRC_TRIES; i++) {
+        int base = U_RRC + 4 * i;
+        double target = area * (opt->min_area + u[base] * (opt->max_area - opt->min_area));
+        double ratio = exp(log_low + u[base + 1] * (log_high - log_low));
+        long w = (long)nearbyint(sqrt(target * ratio)); /* Python's round: half to even */
+        long h = (long)nearbyint(sqrt(target / ratio));
+        if (0 < w && w <= cols && 0 < h && h <= rows) {
+            p->x = randint(u[base + 2], 0, cols - w);
+            p->y = randint(u[base + 3], 0, rows - h);
+            p->w = w;
+            p->h = h;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Planner.plan for the covered configurations; -1 when the image needs upscaling (Python's). */
+static int plan_sample(const run_options *opt, const double *u, long rows, long cols,
+                       sample_plan *p)
+{
+    p->src_h = rows;
+    p->src_w = cols;
+    p->res_h = rows;
+    p->res_w = cols;
+    if (opt->resize != -1)
+        shorter_edge(rows, cols, opt->resize, &p->res_h, &p->res_w);
+    p->resize_crop = 0;
+    if (opt->rrc && random_resized_box(opt, u, p->res_h, p->res_w, p) == 0) {
+        p->resize_crop = 1;
+    } else {
+        if (p->res_h < opt->out_h || p->res_w < opt->out_w)
+            return -1;
+        long spare_rows = p->res_h - opt->out_h, spare_cols = p->res_w - opt->out_w;
+        p->x = opt->rand_crop ? randint(u[U_CROP_X], 0, spare_cols) : spare_cols / 2;
+        p->y = opt->rand_crop ? randint(u[U_CROP_Y], 0, spare_rows) : spare_rows / 2;
+        p->w = opt->out_w;
+        p->h = opt->out_h;
+    }
+    p->mirror = opt->mirror || (opt->rand_mirror && u[U_MIRROR] < 0.5);
+    return 0;
+}
+
+static long ceil_div(long a, long b)
+{
+    return (a + b - 1) / b;
+}
+
+/* geometry.decode_scale: the smallest offered scale keeping the crop at output resolution. */
+static unsigned dct_scale(const run_options *opt, const sample_plan *p)
+{
+    double sx = (double)p->res_w / (double)p->src_w, sy = (double)p->res_h / (double)p->src_h;
+    double x0 = (double)p->x / sx, y0 = (double)p->y / sy;
+    double x1 = (double)(p->x + p->w) / sx, y1 = (double)(p->y + p->h) / sy;
+    double need_w = (double)opt->out_w / (x1 - x0), need_h = (double)opt->out_h / (y1 - y0);
+    static const unsigned dens[3] = {8, 4, 2};
+    static const int bits[3] = {4, 2, 1};
+    for (int i = 0; i < 3; i++) {
+        if (!(opt->scales & bits[i]))
+            continue;
+        double f_w = (double)ceil_div(p->src_w, dens[i]) / (double)p->src_w;
+        double f_h = (double)ceil_div(p->src_h, dens[i]) / (double)p->src_h;
+        if (f_w >= need_w && f_h >= need_h)
+            return dens[i];
+    }
+    return 1;
+}
+
+/* geometry.mapped_box: the crop's source box on a full_h x full_w decode, whole pixels. */
+static void mapped_box(const sample_plan *p, long full_h, long full_w, long box[4])
+{
+    double sx = (double)p->res_w / (double)p->src_w, sy = (double)p->res_h / (double)p->src_h;
+    double x0 = (double)p->x / sx, y0 = (double)p->y / sy;
+    double x1 = (double)(p->x + p->w) / sx, y1 = (double)(p->y + p->h) / sy;
+    double fy = (double)full_h / (double)p->src_h, fx = (double)full_w / (double)p->src_w;
+    long left = (long)nearbyint(x0 * fx), top = (long)nearbyint(y0 * fy);
+    left = left < 0 ? 0 : (left > full_w - 1 ? full_w - 1 : left);
+    top = top < 0 ? 0 : (top > full_h - 1 ? full_h - 1 : top);
+    long right = (long)nearbyint(x1 * fx), bottom = (long)nearbyint(y1 * fy);
+    right = right < full_w ? right : full_w;
+    bottom = bottom < full_h ? bottom : full_h;
+    box[0] = left;
+    box[1] = top;
+    box[2] = right > left + 1 ? right : left + 1;
+    box[3] = bottom > top + 1 ? bottom : top + 1;
+}
+
+/* resize.taps_span: the source pixels [first, end) that ``size`` outputs read. */
+static void taps_span(long size, long shift, double scale, long length, long *first, long *end)
+{
+    long a = (long)floor(((double)shift + 0.5) * scale - 0.5);
+    long b = (long)floor(((double)(size - 1 + shift) + 0.5) * scale - 0.5) + 1;
+    *first = a - 1 > 0 ? a - 1 : 0;
+    *end = b + 2 < length ? b + 2 : length;
+}
+
+/* geometry.decode_box with the resize kernel on: the pixels of the decode rendering reads. */
+static void decode_box(const sample_plan *p, long box[4])
+{
+    if (p->den == 1 && p->res_h == p->src_h && p->res_w == p->src_w) {
+        box[0] = p->x;
+        box[1] = p->y;
+        box[2] = p->x + p->w;
+        box[3] = p->y + p->h;
+    } else if (!p->resize_crop) {
+        taps_span(p->h, p->y, (double)p->full_h / (double)p->res_h, p->full_h, &box[1], &box[3]);
+        taps_span(p->w, p->x, (double)p->full_w / (double)p->res_w, p->full_w, &box[0], &box[2]);
+    } else {
+        mapped_box(p, p->full_h, p->full_w, box);
+    }
+}
+
+/* geometry.linear_axes for a window starting at (wx, wy) of the decode. */
+static void linear_axes(const run_options *opt, const sample_plan *p, long wx, long wy,
+                        axis_spec *ya, axis_spec *xa)
+{
+    int resized = p->res_h != p->src_h || p->res_w != p->src_w;
+    int full_is_source = p->full_h == p->src_h && p->full_w == p->src_w;
+    if (!p->resize_crop && (resized || !full_is_source)) {
+        *ya = (axis_spec){-wy, p->full_h, (double)p->y, (double)p->full_h / (double)p->res_h};
+        *xa = (axis_spec){-wx, p->full_w, (double)p->x, (double)p->full_w / (double)p->res_w};
+    } else if (p->resize_crop && (!full_is_source || resized)) {
+        long box[4];
+        mapped_box(p, p->full_h, p->full_w, box);
+        long bh = box[3] - box[1], bw = box[2] - box[0];
+        *ya = (axis_spec){box[1] - wy, bh, 0.0, (double)bh / (double)opt->out_h};
+        *xa = (axis_spec){box[0] - wx, bw, 0.0, (double)bw / (double)opt->out_w};
+    } else {
+        *ya = (axis_spec){p->y - wy, p->h, 0.0, (double)p->h / (double)opt->out_h};
+        *xa = (axis_spec){p->x - wx, p->w, 0.0, (double)p->w / (double)opt->out_w};
+    }
+}
+
+/* Augmenter's unscaled region: the axes copy an output-sized part of the window one to one. */
+static int one_to_one(const run_options *opt, const axis_spec *ya, const axis_spec *xa,
+                      long win_h, long win_w)
+{
+    return ya->scale == 1.0 && xa->scale == 1.0 && ya->shift == 0.0 && xa->shift == 0.0
+           && ya->length == opt->out_h && xa->length == opt->out_w && ya->offset >= 0
+           && xa->offset >= 0 && ya->offset + opt->out_h <= win_h
+           && xa->offset + opt->out_w <= win_w;
+}
+
+/* The bilinear resize of the window into the slot (recpipe._resize's code); -1 when a tap
+ * falls outside the window (the Python path raises its error). */
+static int resize_into(const run_options *opt, const unsigned char *pixels, long win_h,
+                       long win_w, const axis_spec *ya, const axis_spec *xa, int mirror,
+                       void *dst)
+{
+    resize_job j = {0};
+    j.src = pixels;
+    j.height = win_h;
+    j.width = win_w;
+    j.channels = 3;
+    j.dst = dst;
+    j.is_float = opt->is_float;
+    j.mirror = mirror;
+    j.nchw = opt->nchw;
+    j.out_h = opt->out_h;
+    j.out_w = opt->out_w;
+    memcpy(j.gains, opt->gains, sizeof j.gains);
+    memcpy(j.offsets, opt->offsets, sizeof j.offsets);
+    int status = resize_prepare(&j, ya, xa);
+    if (status == 0)
+        resize_run(&j);
+    resize_release(&j);
+    return status == 0 ? 0 : -1;
+}
+
+/* --- one sample ---------------------------------------------------------------------------- */
+
 typedef struct {
     const run_options *opt;
     scratch *mem;
@@ -306,6 +533,8 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     scratch *mem = ctx->mem;
     roi_job *job = &ctx->job;
     int status = -1;
+    double u[N_DRAWN];
+    sample_plan plan;
 
     if (size < 3 || data[0] != 0xFF || data[1] != 0xD8 || data[2] != 0xFF)
         return -1;
@@ -313,7 +542,6 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     roi_init_errors(job);
     job->data = data;
     job->size = size;
-    job->scale_num = job->scale_den = 1;
     job->channels = 3;
     job->fast_dct = opt->fast_dct;
     job->fast_upsample = opt->fast_upsample;
@@ -322,25 +550,26 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     if (roi_guarded(job, roi_header) != 0 || job->depth != 3)
         goto done;
     long rows = (long)job->cinfo.image_height, cols = (long)job->cinfo.image_width;
-    if (rows <= 0 || cols <= 0 || rows < opt->out_h || cols < opt->out_w)
-        goto done; /* upscaling resamples: the Python path's */
+    if (rows <= 0 || cols <= 0)
+        goto done;
     if (opt->max_pixels && (unsigned long long)rows * (unsigned long long)cols > opt->max_pixels)
         goto done;
-    long x, y;
-    if (opt->rand_crop) {
-        x = randint(uniform(ctx->key, sample, ctx->epoch, U_CROP_X), 0, cols - opt->out_w);
-        y = randint(uniform(ctx->key, sample, ctx->epoch, U_CROP_Y), 0, rows - opt->out_h);
-    } else {
-        x = (cols - opt->out_w) / 2;
-        y = (rows - opt->out_h) / 2;
-    }
-    int mirror = opt->mirror
-                 || (opt->rand_mirror && uniform(ctx->key, sample, ctx->epoch, U_MIRROR) < 0.5);
-    job->x0 = x;
-    job->y0 = y;
-    job->x1 = x + opt->out_w;
-    job->y1 = y + opt->out_h;
-    if (roi_guarded(job, roi_begin) != 0)
+    uniforms_of(ctx->key, sample, ctx->epoch, u);
+    if (plan_sample(opt, u, rows, cols, &plan) != 0)
+        goto done; /* upscaling: the Python path's */
+    plan.den = dct_scale(opt, &plan);
+    plan.full_h = ceil_div(rows, plan.den);
+    plan.full_w = ceil_div(cols, plan.den);
+    long box[4];
+    decode_box(&plan, box);
+    job->scale_num = 1;
+    job->scale_den = plan.den;
+    job->x0 = box[0];
+    job->y0 = box[1];
+    job->x1 = box[2];
+    job->y1 = box[3];
+    if (roi_guarded(job, roi_begin) != 0 || (long)job->full_h != plan.full_h
+        || (long)job->full_w != plan.full_w)
         goto done;
     size_t stride = (size_t)job->out_w * 3;
     if (grow((void **)&mem->pixels, &mem->pixels_cap, stride * job->out_h)
@@ -351,9 +580,16 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     job->borrowed_rows = 1;
     if (roi_guarded(job, roi_read) != 0)
         goto done;
-    /* the output-sized crop of the decoded window into the slot */
-    write_crop(opt, mem, mem->pixels, stride, (size_t)(x - (long)job->out_x), mirror, dst);
-    status = 0;
+    axis_spec ya, xa;
+    long win_h = (long)job->out_h, win_w = (long)job->out_w;
+    linear_axes(opt, &plan, (long)job->out_x, (long)job->out_y, &ya, &xa);
+    if (one_to_one(opt, &ya, &xa, win_h, win_w)) {
+        write_crop(opt, mem, mem->pixels + stride * (size_t)ya.offset, stride,
+                   (size_t)xa.offset, plan.mirror, dst);
+        status = 0;
+    } else {
+        status = resize_into(opt, mem->pixels, win_h, win_w, &ya, &xa, plan.mirror, dst);
+    }
 done:
     roi_free(job);
     return status;
@@ -405,11 +641,18 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 static int parse_options(PyObject *options, run_options *opt)
 {
     PyObject *gains, *offsets;
-    if (!PyArg_ParseTuple(options, "llppppOOlpppKK:options", &opt->out_h, &opt->out_w,
+    if (!PyArg_ParseTuple(options, "llppppOOlpppKKlpddddi:options", &opt->out_h, &opt->out_w,
                           &opt->nchw, &opt->rand_crop, &opt->mirror, &opt->rand_mirror, &gains,
                           &offsets, &opt->label_width, &opt->fast_dct, &opt->fast_upsample,
-                          &opt->strict, &opt->max_pixels, &opt->max_bytes))
+                          &opt->strict, &opt->max_pixels, &opt->max_bytes, &opt->resize,
+                          &opt->rrc, &opt->min_area, &opt->max_area, &opt->aspect_low,
+                          &opt->aspect_high, &opt->scales))
         return -1;
+    if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
+        || (opt->rrc && !(opt->aspect_low > 0 && opt->aspect_low <= opt->aspect_high))) {
+        PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
+        return -1;
+    }
     if (opt->out_h < 1 || opt->out_w < 1 || opt->out_h > 65535 || opt->out_w > 65535
         || opt->label_width < 1) {
         PyErr_SetString(PyExc_ValueError, "out_h, out_w and label_width must be positive");

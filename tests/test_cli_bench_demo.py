@@ -38,7 +38,9 @@ def test_bench_json_plot_and_trace(rec, tmp_path, capsys):
     chart = cv2.imread(str(plot))  # matplotlib: two panels side by side
     assert chart.shape[1] > chart.shape[0] > 300 and chart.std() > 20
     events = json.loads(trace.read_text())["traceEvents"]
-    assert {e["name"] for e in events if e["ph"] == "X"} >= {"read", "decode", "augment"}
+    # native runs (recpipe._batch) are one "decode" span each; the Python path has all three
+    spans = {e["name"] for e in events if e["ph"] == "X"}
+    assert spans >= {"decode", "batch"} and spans <= {"read", "decode", "augment", "batch"}
 
 
 def test_bench_table(rec, capsys):

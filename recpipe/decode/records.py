@@ -5,10 +5,10 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 (``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
 
 ``fill`` hands the whole run to ``recpipe._batch`` when it can (a local file, a decoder that
-decodes regions with ``recpipe._jpegroi``, an augmentation that is an output-sized crop with
-mirror and normalisation: ``Augmenter.crop_only_options``): read, header, label, plan, region
-decode and write then run in C without the GIL, with the same random draws and the same
-pixels. What the C path leaves (any other configuration, and every unusual record or image)
+decodes regions with ``recpipe._jpegroi``, an augmentation the C kernels render alone: an
+optional resize, then an output-sized or random-resized crop, mirror and normalisation,
+``Augmenter.native_options``): read, header, label, plan, region decode at a DCT scale, resize
+and write then run in C without the GIL, with the same random draws and the same pixels. What the C path leaves (any other configuration, and every unusual record or image)
 goes through ``decode_into``, the Python path, which decodes it or raises its precise error.
 """
 
@@ -19,6 +19,7 @@ import numpy as np
 from .._optional import extension
 from ..errors import DecodeError
 from ..io.header import unpack_header
+from .augment import PAYING_SCALES
 from .labels import header_labels
 
 __all__ = ["RecordDecoder"]
@@ -52,11 +53,14 @@ class RecordDecoder:
         if (batch is None or self.augmenter is None or self.label_rule is not None
                 or self.reader.local_descriptor() is None):
             return None
-        crop = self.augmenter.crop_only_options()
+        augment = self.augmenter.native_options()
         region = self.decoder.region_options()
-        if crop is None or region is None:
+        if augment is None or region is None:
             return None
-        return crop + (self.label_width,) + region
+        offered = {tuple(scale) for scale in self.decoder.scales}
+        scales = sum(bit for bit, scale in ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
+                     if scale in offered and scale in PAYING_SCALES)
+        return augment[:8] + (self.label_width,) + region + augment[8:] + (scales,)
 
     # -- one sample, in Python ------------------------------------------------------------
 

@@ -119,6 +119,79 @@ def test_native_runs_equal_the_python_path(tmp_path, config, label_width, monkey
     np.testing.assert_array_equal(labels, expected_labels)
 
 
+def _photos(tmp_path, count=16):
+    """Photo-sized records: odd sizes, portrait and landscape, some well above the output (so
+    that DCT scales 1/2 to 1/8 are chosen), progressive and gray ones."""
+    sizes = [(300, 400), (257, 190), (500, 333), (96, 130), (640, 480), (181, 181), (420, 97),
+             (333, 517)]
+    payloads = []
+    for i in range(count):
+        h, w = sizes[i % len(sizes)]
+        img = _image(h, w, 100 + i)
+        if i % 6 == 5:
+            data = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_BGR2GRAY))[1].tobytes()
+        else:
+            data = _jpeg(img, progressive=i % 4 == 1)
+        payloads.append(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data))
+    return _write(tmp_path / "photos.rec", payloads)
+
+
+RESAMPLING = [
+    dict(data_shape=(3, 64, 64), resize=72),                                    # val
+    dict(data_shape=(3, 64, 64), resize=72, dtype="float32", layout="NHWC", **NORM),
+    dict(data_shape=(3, 56, 64), random_resized_crop=True, min_random_area=0.08,
+         min_aspect_ratio=0.75, max_aspect_ratio=4 / 3, rand_mirror=True),      # train
+    dict(data_shape=(3, 64, 64), random_resized_crop=True, min_random_area=0.3,
+         max_aspect_ratio=0.25, rand_mirror=True, resize=120, dtype="float32", **NORM),
+    dict(data_shape=(3, 48, 40), resize=60, rand_crop=True, mirror=True),
+    dict(data_shape=(3, 90, 90), rand_crop=True, rand_mirror=True),             # some upscale
+]
+
+
+@native
+@pytest.mark.parametrize("config", RESAMPLING)
+def test_native_resizing_runs_equal_the_python_path(tmp_path, config):
+    rec = _photos(tmp_path)
+    reader, records = _decoders(rec, **config)
+    python_path = records.decode_into
+    with reader:
+        assert records.native
+        positions = np.arange(len(reader))
+        for epoch in (0, 3):
+            samples = positions * 13 + epoch
+            shape = (len(positions),) + records.augmenter.out_shape
+            expected = np.zeros(shape, records.augmenter.dtype)
+            records.decode_into = python_path
+            _python_fill(records, positions, positions, samples, epoch, expected,
+                         np.zeros(len(positions), np.float32))
+            records.decode_into = _not_called  # every sample is done natively
+            images = np.full(shape, 3, records.augmenter.dtype)
+            failures = records.fill(images, np.zeros(len(positions), np.float32), positions,
+                                    positions, samples, epoch)
+            assert failures == []
+            np.testing.assert_array_equal(images, expected)
+
+
+@native
+def test_native_runs_leave_only_upscaled_images_to_python(tmp_path, monkeypatch):
+    rec = _photos(tmp_path)
+    reader, records = _decoders(rec, data_shape=(3, 64, 64), resize=72, rand_mirror=True)
+    python_path = []
+    decode_into = records.decode_into
+
+    def counted(out, position, sample, epoch, clock=None):
+        python_path.append(position)
+        return decode_into(out, position, sample, epoch, clock)
+
+    monkeypatch.setattr(records, "decode_into", counted)
+    with reader:
+        positions = np.arange(len(reader))
+        images = np.zeros((len(positions),) + records.augmenter.out_shape, np.uint8)
+        assert records.fill(images, np.zeros(len(positions), np.float32), positions, positions,
+                            positions, 0) == []
+    assert python_path == []  # resized to 72 first: no image is smaller than the output
+
+
 def _not_called(*args, **kwargs):
     raise AssertionError("left to the Python path")
 
@@ -171,11 +244,16 @@ def test_max_pixels_is_enforced_on_the_native_path(tmp_path):
     assert slot == 0 and isinstance(error, DecodeError) and "max_pixels" in str(error)
 
 
-def test_configurations_that_resample_or_other_sources_use_the_python_path(tmp_path):
+def test_configurations_beyond_the_c_kernels_or_other_sources_use_the_python_path(tmp_path):
     rec = _faces(tmp_path, count=4)
-    for config in (dict(data_shape=(3, 64, 64), resize=80), dict(data_shape=(3, 64, 64),
-                                                                 max_random_contrast=0.2),
-                   dict(data_shape=(3, 112, 112), brightness=0.3)):
+    for config in (dict(data_shape=(3, 64, 64), max_random_contrast=0.2, dtype="float32"),
+                   dict(data_shape=(3, 112, 112), brightness=0.3),
+                   dict(data_shape=(3, 64, 64), max_rotate_angle=10),
+                   dict(data_shape=(3, 64, 64), pad=4),
+                   dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
+                   dict(data_shape=(3, 64, 64), max_crop_size=80, min_crop_size=70),
+                   dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False),
+                   dict(data_shape=(3, 64, 64), dtype="float16")):
         reader, records = _decoders(rec, **config)
         with reader:
             assert not records.native

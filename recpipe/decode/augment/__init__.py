@@ -53,7 +53,7 @@ Where recpipe differs from MXNet (documented choices, RNG streams are ours anywa
 
 import numpy as np
 
-from .config import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
+from .config import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig, aspect_range
 from .geometry import PAYING_SCALES, decode_box, decode_scale
 from .plan import Planner, SamplePlan, resize_shorter_size
 from .render import Kernels, Renderer
@@ -94,23 +94,28 @@ class Augmenter:
         calling thread (~1 us instead of ~10 us): valid until this thread's next call."""
         return thread_sample_rng(seed, epoch, index)
 
-    def crop_only_options(self):
-        """``(out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets)`` when this
-        augmentation, for any image at least the output's size, is an output-sized crop
-        (centred or random) copied without resampling, then mirrored and normalised: what
-        ``recpipe._batch`` writes itself, to the same values. None for anything else (resize,
-        random-resized or sized crops, affine, pad, colour, lighting, contrast/illumination,
-        float16, gray output, or without the C kernels)."""
+    def native_options(self):
+        """``(out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets, resize, rrc,
+        min_area, max_area, aspect_low, aspect_high)`` when this augmentation is what
+        ``recpipe._batch`` renders itself, to the same values: an optional shorter-edge resize,
+        then an output-sized crop (centred or random) or a random-resized crop, resized
+        bilinearly by the C kernel, mirrored and normalised. None for anything else (affine,
+        pad, random-size crops, colour, lighting, HLS, contrast/illumination jitter, other
+        interpolations, float16, gray output, ``dct_scaling=False``, or a C kernel not
+        chosen or not built)."""
         c, renderer = self.config, self.renderer
         if not (renderer.direct and renderer.kernels.colour and self._channels == 3
-                and c.resize == -1 and self.planner.crops_only
+                and not self.planner.random_size and c.inter_method == 1
                 and c.max_random_contrast == 0 and c.max_random_illumination == 0):
             return None
         gains, offsets = renderer.fixed_terms if self._np_dtype != np.uint8 else (
             (1.0,) * 3, (0.0,) * 3)
         out_h, out_w = c.out_hw
+        low, high = aspect_range(c)
         return (out_h, out_w, c.layout == "NCHW", bool(c.rand_crop), bool(c.mirror),
-                bool(c.rand_mirror), tuple(gains), tuple(offsets))
+                bool(c.rand_mirror), tuple(gains), tuple(offsets), int(c.resize),
+                self.planner.random_resized, float(c.min_random_area),
+                float(c.max_random_area), float(low), float(high))
 
     @property
     def out_shape(self):

@@ -98,10 +98,14 @@ class Planner:
                                                or c.max_aspect_ratio != 0)
 
     @property
-    def crops_only(self):
-        """True when the plan is an output-sized crop of the (maybe upscaled) image: no
-        random-resized or random-size crop."""
-        return not self._rrc and not self._crop_size
+    def random_resized(self):
+        """True when samples draw a random-resized crop (a non-trivial area or aspect range)."""
+        return self._rrc
+
+    @property
+    def random_size(self):
+        """True when samples draw a random-size square crop (``min/max_crop_size``)."""
+        return self._crop_size
 
     def plan(self, height, width, rng):
         """Draw everything for a ``height`` x ``width`` source image from ``rng``."""
