@@ -53,14 +53,15 @@ def test_a_loader_takes_options_or_keywords_not_both(tmp_path):
 
 def test_the_mxnet_adapter_passes_every_loader_option_through(tmp_path):
     """ImageRecordIter's recpipe extras come from LoaderOptions (run_bytes was missing)."""
-    from recpipe import mxnet
+    from recpipe import mxnet_keywords
 
-    assert {"run_bytes", "keys", "max_pixels", "lookahead", "timeout"} <= mxnet._LOADER_EXTRAS
-    assert mxnet._LOADER_EXTRAS <= LOADER_KEYWORDS | {"storage_options"}
+    extras = mxnet_keywords.LOADER_EXTRAS
+    assert {"run_bytes", "keys", "max_pixels", "lookahead", "timeout"} <= extras
+    assert extras <= LOADER_KEYWORDS | {"storage_options"}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # run_bytes is known: no unknown-keyword warning
-        loader_kwargs, _, _ = mxnet._translate(dict(path_imgrec="x.rec", data_shape=(3, 8, 8),
-                                                    batch_size=2, run_bytes=1 << 20))
+        loader_kwargs, _, _ = mxnet_keywords.translate(dict(
+            path_imgrec="x.rec", data_shape=(3, 8, 8), batch_size=2, run_bytes=1 << 20))
     assert loader_kwargs["run_bytes"] == 1 << 20
 
 

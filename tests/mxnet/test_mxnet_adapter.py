@@ -14,6 +14,7 @@ import pytest
 
 import recpipe
 import recpipe.mxnet as rm
+import recpipe.mxnet_keywords as mk
 from recpipe.io import IRHeader, pack
 
 from .._photos import pack_training_set
@@ -81,7 +82,7 @@ def test_module_imports_without_mxnet_and_the_classes_need_it():
 
 
 def test_keywords_translate_to_the_loader():
-    loader, options, imglist = rm._translate(dict(
+    loader, options, imglist = mk.translate(dict(
         path_imgrec="a.rec", path_imgidx="a.idx", data_shape="(3,32,32)", batch_size="8",
         preprocess_threads="3", prefetch_buffer=2, shuffle="True", seed=5, part_index=1,
         num_parts=2, round_batch=False, rand_mirror=True, mean_r=1.5, data_name="img",
@@ -99,15 +100,15 @@ def test_keywords_translate_to_the_loader():
 
 def test_shuffle_chunk_size_turns_on_the_block_shuffle():
     base = dict(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2)
-    assert rm._translate(dict(base, shuffle_chunk_size=64))[0]["shuffle"] == "block"
-    assert rm._translate(dict(base, shuffle_chunk_size=64, shuffle=True))[0]["shuffle"] is True
-    assert rm._translate(base)[0]["shuffle"] is False
+    assert mk.translate(dict(base, shuffle_chunk_size=64))[0]["shuffle"] == "block"
+    assert mk.translate(dict(base, shuffle_chunk_size=64, shuffle=True))[0]["shuffle"] is True
+    assert mk.translate(base)[0]["shuffle"] is False
 
 
 def test_unknown_keywords_warn_with_a_suggestion():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rm._translate(dict(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2,
+        mk.translate(dict(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2,
                            rand_mirorr=True))
     assert len(caught) == 1 and caught[0].category is rm.UnknownKeywordWarning
     assert "'rand_mirorr'" in str(caught[0].message) and "'rand_mirror'" in str(caught[0].message)
@@ -125,14 +126,14 @@ def test_unknown_keywords_warn_with_a_suggestion():
 ])
 def test_keywords_we_cannot_honour_raise_naming_them(extra, error, name):
     with pytest.raises(error, match=name):
-        rm._translate(dict(dict(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2), **extra))
+        mk.translate(dict(dict(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2), **extra))
 
 
 def test_required_keywords():
     with pytest.raises(ValueError, match="path_imgrec"):
-        rm._translate(dict(data_shape=(3, 8, 8), batch_size=2))
+        mk.translate(dict(data_shape=(3, 8, 8), batch_size=2))
     with pytest.raises(ValueError, match="batch_size"):
-        rm._translate(dict(path_imgrec="a.rec", data_shape=(3, 8, 8)))
+        mk.translate(dict(path_imgrec="a.rec", data_shape=(3, 8, 8)))
 
 
 def test_read_imglist(tmp_path):
