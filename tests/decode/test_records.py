@@ -306,3 +306,13 @@ def test_loader_batches_equal_the_python_path_of_their_positions(tmp_path, threa
                     assert loader.records.decode_into(expected, int(position), int(position),
                                                       loader.epoch) == label
                     np.testing.assert_array_equal(image, expected)
+
+
+def test_native_run_decoder_built_when_required():
+    """tools/test.sh sets RECPIPE_REQUIRE_JPEGROI=1 after installing the libjpeg headers, which
+    recpipe._batch needs too: then the native tests above must not be skipped."""
+    import os
+
+    if os.environ.get("RECPIPE_REQUIRE_JPEGROI") != "1":
+        pytest.skip("RECPIPE_REQUIRE_JPEGROI is not set")
+    assert extension("_batch") is not None, "recpipe._batch was not built"
