@@ -129,7 +129,8 @@ class RecordDecoder:
         positions = np.asarray(positions, dtype=np.int64)
         samples = np.asarray(samples, dtype=np.int64)
         left = range(len(slots))
-        if self._native is not None and len(slots):
+        if (self._native is not None and len(slots) and images.flags.c_contiguous
+                and labels.flags.c_contiguous and labels.dtype == np.float32):
             left = self._fill_native(images, labels, slots, positions, samples, epoch, clock)
         failures = []
         for i in left:
