@@ -33,6 +33,8 @@ INSTALL_HINTS = {
                 "pip install -e . (or reinstall recpipe) so the extension is built",
     "_resize": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe",
     "_colour": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe",
+    "_batch": "apt-get install libjpeg62-turbo-dev (libjpeg-turbo8-dev on Ubuntu), then "
+              "pip install -e . (or reinstall recpipe) so the extension is built",
     "simplejpeg": "pip install 'recpipe[turbo]'",
 }
 _PROTOCOLS = {"s3": "s3fs", "gcs": "gcsfs", "hdfs (arrow)": "pyarrow", "hdfs (native)": "hdfs_native",
@@ -61,6 +63,7 @@ def _fast_paths():
     return {"_jpegroi": extension("_jpegroi") is not None,
             "_resize": extension("_resize") is not None,
             "_colour": extension("_colour") is not None,
+            "_batch": extension("_batch") is not None,
             "libturbojpeg": turbojpeg_available(),
             "simplejpeg": _importable("simplejpeg")}
 
@@ -69,6 +72,7 @@ _DESCRIPTIONS = {
     "_jpegroi": "region + DCT-scaled JPEG decoder (recpipe._jpegroi, links libjpeg-turbo)",
     "_resize": "fused resize/crop/mirror/normalise into the batch (recpipe._resize)",
     "_colour": "fused colour jitter/PCA/normalise (recpipe._colour)",
+    "_batch": "runs of records decoded into the batch without the GIL (recpipe._batch)",
     "libturbojpeg": "libjpeg-turbo's TurboJPEG library (the 'turbojpeg' decoder)",
     "simplejpeg": "simplejpeg (the 'simplejpeg' decoder)",
 }
@@ -149,6 +153,10 @@ def _missing_cost(rates, paths):
         costs["_resize"] = "resize, crop, mirror and normalise run as separate OpenCV/NumPy steps"
     if not paths["_colour"]:
         costs["_colour"] = "colour jitter runs in NumPy: about 2.7x the per-sample cost"
+    if not paths["_batch"]:
+        costs["_batch"] = ("every sample is read, planned and dispatched by Python: ~50-60 us "
+                           "of GIL-held work a sample, at most ~16-19k images/s on any core "
+                           "count (BENCHMARKS.md, small images)")
     return costs
 
 
@@ -156,7 +164,7 @@ def slow_paths(report: Optional[dict] = None) -> List[str]:
     """Names of the missing fast paths (empty when this installation has them all)."""
     paths = _fast_paths() if report is None else {
         name: info["present"] for name, info in report["fast_paths"].items()}
-    missing = [name for name in ("_jpegroi", "_resize", "_colour") if not paths[name]]
+    missing = [name for name in ("_jpegroi", "_resize", "_colour", "_batch") if not paths[name]]
     if not paths["_jpegroi"] and not paths["libturbojpeg"]:
         missing.append("libjpeg-turbo")
     return missing

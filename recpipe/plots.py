@@ -3,7 +3,8 @@
 
 ``plot_bench(results, path)``: images/s against decode threads with the ideal linear scaling
 from one thread and the bare-decode rate, beside the per-image cost of each stage (read,
-decode, augment, batch hand-off) for each configuration. ``plot_tune(report, path)``: the
+decode, augment, batch hand-off) for each configuration, with the part of it that holds the
+GIL (Python: serial whatever the cores) drawn over it. ``plot_tune(report, path)``: the
 autotuner's decisions window by window: threads and prefetch depth, with the consumer's wait
 fraction and the throughput it measured.
 """
@@ -65,11 +66,20 @@ def plot_bench(results: dict, path: str, title: Optional[str] = None) -> str:
         values = [configs[n]["stage_ms_per_image"].get(stage, 0.0) for n in names]
         stages.bar(names, values, bottom=bottoms, color=_COLOURS[stage], label=stage, width=0.55)
         bottoms = [b + v for b, v in zip(bottoms, values)]
+    gil = [configs[n].get("gil_us_per_image") for n in names]
+    if any(g is not None for g in gil):
+        stages.bar(names, [(g or 0.0) / 1e3 for g in gil], width=0.25, color="none",
+                   edgecolor="black", hatch="///", label="Python (GIL-held)")
+        for i, g in enumerate(gil):
+            if g is not None:
+                stages.annotate(f"{g:.0f} us GIL", (i, bottoms[i]), textcoords="offset points",
+                                xytext=(0, 4), ha="center", fontsize=8)
     stages.set_ylabel("thread-ms per image")
     stages.set_title("cost per stage")
     stages.grid(axis="y", alpha=0.3)
     if names:
-        stages.legend(fontsize=8)
+        stages.set_ylim(0, max(bottoms + [1e-3]) * 1.2)  # room for the GIL labels
+        stages.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title or f"recpipe bench: {results.get('file', '')}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

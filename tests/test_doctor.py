@@ -13,8 +13,8 @@ def test_the_report_names_decoders_paths_protocols_and_cores():
     report = doctor.diagnose(measure=True)
     assert report["decoders"]["live"] == available_decoders()
     assert report["decoders"]["auto"] == available_decoders()[0]
-    assert set(report["fast_paths"]) == {"_jpegroi", "_resize", "_colour", "libturbojpeg",
-                                         "simplejpeg"}
+    assert set(report["fast_paths"]) == {"_jpegroi", "_resize", "_colour", "_batch",
+                                         "libturbojpeg", "simplejpeg"}
     for info in report["fast_paths"].values():
         assert info["present"] or "install" in info
     assert report["protocols"]["file"] and "s3" in report["protocols"]
@@ -32,8 +32,9 @@ def test_missing_paths_are_listed_with_their_install_hint():
     assert "libjpeg62-turbo-dev" in doctor.INSTALL_HINTS["_jpegroi"]
     assert "libturbojpeg0" in doctor.INSTALL_HINTS["libturbojpeg"]
     costs = doctor._missing_cost({"opencv": 100.0}, {"_jpegroi": False, "_resize": True,
-                                                     "_colour": False})
-    assert set(costs) == {"decoder", "_jpegroi", "_colour"}
+                                                     "_colour": False, "_batch": False})
+    assert set(costs) == {"decoder", "_jpegroi", "_colour", "_batch"}
+    assert "GIL" in costs["_batch"]
 
 
 def test_cli_json(capsys):

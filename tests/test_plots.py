@@ -10,7 +10,8 @@ from recpipe.plots import plot_bench, plot_tune  # noqa: E402
 RESULTS = {
     "file": "x.rec", "threads": 4, "bare_decode_images_per_s": 2500.0,
     "configs": {name: {"stage_ms_per_image": {"read": 0.02, "decode": 0.5 + i / 10,
-                                               "augment": 0.2, "batch": 0.01}}
+                                               "augment": 0.2, "batch": 0.01},
+                       "gil_us_per_image": 5.0 + 50 * i}
                 for i, name in enumerate(("train", "val"))},
     "sweep": [{"threads": t, "images_per_s": 700.0 * t ** 0.9} for t in (1, 2, 3, 4)],
 }
@@ -34,6 +35,19 @@ def test_bench_chart(tmp_path):
     img = _image(path)
     assert img.shape[1] > img.shape[0] > 300  # two panels side by side
     assert img.std() > 20  # not blank: lines, bars and text
+
+
+def test_bench_chart_draws_the_gil_held_share(tmp_path):
+    """The Python (GIL-held) part is hatched over each configuration's stage bar: the charts
+    with and without it differ in the bar panel."""
+    with_gil, without = tmp_path / "gil.png", tmp_path / "plain.png"
+    plot_bench(RESULTS, str(with_gil))
+    plain = {**RESULTS, "configs": {name: {"stage_ms_per_image": c["stage_ms_per_image"]}
+                                    for name, c in RESULTS["configs"].items()}}
+    plot_bench(plain, str(without))
+    a, b = _image(with_gil), _image(without)
+    right = a.shape[1] * 3 // 5  # the stage panel
+    assert a.shape == b.shape and (a[:, right:] != b[:, right:]).any()
 
 
 def test_bench_chart_without_a_sweep(tmp_path):
