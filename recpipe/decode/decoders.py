@@ -1,4 +1,5 @@
-"""Image decoders behind one interface: libjpeg-turbo (ctypes), simplejpeg and OpenCV.
+"""Image decoders behind one interface: libjpeg-turbo (ctypes), recpipe's own libjpeg
+extension, simplejpeg and OpenCV (the interface, headers and shared helpers: ``decoder_base``).
 
 ``get_decoder(name)`` returns a ``Decoder`` with ``size(data)`` (from the header, no pixel
 decode), ``scales`` (DCT scaling factors it supports for JPEG) and ``decode(data, scale=,
@@ -50,14 +51,15 @@ import ctypes
 import ctypes.util
 import logging
 import os
-import struct
 import threading
-from typing import List, NamedTuple, Optional
+from typing import List, Optional
 
 import numpy as np
 
 from ..errors import DecodeError
-from ..jpeg import SOF_MARKERS, JpegHeaderError, segments
+from .decoder_base import (DEFAULT_MAX_PIXELS, EIGHTHS, MAX_REGION_BYTES, Decoder, Window,
+                           check_jpeg_complete, cmyk_to_rgb, image_size, is_jpeg, load_roi,
+                           opencv_decode, reduce_scale, roi_decode, scaled_size, to_gray)
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
@@ -78,207 +80,11 @@ log = logging.getLogger(__name__)
 # the pixels a process produces independent of timing noise on a busy machine.
 PREFERENCE = ("turbojpeg", "libjpeg", "simplejpeg", "opencv")
 
-_EIGHTHS = ((1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (3, 8), (1, 4), (1, 8))
 _OPENCV_SCALES = ((1, 1), (1, 2), (1, 4), (1, 8))
-
-# region decodes refuse outputs (and libjpeg working buffers) above this many bytes
-_MAX_REGION_BYTES = 1 << 31
-
-# images declaring more pixels are refused before decoding (Pillow's MAX_IMAGE_PIXELS)
-DEFAULT_MAX_PIXELS = 89_478_485
-# formats other than JPEG/PNG are sized by decoding them: OpenCV's own limit bounds that work
-os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
-
-_JPEG_SOI = b"\xff\xd8"
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-# ------------------------------------------------------------------------------------------------
-# headers
-
-
-def is_jpeg(data):
-    """True when the bytes start with a JPEG SOI marker."""
-    return len(data) >= 3 and bytes(data[:2]) == _JPEG_SOI and data[2] == 0xFF
-
-
-def _jpeg_size(data):
-    """(height, width) from the first SOFn segment; DecodeError if there is none."""
-    try:
-        for marker, start, end in segments(data):
-            if marker in SOF_MARKERS:
-                if end - start < 5:
-                    break
-                height, width = struct.unpack_from(">HH", data, start + 1)
-                if height == 0 or width == 0:
-                    raise DecodeError(f"JPEG header: invalid size {width}x{height}")
-                return height, width
-    except JpegHeaderError as e:
-        raise DecodeError(str(e)) from None
-    raise DecodeError("JPEG header: no SOF marker before the image data (truncated or corrupt)")
-
-
-def _png_size(data):
-    if len(data) < 24 or bytes(data[12:16]) != b"IHDR":
-        raise DecodeError("PNG header: missing IHDR chunk")
-    width, height = struct.unpack_from(">II", data, 16)
-    if height == 0 or width == 0:
-        raise DecodeError(f"PNG header: invalid size {width}x{height}")
-    return height, width
-
-
-def image_size(data):
-    """(height, width) of JPEG/PNG bytes from the header; other formats are decoded by OpenCV."""
-    try:
-        if is_jpeg(data):
-            return _jpeg_size(data)
-        if bytes(data[:8]) == _PNG_SIGNATURE:
-            return _png_size(data)
-    except struct.error as e:
-        raise DecodeError(f"image header truncated: {e}") from None
-    return _opencv_decode(data, 1).shape[:2]
-
-
-def _scaled(dim, scale):
-    num, den = scale
-    return (dim * num + den - 1) // den
-
-
-def _check_jpeg_complete(data):
-    """Raise unless an EOI marker follows the last SOS (FFDA cannot occur in entropy data)."""
-    buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
-    sos = buf.rfind(b"\xff\xda")
-    if sos < 0 or buf.find(b"\xff\xd9", sos) < 0:
-        raise DecodeError("Premature end of JPEG file (no EOI marker after the image data)")
-
-
-def _cmyk_to_rgb(cmyk):
-    """OpenCV's conversion of (Adobe, inverted) CMYK to RGB: ``K - ((255 - C) * K >> 8)``."""
-    planes = cmyk.astype(np.int32)
-    k = planes[..., 3:4]
-    rgb = k - (((255 - planes[..., :3]) * k) >> 8)
-    return np.ascontiguousarray(rgb, dtype=np.uint8)
-
-
-def _to_gray(rgb):
-    import cv2
-
-    return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)[:, :, None]
 
 
 # ------------------------------------------------------------------------------------------------
 # OpenCV (always available; fallback for non-JPEG bytes)
-
-
-def _opencv_decode(data, channels, reduce=1):
-    import cv2
-
-    flags = cv2.IMREAD_IGNORE_ORIENTATION
-    if channels == 1:
-        flags |= {1: cv2.IMREAD_GRAYSCALE, 2: cv2.IMREAD_REDUCED_GRAYSCALE_2,
-                  4: cv2.IMREAD_REDUCED_GRAYSCALE_4, 8: cv2.IMREAD_REDUCED_GRAYSCALE_8}[reduce]
-    else:
-        flags |= {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
-                  4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}[reduce]
-    try:
-        img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flags)
-    except cv2.error as e:
-        raise DecodeError(f"OpenCV cannot decode the image: {e}") from None
-    if img is None:
-        raise DecodeError("OpenCV cannot decode the image (unknown format or corrupt data)")
-    if channels == 1:
-        return img.reshape(img.shape[0], img.shape[1], 1)
-    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB, dst=img)
-
-
-class Window(NamedTuple):
-    """Where a region decode's pixels lie: ``pixels[0, 0]`` is pixel (``x``, ``y``) of the
-    image decoded at the requested scale, which is ``full_height`` x ``full_width``."""
-
-    x: int
-    y: int
-    full_height: int
-    full_width: int
-
-
-class Decoder:
-    """One decoding backend. ``name``, ``scales``, ``roi``; ``size(data)``; ``decode(data, ...)``;
-    ``decode_region(data, box, ...)``."""
-
-    name = "base"
-    scales = ((1, 1),)
-    roi = False  # True when decode_region decodes only the region
-    _roi = None  # the recpipe._jpegroi module, for backends that decode regions with it
-
-    def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True,
-                 max_pixels=DEFAULT_MAX_PIXELS):
-        if max_pixels is not None and max_pixels < 1:
-            raise ValueError(f"max_pixels={max_pixels!r} must be >= 1 (or None: no limit)")
-        self.fast_dct = bool(fast_dct)
-        self.fast_upsample = bool(fast_upsample)
-        self.strict = bool(strict)
-        self.max_pixels = max_pixels
-
-    def __repr__(self):
-        return (f"{type(self).__name__}(fast_dct={self.fast_dct}, "
-                f"fast_upsample={self.fast_upsample}, strict={self.strict}, "
-                f"max_pixels={self.max_pixels})")
-
-    def size(self, data):
-        """(height, width) read from the header without decoding; DecodeError on garbage or
-        on an image declaring more than ``max_pixels`` pixels."""
-        height, width = image_size(data)
-        self._check_pixels(height, width)
-        return height, width
-
-    def region_options(self):
-        """``(fast_dct, fast_upsample, strict, max_pixels, max_region_bytes)`` as this backend
-        decodes JPEG regions with ``recpipe._jpegroi`` (``max_pixels`` 0: no limit), for a
-        native caller that must decode exactly as it does; None when it does not use it."""
-        if self._roi is None or not self.roi:
-            return None
-        return (self.fast_dct, self.fast_upsample, self.strict, self.max_pixels or 0,
-                _MAX_REGION_BYTES)
-
-    def _check_pixels(self, height, width):
-        if self.max_pixels is not None and height * width > self.max_pixels:
-            raise DecodeError(f"image of {width}x{height} = {height * width} pixels is over the "
-                              f"max_pixels limit of {self.max_pixels} (a decompression bomb?); "
-                              "raise max_pixels to decode it")
-
-    def _check_declared(self, data):
-        """Refuse a JPEG/PNG whose header declares more than ``max_pixels`` (before decoding)."""
-        if self.max_pixels is not None and (is_jpeg(data) or bytes(data[:8]) == _PNG_SIGNATURE):
-            self._check_pixels(*image_size(data))
-
-    def decode(self, data, *, scale=(1, 1), channels=3):
-        """RGB (``channels=3``) or gray (``channels=1``) uint8 array ``(H, W, channels)``."""
-        if channels not in (1, 3):
-            raise ValueError(f"channels must be 1 or 3, not {channels!r}")
-        if len(data) == 0:
-            raise DecodeError("empty image data")
-        self._check_declared(data)
-        if not is_jpeg(data):
-            return _opencv_decode(data, channels)
-        scale = _reduce(*scale)
-        if scale not in self.scales:
-            raise ValueError(f"{self.name} cannot decode at scale {scale}: "
-                             f"supported {list(self.scales)}")
-        return self._decode_jpeg(data, scale, channels)
-
-    def decode_region(self, data, box, *, scale=(1, 1), channels=3):
-        """``(pixels, Window)``: ``pixels`` (uint8, ``(h, w, channels)``) cover at least ``box``
-        ``(x0, y0, x1, y1)`` of the image decoded at ``scale``. Backends with the region decoder
-        (``_roi``: ``recpipe._jpegroi``) decode only the region of a JPEG; otherwise the whole
-        image is decoded (``Window(0, 0, H, W)``)."""
-        if self._roi is not None and channels in (1, 3) and len(data) and is_jpeg(data):
-            self._check_declared(data)
-            return _roi_decode(self, data, box, scale, channels)
-        img = self.decode(data, scale=scale, channels=channels)
-        return img, Window(0, 0, img.shape[0], img.shape[1])
-
-    def _decode_jpeg(self, data, scale, channels):
-        raise NotImplementedError
 
 
 class OpenCVDecoder(Decoder):
@@ -293,7 +99,7 @@ class OpenCVDecoder(Decoder):
     def _decode_jpeg(self, data, scale, channels):
         if self.strict:
             _validate_jpeg(data)
-        return _opencv_decode(data, channels, reduce=scale[1] // scale[0])
+        return opencv_decode(data, channels, reduce=scale[1] // scale[0])
 
 
 def _validate_jpeg(data):
@@ -304,14 +110,14 @@ def _validate_jpeg(data):
     structure is checked: an EOI after the last scan, and no invalid marker (a 0xFF not followed
     by 0x00, a restart marker or a segment marker) inside the entropy-coded data.
     """
-    roi = _load_roi()
+    roi = load_roi()
     if roi is not None:
         try:
-            roi.decode(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, _MAX_REGION_BYTES)
+            roi.decode(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, MAX_REGION_BYTES)
         except ValueError as e:
             raise DecodeError(f"libjpeg: {e}") from None
         return
-    _check_jpeg_complete(data)
+    check_jpeg_complete(data)
     _check_entropy_markers(bytes(data))
 
 
@@ -345,7 +151,7 @@ class SimpleJpegDecoder(Decoder):
     """simplejpeg (bundled libjpeg-turbo); DCT scales n/8 chosen through ``min_height/width``."""
 
     name = "simplejpeg"
-    scales = _EIGHTHS
+    scales = EIGHTHS
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -359,8 +165,8 @@ class SimpleJpegDecoder(Decoder):
             if scale == (1, 1):
                 min_h = min_w = 0
             else:
-                height, width = _jpeg_size(data)
-                min_h, min_w = _scaled(height, scale), _scaled(width, scale)
+                height, width = image_size(data)  # a JPEG here: from its SOF
+                min_h, min_w = scaled_size(height, scale), scaled_size(width, scale)
             img = sj.decode_jpeg(data, "GRAY" if channels == 1 else "RGB",
                                  fastdct=self.fast_dct, fastupsample=self.fast_upsample,
                                  min_height=min_h, min_width=min_w, strict=self.strict)
@@ -486,7 +292,7 @@ class TurboJpegDecoder(Decoder):
             raise ImportError("libturbojpeg is not installed: apt-get install libturbojpeg0 "
                               "(or set RECPIPE_TURBOJPEG_LIB to its path)")
         self.scales = _turbojpeg_scales(self._lib)
-        self._roi = _load_roi()
+        self._roi = load_roi()
         self.roi = self._roi is not None
         self._local = threading.local()
         self._flags = ((_TJFLAG_FASTDCT if self.fast_dct else 0)
@@ -514,7 +320,7 @@ class TurboJpegDecoder(Decoder):
                                    ctypes.byref(height), ctypes.byref(subsamp),
                                    ctypes.byref(colorspace)) != 0:
             raise self._failure(handle)
-        out_h, out_w = _scaled(height.value, scale), _scaled(width.value, scale)
+        out_h, out_w = scaled_size(height.value, scale), scaled_size(width.value, scale)
         cmyk = colorspace.value in (_TJCS_CMYK, _TJCS_YCCK)
         if cmyk:
             pixel_format, depth = _TJPF_CMYK, 4
@@ -527,30 +333,9 @@ class TurboJpegDecoder(Decoder):
         if status != 0 and (self.strict or lib.tjGetErrorCode(handle.ptr) != _TJERR_WARNING):
             raise self._failure(handle)
         if cmyk:
-            out = _cmyk_to_rgb(out)
-            return _to_gray(out) if channels == 1 else out
+            out = cmyk_to_rgb(out)
+            return to_gray(out) if channels == 1 else out
         return out
-
-
-def _roi_decode(decoder, data, box, scale, channels):
-    """``(pixels, Window)`` of ``box`` (``x1``/``y1`` of -1: to the edge) through
-    ``recpipe._jpegroi`` with ``decoder``'s options."""
-    scale = _reduce(*scale)
-    if scale not in decoder.scales:
-        raise ValueError(f"{decoder.name} cannot decode at scale {scale}: "
-                         f"supported {list(decoder.scales)}")
-    x0, y0, x1, y1 = (int(v) for v in box)
-    try:
-        buf, height, width, depth, x, y, full_h, full_w = decoder._roi.decode(
-            data, scale[0], scale[1], x0, y0, x1, y1, channels, decoder.fast_dct,
-            decoder.fast_upsample, decoder.strict, _MAX_REGION_BYTES)
-    except ValueError as e:
-        raise DecodeError(f"libjpeg: {e}") from None
-    img = np.frombuffer(buf, dtype=np.uint8).reshape(height, width, depth)
-    if depth == 4:
-        img = _cmyk_to_rgb(img)
-        img = _to_gray(img) if channels == 1 else img
-    return img, Window(x, y, full_h, full_w)
 
 
 class LibjpegDecoder(Decoder):
@@ -559,32 +344,18 @@ class LibjpegDecoder(Decoder):
     'turbojpeg' backend's (the same libjpeg-turbo, ISLOW DCT, fancy upsampling)."""
 
     name = "libjpeg"
-    scales = _EIGHTHS
+    scales = EIGHTHS
     roi = True
 
     def __init__(self, **options):
         super().__init__(**options)
-        self._roi = _load_roi()
+        self._roi = load_roi()
         if self._roi is None:
             raise ImportError("recpipe._jpegroi is not built: install the libjpeg-turbo headers "
                               "(apt-get install libjpeg62-turbo-dev) and reinstall recpipe")
 
     def _decode_jpeg(self, data, scale, channels):
-        return _roi_decode(self, data, (0, 0, -1, -1), scale, channels)[0]
-
-
-def _load_roi():
-    """The ``recpipe._jpegroi`` extension module, or None when it was not built."""
-    with _lib_lock:
-        if "roi" not in _lib_state:
-            try:
-                from .. import _jpegroi
-            except ImportError as e:
-                log.debug("recpipe._jpegroi is not built (%s): JPEG regions are cut from full "
-                          "decodes; install libjpeg-turbo headers and reinstall recpipe", e)
-                _jpegroi = None
-            _lib_state["roi"] = _jpegroi
-        return _lib_state["roi"]
+        return roi_decode(self, data, (0, 0, -1, -1), scale, channels)[0]
 
 
 def turbojpeg_available():
@@ -594,7 +365,7 @@ def turbojpeg_available():
 
 def roi_available():
     """True when region decoding is built (``recpipe._jpegroi``) and libturbojpeg loads."""
-    return _load_roi() is not None and _load_turbojpeg() is not None
+    return load_roi() is not None and _load_turbojpeg() is not None
 
 
 def _turbojpeg_scales(lib):
@@ -604,16 +375,9 @@ def _turbojpeg_scales(lib):
             factors = lib.tjGetScalingFactors(ctypes.byref(count))
             pairs = {(factors[i].num, factors[i].denom) for i in range(count.value)}
             # downscaling only, largest first; reduce to lowest terms for comparability
-            reduced = {_reduce(n, d) for n, d in pairs if n <= d}
+            reduced = {reduce_scale(n, d) for n, d in pairs if n <= d}
             _lib_state["scales"] = tuple(sorted(reduced, key=lambda s: -s[0] / s[1]))
         return _lib_state["scales"]
-
-
-def _reduce(num, den):
-    from math import gcd
-
-    g = gcd(num, den)
-    return num // g, den // g
 
 
 # ------------------------------------------------------------------------------------------------
@@ -632,7 +396,7 @@ def _is_available(name):
     if name == "turbojpeg":
         return _load_turbojpeg() is not None
     if name == "libjpeg":
-        return _load_roi() is not None
+        return load_roi() is not None
     if name == "simplejpeg":
         try:
             import simplejpeg  # noqa: F401

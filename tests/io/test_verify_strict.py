@@ -75,7 +75,7 @@ def test_the_opencv_decoder_is_as_strict_as_the_others(flipped_rec, name):
 
 
 def test_without_the_extension_opencv_still_refuses_broken_structure(monkeypatch):
-    monkeypatch.setattr(decoders, "_load_roi", lambda: None)
+    monkeypatch.setattr(decoders, "load_roi", lambda: None)  # as decoders looks it up
     opencv = decoders.get_decoder("opencv")
     jpeg = _photo_jpeg()
     assert opencv.decode(jpeg).shape == (96, 128, 3)
