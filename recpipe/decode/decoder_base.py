@@ -7,11 +7,11 @@ fallback for non-JPEG bytes, and region decoding through ``recpipe._jpegroi``. T
 import logging
 import os
 import struct
-import threading
 from typing import NamedTuple
 
 import numpy as np
 
+from .._optional import extension
 from ..errors import DecodeError
 from ..jpeg import SOF_MARKERS, JpegHeaderError, segments
 
@@ -33,8 +33,6 @@ os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
 
 _JPEG_SOI = b"\xff\xd8"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_roi_lock = threading.Lock()
-_roi_state = {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -244,17 +242,9 @@ def roi_decode(decoder, data, box, scale, channels):
 
 
 def load_roi():
-    """The ``recpipe._jpegroi`` extension module, or None when it was not built."""
-    with _roi_lock:
-        if "roi" not in _roi_state:
-            try:
-                from .. import _jpegroi
-            except ImportError as e:
-                log.debug("recpipe._jpegroi is not built (%s): JPEG regions are cut from full "
-                          "decodes; install libjpeg-turbo headers and reinstall recpipe", e)
-                _jpegroi = None
-            _roi_state["roi"] = _jpegroi
-        return _roi_state["roi"]
+    """The ``recpipe._jpegroi`` extension module, or None when it was not built (then JPEG
+    regions are cut from full decodes; ``recpipe doctor`` says how to build it)."""
+    return extension("_jpegroi")
 
 
 def reduce_scale(num, den):
