@@ -8,8 +8,9 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 decodes regions with ``recpipe._jpegroi``, an augmentation the C kernels render alone: an
 optional resize, then an output-sized or random-resized crop, mirror and normalisation,
 ``Augmenter.native_options``): read, header, label, plan, region decode at a DCT scale, resize
-and write then run in C without the GIL, with the same random draws and the same pixels. What the C path leaves (any other configuration, and every unusual record or image)
-goes through ``decode_into``, the Python path, which decodes it or raises its precise error.
+and write then run in C without the GIL, with the same random draws and the same pixels. What
+the C path leaves (any other configuration, and every unusual record or image) goes through
+``decode_into``, the Python path, which decodes it or raises its precise error.
 """
 
 import time
