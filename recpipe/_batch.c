@@ -3,7 +3,8 @@
  * without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
- * or random) or a random-resized crop, mirror and normalisation (faces: a 112x112 record into a
+ * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
+ * normalisation (faces: a 112x112 record into a
  * 112x112 slot; ImageNet's train and val). Planning follows Augmenter.plan, decode_scale,
  * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
  * written by the same code as recpipe._colour and recpipe._resize.
@@ -23,12 +24,13 @@
  *
  * ``options``: (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets,
  * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc, min_area,
- * max_area, aspect_low, aspect_high, scales), as recpipe's Augmenter and Decoder have them
- * (resize -1: none; rrc: random-resized crop with that area and aspect range; scales: bits 1, 2,
- * 4 for the DCT scales 1/2, 1/4, 1/8 the decoder offers). The random draws are those of numpy's
+ * max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as recpipe's
+ * Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
+ * aspect range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
+ * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
  * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
- * mirror: 51), so that pixels equal the Python path's.
+ * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -54,7 +56,9 @@
 #define U_CROP_X 49
 #define U_CROP_Y 50
 #define U_MIRROR 51
-#define N_DRAWN 52 /* the uniforms planning reads */
+#define U_ORDER 55
+#define U_COLOUR 58
+#define N_DRAWN 64 /* the uniforms planning reads */
 
 typedef struct {
     long out_h, out_w;
@@ -66,6 +70,7 @@ typedef struct {
     long resize;
     int rrc, scales;
     double min_area, max_area, aspect_low, aspect_high;
+    double colour[3]; /* brightness, contrast, saturation limits */
 } run_options;
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
@@ -79,6 +84,8 @@ typedef struct {
     size_t rows_cap;
     float *planes;         /* 3 x out_h x out_w */
     size_t planes_cap;
+    unsigned char *region; /* out_h x out_w x 3: the resized crop before colour jitter */
+    size_t region_cap;
 } scratch;
 
 #define KEEP_BYTES (4u << 20) /* a thread keeps at most this much of a buffer between calls */
@@ -94,6 +101,7 @@ static void scratch_free(void *p)
     free(mem->pixels);
     free(mem->rows);
     free(mem->planes);
+    free(mem->region);
     free(mem);
 }
 
@@ -489,11 +497,12 @@ static int one_to_one(const run_options *opt, const axis_spec *ya, const axis_sp
            && xa->offset + opt->out_w <= win_w;
 }
 
-/* The bilinear resize of the window into the slot (recpipe._resize's code); -1 when a tap
- * falls outside the window (the Python path raises its error). */
+/* The bilinear resize of the window into an out_h x out_w ``dst`` (recpipe._resize's code):
+ * a batch slot (``to_slot``: the slot's layout, type, mirror and normalisation) or a plain
+ * uint8 (H, W, C) region; -1 when a tap falls outside the window (Python raises its error). */
 static int resize_into(const run_options *opt, const unsigned char *pixels, long win_h,
                        long win_w, const axis_spec *ya, const axis_spec *xa, int mirror,
-                       void *dst)
+                       void *dst, int to_slot)
 {
     resize_job j = {0};
     j.src = pixels;
@@ -501,18 +510,67 @@ static int resize_into(const run_options *opt, const unsigned char *pixels, long
     j.width = win_w;
     j.channels = 3;
     j.dst = dst;
-    j.is_float = opt->is_float;
-    j.mirror = mirror;
-    j.nchw = opt->nchw;
     j.out_h = opt->out_h;
     j.out_w = opt->out_w;
-    memcpy(j.gains, opt->gains, sizeof j.gains);
-    memcpy(j.offsets, opt->offsets, sizeof j.offsets);
+    if (to_slot) {
+        j.is_float = opt->is_float;
+        j.mirror = mirror;
+        j.nchw = opt->nchw;
+        memcpy(j.gains, opt->gains, sizeof j.gains);
+        memcpy(j.offsets, opt->offsets, sizeof j.offsets);
+    } else {
+        for (int c = 0; c < 3; c++)
+            j.gains[c] = 1.f;
+    }
     int status = resize_prepare(&j, ya, xa);
     if (status == 0)
         resize_run(&j);
     resize_release(&j);
     return status == 0 ? 0 : -1;
+}
+
+/* Planner._plan_colour: brightness/contrast/saturation in the order of their keys, each with
+ * its factor, those whose limit is 0 left out. Returns how many. */
+static int plan_colour(const run_options *opt, const double *u, colour_op ops[3])
+{
+    int order[3] = {0, 1, 2}, n = 0;
+    for (int i = 1; i < 3; i++) /* a stable sort of three by their keys */
+        for (int k = i; k > 0 && u[U_ORDER + order[k]] < u[U_ORDER + order[k - 1]]; k--) {
+            int t = order[k];
+            order[k] = order[k - 1];
+            order[k - 1] = t;
+        }
+    for (int i = 0; i < 3; i++) {
+        int op = order[i];
+        if (opt->colour[op] > 0) {
+            ops[n].op = op;
+            ops[n].alpha = (float)(1.0 + opt->colour[op] * (2 * u[U_COLOUR + op] - 1));
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Renderer's float path: the crop resized into a uint8 region, colour-jittered as planes,
+ * then mirrored, normalised and written (recpipe._colour's code). */
+static int jitter_into(const run_options *opt, scratch *mem, const unsigned char *pixels,
+                       long win_h, long win_w, const axis_spec *ya, const axis_spec *xa,
+                       const sample_plan *plan, const double *u, void *dst)
+{
+    Py_ssize_t n = (Py_ssize_t)opt->out_h * opt->out_w;
+    if (grow((void **)&mem->region, &mem->region_cap, (size_t)n * 3)
+        || resize_into(opt, pixels, win_h, win_w, ya, xa, 0, mem->region, 0))
+        return -1;
+    colour_op ops[3];
+    int n_ops = plan_colour(opt, u, ops);
+    to_planes(mem->region, mem->planes, mem->planes + n, mem->planes + 2 * n, n);
+    colour_planes(mem->planes, n, ops, n_ops, NULL);
+    plane_target target = {opt->out_h, opt->out_w, dst, opt->is_float, plan->mirror, opt->nchw,
+                           {0}, {0}};
+    memcpy(target.gains, opt->gains, sizeof target.gains);
+    memcpy(target.offsets, opt->offsets, sizeof target.offsets);
+    write_planes(mem->planes, &target);
+    return 0;
 }
 
 /* --- one sample ---------------------------------------------------------------------------- */
@@ -583,12 +641,14 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     axis_spec ya, xa;
     long win_h = (long)job->out_h, win_w = (long)job->out_w;
     linear_axes(opt, &plan, (long)job->out_x, (long)job->out_y, &ya, &xa);
-    if (one_to_one(opt, &ya, &xa, win_h, win_w)) {
+    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
+        status = jitter_into(opt, mem, mem->pixels, win_h, win_w, &ya, &xa, &plan, u, dst);
+    } else if (one_to_one(opt, &ya, &xa, win_h, win_w)) {
         write_crop(opt, mem, mem->pixels + stride * (size_t)ya.offset, stride,
                    (size_t)xa.offset, plan.mirror, dst);
         status = 0;
     } else {
-        status = resize_into(opt, mem->pixels, win_h, win_w, &ya, &xa, plan.mirror, dst);
+        status = resize_into(opt, mem->pixels, win_h, win_w, &ya, &xa, plan.mirror, dst, 1);
     }
 done:
     roi_free(job);
@@ -641,12 +701,13 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 static int parse_options(PyObject *options, run_options *opt)
 {
     PyObject *gains, *offsets;
-    if (!PyArg_ParseTuple(options, "llppppOOlpppKKlpddddi:options", &opt->out_h, &opt->out_w,
-                          &opt->nchw, &opt->rand_crop, &opt->mirror, &opt->rand_mirror, &gains,
-                          &offsets, &opt->label_width, &opt->fast_dct, &opt->fast_upsample,
-                          &opt->strict, &opt->max_pixels, &opt->max_bytes, &opt->resize,
-                          &opt->rrc, &opt->min_area, &opt->max_area, &opt->aspect_low,
-                          &opt->aspect_high, &opt->scales))
+    if (!PyArg_ParseTuple(options, "llppppOOlpppKKlpdddddddi:options", &opt->out_h,
+                          &opt->out_w, &opt->nchw, &opt->rand_crop, &opt->mirror,
+                          &opt->rand_mirror, &gains, &offsets, &opt->label_width,
+                          &opt->fast_dct, &opt->fast_upsample, &opt->strict, &opt->max_pixels,
+                          &opt->max_bytes, &opt->resize, &opt->rrc, &opt->min_area,
+                          &opt->max_area, &opt->aspect_low, &opt->aspect_high, &opt->colour[0],
+                          &opt->colour[1], &opt->colour[2], &opt->scales))
         return -1;
     if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
         || (opt->rrc && !(opt->aspect_low > 0 && opt->aspect_low <= opt->aspect_high))) {

@@ -28,16 +28,6 @@
 
 #include "_planes.h"
 
-#define MAX_OPS 8
-#define GRAY_R 0.299f
-#define GRAY_G 0.587f
-#define GRAY_B 0.114f
-
-typedef struct {
-    int op;
-    float alpha;
-} colour_op;
-
 typedef struct {
     const uint8_t *src;
     plane_target out;             /* size, destination, layout, mirror, gains and offsets */
@@ -47,64 +37,11 @@ typedef struct {
     float *planes;                /* 3 x height x width scratch */
 } job;
 
-HOT static void scale_add(float *restrict p, Py_ssize_t n, float alpha, float add)
-{
-    for (Py_ssize_t i = 0; i < n; i++)
-        p[i] = clip(p[i] * alpha + add);
-}
-
-HOT static double gray_sum(const float *restrict r, const float *restrict g,
-                           const float *restrict b, Py_ssize_t n)
-{
-    /* 8 float lanes within 1024-pixel blocks (vectorisable), double across blocks */
-    double total = 0.0;
-    Py_ssize_t i = 0;
-    for (; i + 1024 <= n; i += 1024) {
-        float lanes[8] = {0.f};
-        for (Py_ssize_t k = i; k < i + 1024; k += 8)
-            for (int l = 0; l < 8; l++)
-                lanes[l] += GRAY_R * r[k + l] + GRAY_G * g[k + l] + GRAY_B * b[k + l];
-        for (int l = 0; l < 8; l++)
-            total += lanes[l];
-    }
-    for (; i < n; i++)
-        total += GRAY_R * r[i] + GRAY_G * g[i] + GRAY_B * b[i];
-    return total;
-}
-
-HOT static void saturate(float *restrict r, float *restrict g, float *restrict b, Py_ssize_t n,
-                         float alpha)
-{
-    float keep = 1.f - alpha;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        float gray = keep * (GRAY_R * r[i] + GRAY_G * g[i] + GRAY_B * b[i]);
-        r[i] = clip(r[i] * alpha + gray);
-        g[i] = clip(g[i] * alpha + gray);
-        b[i] = clip(b[i] * alpha + gray);
-    }
-}
-
 static void run_job(job *j)
 {
     Py_ssize_t n = j->out.height * j->out.width;
-    float *r = j->planes, *g = r + n, *b = g + n;
-    to_planes(j->src, r, g, b, n);
-    for (int k = 0; k < j->n_ops; k++) {
-        float alpha = j->ops[k].alpha;
-        if (j->ops[k].op == 2) {
-            saturate(r, g, b, n, alpha);
-            continue;
-        }
-        float add = 0.f;
-        if (j->ops[k].op == 1)
-            add = (float)((1.0 - alpha) * (gray_sum(r, g, b, n) / (double)n));
-        scale_add(r, n, alpha, add);
-        scale_add(g, n, alpha, add);
-        scale_add(b, n, alpha, add);
-    }
-    if (j->has_pca)
-        for (int c = 0; c < 3; c++)
-            scale_add(j->planes + c * n, n, 1.f, j->pca[c]);
+    to_planes(j->src, j->planes, j->planes + n, j->planes + 2 * n, n);
+    colour_planes(j->planes, n, j->ops, j->n_ops, j->has_pca ? j->pca : NULL);
     write_planes(j->planes, &j->out);
 }
 

@@ -1,7 +1,8 @@
 /*
- * Float32 channel planes and how they are written into a batch slot (uint8 rounded to nearest,
- * or float32 ``p * gains[c] + offsets[c]``; (C, H, W) or (H, W, C); optionally mirrored),
- * shared by recpipe._colour and recpipe._batch so that both write identical values.
+ * Float32 channel planes: made from RGB pixels, colour-jittered (colour_planes), and written
+ * into a batch slot (uint8 rounded to nearest, or float32 ``p * gains[c] + offsets[c]``;
+ * (C, H, W) or (H, W, C); optionally mirrored), shared by recpipe._colour and recpipe._batch
+ * so that both compute identical values.
  */
 #ifndef RECPIPE_PLANES_H
 #define RECPIPE_PLANES_H
@@ -94,6 +95,78 @@ static void write_planes(const float *planes, const plane_target *t)
     Py_ssize_t n = t->height * t->width;
     for (int c = 0; c < 3; c++)
         write_plane(planes + c * n, t, c);
+}
+
+#define MAX_OPS 8
+#define GRAY_R 0.299f
+#define GRAY_G 0.587f
+#define GRAY_B 0.114f
+
+typedef struct {
+    int op;
+    float alpha;
+} colour_op;
+
+HOT static void scale_add(float *restrict p, Py_ssize_t n, float alpha, float add)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        p[i] = clip(p[i] * alpha + add);
+}
+
+HOT static double gray_sum(const float *restrict r, const float *restrict g,
+                           const float *restrict b, Py_ssize_t n)
+{
+    /* 8 float lanes within 1024-pixel blocks (vectorisable), double across blocks */
+    double total = 0.0;
+    Py_ssize_t i = 0;
+    for (; i + 1024 <= n; i += 1024) {
+        float lanes[8] = {0.f};
+        for (Py_ssize_t k = i; k < i + 1024; k += 8)
+            for (int l = 0; l < 8; l++)
+                lanes[l] += GRAY_R * r[k + l] + GRAY_G * g[k + l] + GRAY_B * b[k + l];
+        for (int l = 0; l < 8; l++)
+            total += lanes[l];
+    }
+    for (; i < n; i++)
+        total += GRAY_R * r[i] + GRAY_G * g[i] + GRAY_B * b[i];
+    return total;
+}
+
+HOT static void saturate(float *restrict r, float *restrict g, float *restrict b, Py_ssize_t n,
+                         float alpha)
+{
+    float keep = 1.f - alpha;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float gray = keep * (GRAY_R * r[i] + GRAY_G * g[i] + GRAY_B * b[i]);
+        r[i] = clip(r[i] * alpha + gray);
+        g[i] = clip(g[i] * alpha + gray);
+        b[i] = clip(b[i] * alpha + gray);
+    }
+}
+
+/* Colour jitter in place on three planes of ``n`` pixels: each ``(op, alpha)`` in order (0
+ * brightness p *= alpha; 1 contrast, blend with the mean gray; 2 saturation, blend with each
+ * pixel's gray), clipped to [0, 255] after each; then ``pca`` (NULL: none) RGB offsets. */
+static void colour_planes(float *planes, Py_ssize_t n, const colour_op *ops, int n_ops,
+                          const float *pca)
+{
+    float *r = planes, *g = r + n, *b = g + n;
+    for (int k = 0; k < n_ops; k++) {
+        float alpha = ops[k].alpha;
+        if (ops[k].op == 2) {
+            saturate(r, g, b, n, alpha);
+            continue;
+        }
+        float add = 0.f;
+        if (ops[k].op == 1)
+            add = (float)((1.0 - alpha) * (gray_sum(r, g, b, n) / (double)n));
+        scale_add(r, n, alpha, add);
+        scale_add(g, n, alpha, add);
+        scale_add(b, n, alpha, add);
+    }
+    if (pca != NULL)
+        for (int c = 0; c < 3; c++)
+            scale_add(planes + c * n, n, 1.f, pca[c]);
 }
 
 #endif

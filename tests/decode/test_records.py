@@ -145,6 +145,11 @@ RESAMPLING = [
          max_aspect_ratio=0.25, rand_mirror=True, resize=120, dtype="float32", **NORM),
     dict(data_shape=(3, 48, 40), resize=60, rand_crop=True, mirror=True),
     dict(data_shape=(3, 90, 90), rand_crop=True, rand_mirror=True),             # some upscale
+    dict(data_shape=(3, 56, 64), random_resized_crop=True, min_random_area=0.08,
+         min_aspect_ratio=0.75, max_aspect_ratio=4 / 3, rand_mirror=True, brightness=0.4,
+         contrast=0.4, saturation=0.4, dtype="float32", **NORM),               # colour jitter
+    dict(data_shape=(3, 64, 64), resize=72, saturation=0.5, layout="NHWC"),
+    dict(data_shape=(3, 90, 90), contrast=0.3, rand_mirror=True, rand_crop=True),  # contrast
 ]
 
 
@@ -247,7 +252,8 @@ def test_max_pixels_is_enforced_on_the_native_path(tmp_path):
 def test_configurations_beyond_the_c_kernels_or_other_sources_use_the_python_path(tmp_path):
     rec = _faces(tmp_path, count=4)
     for config in (dict(data_shape=(3, 64, 64), max_random_contrast=0.2, dtype="float32"),
-                   dict(data_shape=(3, 112, 112), brightness=0.3),
+                   dict(data_shape=(3, 112, 112), brightness=0.3, pca_noise=0.1),
+                   dict(data_shape=(3, 64, 64), random_h=10, random_s=20),
                    dict(data_shape=(3, 64, 64), max_rotate_angle=10),
                    dict(data_shape=(3, 64, 64), pad=4),
                    dict(data_shape=(3, 64, 64), resize=80, inter_method=2),

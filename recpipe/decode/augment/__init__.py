@@ -96,16 +96,18 @@ class Augmenter:
 
     def native_options(self):
         """``(out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets, resize, rrc,
-        min_area, max_area, aspect_low, aspect_high)`` when this augmentation is what
-        ``recpipe._batch`` renders itself, to the same values: an optional shorter-edge resize,
-        then an output-sized crop (centred or random) or a random-resized crop, resized
-        bilinearly by the C kernel, mirrored and normalised. None for anything else (affine,
-        pad, random-size crops, colour, lighting, HLS, contrast/illumination jitter, other
-        interpolations, float16, gray output, ``dct_scaling=False``, or a C kernel not
-        chosen or not built)."""
+        min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation)`` when
+        this augmentation is what ``recpipe._batch`` renders itself, to the same values: an
+        optional shorter-edge resize, then an output-sized crop (centred or random) or a
+        random-resized crop, resized bilinearly by the C kernel, colour-jittered (brightness,
+        contrast, saturation), mirrored and normalised. None for anything else (affine, pad,
+        random-size crops, PCA lighting, HLS, contrast/illumination jitter, other
+        interpolations, float16, gray output, ``dct_scaling=False``, or a C kernel not chosen
+        or not built)."""
         c, renderer = self.config, self.renderer
-        if not (renderer.direct and renderer.kernels.colour and self._channels == 3
+        if not (renderer.kernels.resize and renderer.kernels.colour and self._channels == 3
                 and not self.planner.random_size and c.inter_method == 1
+                and c.pca_noise == 0 and not (c.random_h or c.random_s or c.random_l)
                 and c.max_random_contrast == 0 and c.max_random_illumination == 0):
             return None
         gains, offsets = renderer.fixed_terms if self._np_dtype != np.uint8 else (
@@ -115,7 +117,8 @@ class Augmenter:
         return (out_h, out_w, c.layout == "NCHW", bool(c.rand_crop), bool(c.mirror),
                 bool(c.rand_mirror), tuple(gains), tuple(offsets), int(c.resize),
                 self.planner.random_resized, float(c.min_random_area),
-                float(c.max_random_area), float(low), float(high))
+                float(c.max_random_area), float(low), float(high), float(c.brightness),
+                float(c.contrast), float(c.saturation))
 
     @property
     def out_shape(self):
