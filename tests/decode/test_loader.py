@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import recpipe
+from recpipe._optional import extension
 from recpipe.decode.loader import ImageLoader
 from recpipe.io import IRHeader, pack
 
@@ -159,7 +160,10 @@ def test_bad_image_raises_with_path_and_record(rec_with_bad_image):
 
 
 def test_bad_image_skip_and_replace_policies(rec_with_bad_image):
+    """The bad record sits inside a run of the native decoder (when it is built): the run
+    reports it and the policy applies to it alone."""
     with ImageLoader(rec_with_bad_image, 5, (3, 16, 16), on_error="skip") as loader:
+        assert loader.records.native == (extension("_batch") is not None)
         images, labels = _collect(loader)
         assert loader.stats()["skipped"] == 1
     assert [len(b) for b in images] == [4, 5]
