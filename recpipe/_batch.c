@@ -4,8 +4,7 @@
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
- * normalisation (faces: a 112x112 record into a
- * 112x112 slot; ImageNet's train and val). Planning follows Augmenter.plan, decode_scale,
+ * normalisation (faces: a 112x112 record into a 112x112 slot; ImageNet's train and val). Planning follows Augmenter.plan, decode_scale,
  * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
  * written by the same code as recpipe._colour and recpipe._resize.
  *

@@ -25,6 +25,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+import recpipe
+
 NORM = dict(mean_r=123.68, mean_g=116.78, mean_b=103.94, std_r=58.4, std_g=57.12, std_b=57.38)
 FACE_NORM = dict(mean_r=127.5, mean_g=127.5, mean_b=127.5, std_r=127.5, std_g=127.5,
                  std_b=127.5)
@@ -78,8 +80,6 @@ def _jpeg(img, quality=90):
 
 def write_records(folder):
     """The three record files the configurations read; returns ``{name: path}``."""
-    import recpipe
-
     sizes = [(72, 96), (120, 90), (64, 64), (131, 77), (90, 140), (57, 61), (100, 100),
              (81, 120)]
     sets = {
@@ -107,8 +107,6 @@ def sample_digest(image):
 
 def run_configs(folder, threads=1, names=None):
     """``{config name: [{"image": digest, "label": [...]}, ...]}`` in epoch order."""
-    from recpipe import ImageLoader
-
     paths = write_records(folder)
     results = {}
     for name, records, kwargs in CONFIGS:
@@ -117,8 +115,8 @@ def run_configs(folder, threads=1, names=None):
         kwargs = dict(kwargs)
         data_shape = kwargs.pop("data_shape")
         samples = []
-        with ImageLoader(paths[records], 4, data_shape, threads=threads, shuffle=True, seed=11,
-                         **kwargs) as loader:
+        with recpipe.ImageLoader(paths[records], 4, data_shape, threads=threads, shuffle=True,
+                                 seed=11, **kwargs) as loader:
             for images, labels in loader:
                 for image, label in zip(images, labels):
                     samples.append({"image": sample_digest(image),
@@ -131,8 +129,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--write", required=True, help="JSON file to write")
     args = parser.parse_args(argv)
-    import recpipe
-
     with tempfile.TemporaryDirectory() as folder:
         results = run_configs(folder)
     document = {"made_by": str(Path(recpipe.__file__).parent),
