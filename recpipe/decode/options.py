@@ -17,9 +17,13 @@ from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
 from .decoders import DEFAULT_MAX_PIXELS
 from .order import check_batching, check_parts
 
-__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR"]
+__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY"]
 
 ON_ERROR = ("raise", "skip", "replace")
+# how far a read checks that a record is what was packed: "off" (no sums), "auto" (the
+# checksum sidecar's CRC32C where one exists; libjpeg warnings are errors), "strict" (auto, and
+# the rest of each JPEG scan is entropy-decoded so whatever a full decode flags is caught)
+INTEGRITY = ("off", "auto", "strict")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class LoaderOptions:
     # index keys to serve, as given (a list or array of millions is not copied)
     keys: Optional[Sequence[Hashable]] = field(default=None, compare=False, repr=False)
     max_pixels: Optional[int] = DEFAULT_MAX_PIXELS
+    integrity: str = "auto"
 
     def __post_init__(self):
         _validate(self)
@@ -99,6 +104,8 @@ def _check_keywords(keywords):
 def _validate(o):
     if o.on_error not in ON_ERROR:
         raise ValueError(f"on_error={o.on_error!r}: expected one of {ON_ERROR}")
+    if o.integrity not in INTEGRITY:
+        raise ValueError(f"integrity={o.integrity!r}: expected one of {INTEGRITY}")
     if o.label_width < 1:
         raise ValueError(f"label_width={o.label_width} must be at least 1")
     if o.prefetch < 1:
