@@ -17,23 +17,32 @@ pinned memory and moved to ``device`` with ``non_blocking``. Rank and world size
 and sees the same per-epoch permutation. ``state_dict()``/``load_state_dict()`` resume exactly
 mid-epoch.
 
+Both follow torch's conventions where recpipe's MXNet adapters follow MXNet's: integer class
+labels come as int64 (``label_dtype`` chooses; float labels and ``label_width > 1`` stay
+float32), ``TorchLoader``'s last batch is short (``drop_last=True`` drops it,
+``last_batch='pad'`` fills it as MXNet does), ``num_workers`` is taken as ``threads``, and a
+``device`` that cannot be used is a ValueError in the constructor.
+
+>>> device = "cuda" if torch.cuda.is_available() else "cpu"
 >>> loader = TorchLoader("train.rec", 256, (3, 224, 224), shuffle=True,   # doctest: +SKIP
-...                      random_resized_crop=True, rand_mirror=True, device="cuda",
-...                      pin_memory=True, label_dtype=torch.long)
+...                      random_resized_crop=True, rand_mirror=True, device=device,
+...                      pin_memory=device == "cuda")
 >>> for epoch in range(epochs):                                             # doctest: +SKIP
 ...     loader.set_epoch(epoch)
 ...     for images, labels in loader:
 ...         ...
 """
 
+import difflib
 import logging
 import os
+import warnings
 from typing import Any, Callable, Hashable, Optional, Sequence
 
 import numpy as np
 
 from ._optional import require
-from .decode.augment import AugmentConfig, Augmenter
+from .decode.augment import AUGMENT_KEYWORDS, AugmentConfig, Augmenter
 from .decode.decoders import DEFAULT_MAX_PIXELS, get_decoder
 from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions
@@ -52,14 +61,121 @@ def _torch():
     return require("torch", "torch")
 
 
+class _LabelCast:
+    """Labels as torch wants them: ``label_dtype`` when given; else int64 for class labels
+    (``label_width == 1`` and whole numbers), float32 otherwise.
+
+    The choice is made on the first labels seen and kept, so every batch has one dtype; a
+    fractional label after int64 was chosen raises ValueError naming ``label_dtype``.
+    """
+
+    def __init__(self, label_dtype=None, label_width=1):
+        self.label_dtype = label_dtype
+        self.label_width = int(label_width)
+        self._integral = None if label_width == 1 else False
+
+    def decide(self, labels):
+        """Choose int64 or float32 from ``labels`` (when nothing is chosen yet)."""
+        if self._integral is None and self.label_dtype is None:
+            array = np.asarray(labels)
+            self._integral = bool(np.all(array == np.floor(array)))
+
+    def __call__(self, labels, torch):
+        """``labels`` (a numpy array or scalar) as a tensor of the chosen dtype."""
+        array = np.asarray(labels)
+        if self.label_dtype is not None:
+            return torch.from_numpy(array).to(self.label_dtype)
+        self.decide(array)
+        whole = self._integral and bool(np.all(array == np.floor(array)))
+        if not self._integral:
+            return torch.from_numpy(array.astype(np.float32, copy=False))
+        if not whole:
+            bad = array[array != np.floor(array)].ravel()[0]
+            raise ValueError(f"label {bad} is fractional, after whole-number class labels "
+                             "were served as int64: pass label_dtype=torch.float32 for "
+                             "real-valued labels (the choice is made on the first labels)")
+        return torch.from_numpy(array.astype(np.int64))
+
+
+def _usable_device(torch, device):
+    """``torch.device(device)``, or ValueError now when it cannot hold a tensor (``"cuda"``
+    without CUDA, a GPU index past the last one) instead of at the first batch."""
+    if device is None:
+        return None
+    device = torch.device(device)
+    if device.type == "cpu":
+        return device
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r}: CUDA is not available here (torch "
+                         f"{torch.__version__}, torch.cuda.is_available() is False); use "
+                         "device='cuda' if torch.cuda.is_available() else 'cpu'")
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        raise ValueError(f"device={str(device)!r} cannot be used: {exc}") from exc
+    return device
+
+
+# DataLoader keywords that have a TorchLoader answer of another name or none
+_DATALOADER_ANSWERS = {
+    "prefetch_factor": "use prefetch=N (batches decoded ahead)",
+    "persistent_workers": "decode threads persist across epochs already",
+    "sampler": "use shuffle=, seed= and rank=/world_size= (or RecordDataset with a DataLoader)",
+    "batch_sampler": "use batch_size= and last_batch= (or RecordDataset with a DataLoader)",
+    "collate_fn": "batches are assembled in place (use RecordDataset with a DataLoader for a "
+                  "collate_fn)",
+    "worker_init_fn": "decode threads run in this process (use RecordDataset with a "
+                      "DataLoader for worker processes)",
+}
+
+
+def _torch_keywords(loader_kwargs, drop_last=None):
+    """ImageLoader keywords from TorchLoader's: ``num_workers`` as ``threads``, ``drop_last``
+    as ``last_batch``, the last batch kept short by default (torch's ``drop_last=False``)."""
+    keywords = dict(loader_kwargs)
+    if "part_index" in keywords or "num_parts" in keywords:
+        raise ValueError("give rank/world_size (or nothing, to detect them), "
+                         "not part_index/num_parts")
+    for name, answer in _DATALOADER_ANSWERS.items():
+        if name in keywords:
+            raise ValueError(f"TorchLoader has no {name}= (a DataLoader keyword): {answer}")
+    if "num_workers" in keywords:
+        workers = keywords.pop("num_workers")
+        if "threads" in keywords:
+            raise ValueError("give threads= or num_workers=, not both (num_workers is "
+                             "taken as threads: TorchLoader decodes in threads)")
+        keywords["threads"] = max(1, int(workers))
+        log.info("num_workers=%s taken as threads=%d (decode threads, not processes)",
+                 workers, keywords["threads"])
+    if drop_last is not None:
+        wanted = "drop" if drop_last else "partial"
+        given = keywords.get("last_batch", wanted)
+        if given != wanted:
+            raise ValueError(f"drop_last={drop_last} contradicts last_batch={given!r}")
+        keywords["last_batch"] = wanted
+    keywords.setdefault("last_batch", "partial")
+    return keywords
+
+
+def _check_augment_names(augment):
+    """A misspelt augmentation keyword gets a "did you mean" before anything else is said."""
+    for key in augment:
+        if key not in AUGMENT_KEYWORDS:
+            names = sorted(AUGMENT_KEYWORDS - {"data_shape", "dtype", "layout"})
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"RecordDataset got an unknown keyword {key!r}{hint}")
+
+
 class RecordDataset:
     """Map-style dataset over the records of a ``.rec`` (index order when there is an index).
 
     ``data_shape=(C, H, W)`` with ImageRecordIter augmentation keywords gives ``(C, H, W)``
     (or ``(H, W, C)`` with ``layout='NHWC'``) tensors of ``dtype``; ``data_shape=None`` gives
     the decoded RGB image as an ``(H, W, 3)`` uint8 tensor, or ``(H, W, 1)`` gray with
-    ``flag=0`` (as ``gluon.data.vision.ImageRecordDataset``). Labels are float32 tensors (cast
-    with ``label_dtype``). ``keys`` chooses records by index key; by default every record is
+    ``flag=0`` (as ``gluon.data.vision.ImageRecordDataset``). Labels follow torch: int64 class
+    labels when ``label_width == 1`` and the first samples' labels are whole numbers, float32
+    otherwise; ``label_dtype`` chooses (e.g. ``torch.float32`` for regression targets). ``keys`` chooses records by index key; by default every record is
     served, except in a file in InsightFace's layout, where only the images are
     (``recpipe.io.layout``).
 
@@ -90,21 +206,39 @@ class RecordDataset:
         self.epoch = 0
         self.config = None
         if data_shape is not None:
-            self.config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
+            _check_augment_names(augment)
+            self.config = AugmentConfig.from_kwargs(data_shape=data_shape, dtype=dtype,
                                                     layout=layout, **augment)
             if flag == 0 and self.config.channels != 1:
                 raise ValueError(f"flag=0 (grayscale) needs a 1-channel data_shape, not "
                                  f"{tuple(data_shape)}")
         elif augment:
+            _check_augment_names(augment)
             raise ValueError(f"augmentation keywords {sorted(augment)} need data_shape")
         self._pid = None
         self._open()
         try:
             self._records = image_positions(self._reader, keys)
+            self._length = len(self._reader) if self._records is None else len(self._records)
+            self._labels = self._label_cast(label_dtype)
         except BaseException:
             self._reader.close()
             raise
-        self._length = len(self._reader) if self._records is None else len(self._records)
+
+    _LABEL_PROBE = 32
+
+    def _label_cast(self, label_dtype):
+        """int64 or float32, chosen from the labels of the first samples (every DataLoader
+        worker then agrees)."""
+        cast = _LabelCast(label_dtype, self.label_width)
+        if label_dtype is None and self.label_width == 1 and self._length:
+            labels = []
+            for index in range(min(self._LABEL_PROBE, self._length)):
+                position = self.record_position(index)
+                header, _ = self._record_decoder.image_bytes(position)
+                labels.append(self._record_decoder.label(header, position))
+            cast.decide(labels)
+        return cast
 
     def _open(self):
         self._reader = RecordReader(self.url, self.index_url, self.storage_options)
@@ -147,9 +281,7 @@ class RecordDataset:
         position = self.record_position(index)
         # the sample's random draws are keyed by its record position and the epoch
         image, label = self._record_decoder.decode(position, position, self.epoch)
-        label = torch.from_numpy(np.array(label))
-        if self.label_dtype is not None:
-            label = label.to(self.label_dtype)
+        label = self._labels(label, torch)
         if self.image_transform is not None:
             return self.image_transform(image), label
         return torch.from_numpy(image), label
@@ -249,24 +381,30 @@ class TorchLoader:
     ``ImageLoader`` keyword (``threads``, ``shuffle``, ``seed``, ``dtype``, ``last_batch``,
     augmentation keywords...) passes through. ``pin_memory`` copies each batch into page-locked
     memory (ignored with a warning when no accelerator is available); ``device`` moves it there
-    (``non_blocking`` when pinned). ``label_dtype`` casts the labels (e.g. ``torch.long``).
+    (``non_blocking`` when pinned); a device that cannot be used is a ValueError here.
+
+    torch's conventions: labels are int64 class labels when ``label_width == 1`` and the first
+    batch's labels are whole numbers, else float32 (``label_dtype`` chooses); the last batch is
+    short (``last_batch='partial'``; ``drop_last=True`` or ``last_batch='drop'`` drops it,
+    ``last_batch='pad'`` fills it from the start, counted in ``last_pad``); ``num_workers=N``
+    is taken as ``threads=N``.
     """
 
     def __init__(self, url: str, batch_size: int, data_shape: Sequence[int],
                  index_url: Optional[str] = None, storage_options: Optional[dict] = None, *,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  pin_memory: bool = False, device: Any = None, non_blocking: bool = True,
-                 label_dtype: Any = None, **loader_kwargs) -> None:
+                 label_dtype: Any = None, drop_last: Optional[bool] = None,
+                 **loader_kwargs) -> None:
         torch = _torch()
-        if "part_index" in loader_kwargs or "num_parts" in loader_kwargs:
-            raise ValueError("give rank/world_size (or nothing, to detect them), "
-                             "not part_index/num_parts")
+        loader_kwargs = _torch_keywords(loader_kwargs, drop_last)
         info = detect_rank(rank, world_size)
         self.rank, self.world_size = info.rank, info.world_size
-        self.device = torch.device(device) if device is not None else None
+        self.device = _usable_device(torch, device)
         self.pin_memory = bool(pin_memory) and self._can_pin(torch)
         self.non_blocking = bool(non_blocking)
         self.label_dtype = label_dtype
+        self._labels = _LabelCast(label_dtype, loader_kwargs.get("label_width", 1))
         self._last_pad = 0
         options = LoaderOptions.from_kwargs(batch_size, data_shape, part_index=info.rank,
                                             num_parts=info.world_size, **loader_kwargs)
@@ -277,11 +415,12 @@ class TorchLoader:
     def _can_pin(torch):
         if torch.cuda.is_available():
             return True
-        log.warning("pin_memory=True ignored: no CUDA device is available")
+        warnings.warn("pin_memory=True ignored: no CUDA device is available",
+                      RuntimeWarning, stacklevel=3)
         return False
 
     def _tensor(self, array, torch):
-        tensor = torch.from_numpy(array)
+        tensor = torch.from_numpy(array) if isinstance(array, np.ndarray) else array
         if self.pin_memory:
             tensor = tensor.pin_memory()
         if self.device is not None:
@@ -293,9 +432,7 @@ class TorchLoader:
         for batch in self.loader:
             images, labels = batch
             self._last_pad = batch.pad
-            labels = self._tensor(labels, torch)
-            if self.label_dtype is not None:
-                labels = labels.to(self.label_dtype)
+            labels = self._tensor(self._labels(labels, torch), torch)
             yield self._tensor(images, torch), labels
 
     def __len__(self):

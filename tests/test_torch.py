@@ -138,7 +138,7 @@ def test_loader_tensors_are_the_decoded_arrays_without_a_copy(rec, monkeypatch):
 
     monkeypatch.setattr(torch, "from_numpy", spy)
     with rt.TorchLoader(rec, 8, (3, 16, 16), rank=0, world_size=1, label_width=2,
-                        threads=2) as loader:
+                        threads=2, last_batch="pad") as loader:
         batches = list(loader)
     assert len(batches) == len(loader) == 3
     images, labels = batches[0]
@@ -150,14 +150,16 @@ def test_loader_tensors_are_the_decoded_arrays_without_a_copy(rec, monkeypatch):
     assert loader.last_pad == 3
 
 
-def test_loader_device_and_pin_memory_without_cuda(rec, caplog):
+def test_loader_device_and_pin_memory_without_cuda(rec, recwarn):
     with rt.TorchLoader(rec, 10, (3, 8, 8), rank=0, world_size=1, label_width=2,
                         pin_memory=True, device="cpu", label_dtype=torch.long) as loader:
         images, labels = next(iter(loader))
         assert images.device.type == "cpu" and labels.dtype == torch.long
         assert loader.pin_memory is torch.cuda.is_available()
-    if not torch.cuda.is_available():
-        assert "pin_memory=True ignored" in caplog.text
+    if not torch.cuda.is_available():  # a warning the user sees, not a log record
+        assert [str(w.message) for w in recwarn.list] == [
+            "pin_memory=True ignored: no CUDA device is available"]
+        assert recwarn.list[0].filename == __file__
 
 
 def test_loader_takes_its_rank_from_the_environment(rec, monkeypatch):
@@ -276,3 +278,100 @@ def test_training_with_dataset_and_dataloader_workers_lowers_the_loss(photos_rec
     losses = _train(epoch_batches, classes, epochs=10)
     assert all(np.isfinite(losses))
     assert np.mean(losses[-2:]) < 0.85 * np.mean(losses[:2]), losses
+
+
+# -- torch's conventions (issue 23) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fractional_rec(tmp_path_factory):
+    """N_IMAGES records whose single label is i / 4 (a regression target: 0, 0.25, ...)."""
+    url = str(tmp_path_factory.mktemp("fractional") / "fractional.rec")
+    with recpipe.RecordWriter(url) as writer:
+        for i in range(N_IMAGES):
+            writer.write(pack(IRHeader(0, i / 4, i, 0), _jpeg(_image(i))))
+    return url
+
+
+def test_loader_class_labels_are_int64_and_cross_entropy_takes_them(rec):
+    with rt.TorchLoader(rec, 8, (3, 8, 8), rank=0, world_size=1) as loader:
+        images, labels = next(iter(loader))
+    assert labels.dtype == torch.int64 and labels.tolist() == [i % 3 for i in range(8)]
+    logits = torch.zeros(8, 3, requires_grad=True)
+    torch.nn.functional.cross_entropy(logits, labels).backward()  # "expected Long" before
+
+
+def test_dataset_class_labels_are_int64_and_other_labels_stay_float32(rec, fractional_rec):
+    assert rt.RecordDataset(rec)[4][1].dtype == torch.int64
+    assert rt.RecordDataset(rec)[4][1].item() == 1
+    assert rt.RecordDataset(rec, label_width=2)[4][1].dtype == torch.float32
+    assert rt.RecordDataset(rec, label_dtype=torch.float32)[4][1].dtype == torch.float32
+    # a whole-number first label does not make a regression target int64: the first samples decide
+    regression = rt.RecordDataset(fractional_rec)
+    assert regression[0][1].dtype == torch.float32 and regression[0][1].item() == 0.0
+    assert regression[5][1].item() == 1.25
+    with rt.TorchLoader(fractional_rec, 8, (3, 8, 8), rank=0, world_size=1) as loader:
+        labels = torch.cat([lab for _, lab in loader])
+    assert labels.dtype == torch.float32 and labels.tolist()[:6] == [i / 4 for i in range(6)]
+
+
+def test_loader_last_batch_is_partial_by_default_and_drop_last_drops_it(rec):
+    with rt.TorchLoader(rec, 8, (3, 8, 8), rank=0, world_size=1) as loader:
+        sizes = [len(labels) for _, labels in loader]
+    assert sizes == [8, 8, 5] and loader.last_pad == 0  # 21 records, 21 samples
+    with rt.TorchLoader(rec, 8, (3, 8, 8), rank=0, world_size=1, drop_last=True) as loader:
+        assert [len(labels) for _, labels in loader] == [8, 8] and len(loader) == 2
+    with rt.TorchLoader(rec, 8, (3, 8, 8), rank=0, world_size=1, drop_last=False) as loader:
+        assert len(loader) == 3
+    with pytest.raises(ValueError, match="drop_last=True contradicts last_batch='pad'"):
+        rt.TorchLoader(rec, 8, (3, 8, 8), drop_last=True, last_batch="pad")
+
+
+def test_loader_answers_dataloader_names_with_its_own(rec):
+    with rt.TorchLoader(rec, 8, (3, 8, 8), rank=0, world_size=1, num_workers=3) as loader:
+        assert loader.loader.threads == 3
+    with pytest.raises(ValueError, match="threads= or num_workers=, not both"):
+        rt.TorchLoader(rec, 8, (3, 8, 8), num_workers=2, threads=2)
+    with pytest.raises(ValueError, match=r"no prefetch_factor=.*use prefetch=N"):
+        rt.TorchLoader(rec, 8, (3, 8, 8), prefetch_factor=4)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_loader_rejects_a_device_it_cannot_use_in_the_constructor(rec):
+    with pytest.raises(ValueError, match=r"device='cuda'.*CUDA is not available"):
+        rt.TorchLoader(rec, 8, (3, 8, 8), device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_loader_moves_batches_to_an_available_gpu(rec):
+    with rt.TorchLoader(rec, 8, (3, 8, 8), rank=0, world_size=1, device="cuda",
+                        pin_memory=True) as loader:
+        images, labels = next(iter(loader))
+    assert images.is_cuda and labels.is_cuda and labels.dtype == torch.int64
+
+
+def test_dataset_keyword_mistakes_get_precise_errors(rec):
+    with pytest.raises(ValueError, match=r"'rezise' \(did you mean 'resize'\?\)"):
+        rt.RecordDataset(rec, rezise=32)
+    with pytest.raises(ValueError, match=r"'rezise' \(did you mean 'resize'\?\)"):
+        rt.RecordDataset(rec, (3, 8, 8), rezise=32)
+    for make in (lambda: rt.RecordDataset(rec, 224), lambda: rt.TorchLoader(rec, 8, 224)):
+        with pytest.raises(ValueError, match=r"data_shape=224: expected \(channels, height, "
+                                             r"width\), e.g. \(3, 224, 224\)"):
+            make()
+
+
+def test_the_readme_torch_example_runs_here(photos_rec, tmp_path):
+    """README's torch example, on this machine's device (CPU here, CUDA where there is one)."""
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    code = re.search(r"<!-- torch-example -->\n```python\n(.*?)```", readme, re.S).group(1)
+    rec, classes = photos_rec
+    code = code.replace('"train.rec"', repr(rec)).replace("(3, 224, 224)", "(3, 32, 32)")
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["labels"].dtype == torch.int64 and namespace["device"] in ("cpu", "cuda")
+    assert namespace["images"].device.type == namespace["device"]
+    assert torch.isfinite(namespace["loss"])

@@ -65,7 +65,7 @@ class LoaderOptions:
         _check_keywords(keywords)
         own = {k: v for k, v in keywords.items() if k in _FIELDS}
         augment = {k: v for k, v in keywords.items() if k not in _FIELDS}
-        config = AugmentConfig.from_kwargs(data_shape=tuple(data_shape), dtype=dtype,
+        config = AugmentConfig.from_kwargs(data_shape=data_shape, dtype=dtype,
                                            layout=layout, **augment)
         return cls(batch_size=batch_size, augment=config, **own)
 

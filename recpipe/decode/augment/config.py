@@ -2,6 +2,7 @@
 defaults (plus ``dtype``, ``layout`` and ``dct_scaling``), parsed from MXNet-style strings and
 validated the way MXNet's CHECKs fail (see the package docstring for what each step does)."""
 
+import difflib
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
@@ -72,6 +73,10 @@ class AugmentConfig:
     dct_scaling: bool = True
 
     def __post_init__(self):
+        if isinstance(self.data_shape, (int, float)):
+            size = self.data_shape
+            raise ValueError(f"data_shape={size!r}: expected (channels, height, width), "
+                             f"e.g. (3, {size}, {size})")
         shape = tuple(int(v) for v in _parse_tuple(self.data_shape))
         object.__setattr__(self, "data_shape", shape)
         angles = tuple(int(v) for v in _parse_tuple(self.rotate_list))
@@ -97,7 +102,9 @@ class AugmentConfig:
                 raise NotImplementedError(f"ImageRecordIter keyword {key!r}: "
                                           f"{UNSUPPORTED_KEYWORDS[key]}")
             if key not in known:
-                raise ValueError(f"unknown augmentation keyword {key!r}")
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown augmentation keyword {key!r}{hint}")
             values[key] = _coerce(key, value, cls.__dataclass_fields__[key].default)
         if "data_shape" not in values:
             raise ValueError("data_shape is required")
