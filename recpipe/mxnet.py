@@ -90,6 +90,7 @@ __all__ = [
     "ImageRecordUInt8Iter",
     "MXNET_KEYWORDS",
     "UnknownKeywordWarning",
+    "iterator_classes",
     "read_imglist",
 ]
 
@@ -260,8 +261,10 @@ class _RecordIterBase:
 
     _default_dtype = "float32"
 
+    _backend = None  # the mxnet module, or a stand-in (recpipe.mx.dataiter.NUMPY_BACKEND)
+
     def __init__(self, **kwargs):
-        mx = require("mxnet", "mxnet")
+        mx = self._backend
         try:
             loader_kwargs, options, imglist_url = translate(
                 kwargs, default_dtype=self._default_dtype, cls_name=type(self).__name__)
@@ -385,7 +388,7 @@ class _RecordIterBase:
 
 
 
-_CLASSES = {}
+_CLASSES = {}  # (backend id, class name) -> class
 _ERROR_CLASSES = {}
 
 
@@ -395,25 +398,29 @@ def _mxnet_error(mx, exc):
     kind = type(exc)
     if kind not in (ValueError, NotImplementedError):
         return exc
-    if kind not in _ERROR_CLASSES:
-        _ERROR_CLASSES[kind] = type(f"MXNet{kind.__name__}", (kind, mx.base.MXNetError),
-                                    {"__module__": __name__})
-    return _ERROR_CLASSES[kind](*exc.args)
+    key = (kind, mx.base.MXNetError)
+    if key not in _ERROR_CLASSES:
+        _ERROR_CLASSES[key] = type(f"MXNet{kind.__name__}", (kind, mx.base.MXNetError),
+                                   {"__module__": __name__})
+    return _ERROR_CLASSES[key](*exc.args)
 
 
-def _classes():
-    if not _CLASSES:
-        mx = require("mxnet", "mxnet")
+def iterator_classes(backend=None):
+    """``{"ImageRecordIter": cls, "ImageRecordUInt8Iter": cls}`` yielding ``backend``'s
+    batches: the ``mxnet`` module's (imported, with an install hint, when ``backend`` is None)
+    or a stand-in's such as ``recpipe.mx.dataiter.NUMPY_BACKEND`` (numpy arrays)."""
+    mx = require("mxnet", "mxnet") if backend is None else backend
+    if (id(mx), "ImageRecordIter") not in _CLASSES:
         for name, dtype in (("ImageRecordIter", "float32"), ("ImageRecordUInt8Iter", "uint8")):
             cls = type(name, (_RecordIterBase, mx.io.DataIter),
-                       {"_default_dtype": dtype, "__module__": __name__,
+                       {"_default_dtype": dtype, "_backend": mx, "__module__": __name__,
                         "__doc__": f"recpipe's drop-in ``mx.io.{name}`` (default dtype "
                                    f"{dtype}); see the ``recpipe.mxnet`` module docstring."})
-            _CLASSES[name] = cls
-    return _CLASSES
+            _CLASSES[id(mx), name] = cls
+    return {name: _CLASSES[id(mx), name] for name in ("ImageRecordIter", "ImageRecordUInt8Iter")}
 
 
 def __getattr__(name):
     if name in ("ImageRecordIter", "ImageRecordUInt8Iter"):
-        return _classes()[name]
+        return iterator_classes()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

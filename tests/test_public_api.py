@@ -68,7 +68,8 @@ def test_public_functions_are_not_shadowed_by_subpackages():
 
 
 @pytest.mark.parametrize("module_name", PACKAGES + ["recpipe.recordio", "recpipe.image",
-                                                    "recpipe.host", "recpipe.torch"])
+                                                    "recpipe.host", "recpipe.torch",
+                                                    "recpipe.mx", "recpipe.mx.dataiter"])
 def test_public_names_are_sorted_and_importable(module_name):
     """As torchdata checks its ``__all__``: sorted, and each name importable by ``from``."""
     module = importlib.import_module(module_name)

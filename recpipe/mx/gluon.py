@@ -1,0 +1,109 @@
+"""``mx.gluon.data.vision.ImageRecordDataset`` (and ``transforms``) for ``recpipe.mx``.
+
+``ImageRecordDataset(filename, flag=1, transform=None)`` is gluon's: ``dataset[i]`` is
+``(image, label)`` of record ``i`` in ``.idx`` order, the image decoded as MXNet decodes it
+(``(H, W, 3)`` RGB uint8, ``(H, W, 1)`` with ``flag=0``), the label ``header.label`` (a float,
+or a float32 array for packed labels); ``transform(image, label)`` is applied when given, and
+``transform`` / ``transform_first`` return transformed datasets as gluon's ``Dataset`` does.
+Images are NDArrays when MXNet is installed, numpy arrays with ``.asnumpy()`` otherwise.
+``transforms`` is MXNet's ``gluon.data.vision.transforms`` (it needs MXNet).
+"""
+
+from types import SimpleNamespace
+
+from .._optional import require
+from ..image import imdecode
+from ..io.header import unpack_header
+from ..io.reader import RecordReader
+from .backend import real_mxnet
+
+__all__ = ["ImageRecordDataset", "data"]
+
+
+class _First:
+    """``fn`` applied to the first element of a sample (picklable, unlike a lambda)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, first, *rest):
+        return (self.fn(first),) + rest
+
+
+class _Transformed:
+    """``dataset`` with ``fn(*sample)`` applied to each sample (gluon's ``_LazyTransformDataset``)."""
+
+    def __init__(self, dataset, fn):
+        self.dataset = dataset
+        self.fn = fn
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        sample = self.dataset[index]
+        return self.fn(*sample) if isinstance(sample, tuple) else self.fn(sample)
+
+    def transform(self, fn, lazy=True):
+        return _transformed(self, fn, lazy)
+
+    def transform_first(self, fn, lazy=True):
+        return _transformed(self, _First(fn), lazy)
+
+
+def _transformed(dataset, fn, lazy):
+    result = _Transformed(dataset, fn)
+    return result if lazy else [result[i] for i in range(len(result))]
+
+
+class ImageRecordDataset:
+    """gluon's ``ImageRecordDataset`` over a ``.rec`` (any fsspec URL) and its ``.idx``."""
+
+    def __init__(self, filename, flag=1, transform=None):
+        if flag not in (0, 1):
+            raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
+        self.filename = str(filename)
+        self._flag = flag
+        self._transform = transform
+        self._reader = RecordReader(self.filename)
+        self._mx = real_mxnet()
+
+    def __len__(self):
+        return len(self._reader)
+
+    def __getitem__(self, index):
+        position = int(index)
+        payload = self._reader[position]
+        header, start = unpack_header(payload, path=self.filename, record=position)
+        image = imdecode(memoryview(payload)[start:], self._flag)
+        if self._mx is not None:
+            image = self._mx.nd.array(image, dtype="uint8")
+        if self._transform is not None:
+            return self._transform(image, header.label)
+        return image, header.label
+
+    def transform(self, fn, lazy=True):
+        return _transformed(self, fn, lazy)
+
+    def transform_first(self, fn, lazy=True):
+        return _transformed(self, _First(fn), lazy)
+
+    def close(self):
+        self._reader.close()
+
+    def __repr__(self):
+        return f"ImageRecordDataset({self.filename!r}, records={len(self)})"
+
+
+class _Vision(SimpleNamespace):
+    """``gluon.data.vision``: ``ImageRecordDataset`` here, ``transforms`` from MXNet."""
+
+    def __getattr__(self, name):
+        if name == "transforms":
+            if real_mxnet() is None:
+                require("mxnet", "mxnet")
+            return real_mxnet().gluon.data.vision.transforms
+        raise AttributeError(f"gluon.data.vision has no attribute {name!r} in recpipe.mx")
+
+
+data = SimpleNamespace(vision=_Vision(ImageRecordDataset=ImageRecordDataset))
