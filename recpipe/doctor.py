@@ -10,6 +10,8 @@ missing fast paths cost. ``slow_paths(report)`` lists what is missing, for the o
 """
 
 import importlib
+import importlib.metadata
+import importlib.util
 import logging
 import os
 import platform
@@ -54,6 +56,17 @@ def _version(module):
         return getattr(importlib.import_module(module), "__version__", "?")
     except ImportError:
         return None
+
+
+def _installed_version(module):
+    """The installed version of ``module`` without importing it (torch takes seconds), None
+    when it is not installed."""
+    if module in sys.modules:
+        return _version(module)
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return "installed, not imported" if importlib.util.find_spec(module) else None
 
 
 def _fast_paths():
@@ -114,7 +127,7 @@ def diagnose(measure: bool = True) -> dict:
         "platform": platform.platform(),
         "versions": {"numpy": np.__version__, "opencv": cv2.__version__,
                      "fsspec": _version("fsspec"), "simplejpeg": _version("simplejpeg"),
-                     "torch": _version("torch") if "torch" in sys.modules else "not imported"},
+                     "torch": _installed_version("torch")},
         "decoders": {"live": available_decoders(), "auto": available_decoders()[0]},
         "fast_paths": {name: {"present": present, "what": _DESCRIPTIONS[name],
                               **({} if present else {"install": INSTALL_HINTS[name]})}

@@ -40,6 +40,7 @@ def run(args):
         print(f"recpipe bench: unknown configuration in {args.configs!r}: choose from "
               f"{', '.join(bench.CONFIGS)}", file=sys.stderr)
         return 2
+    _check_inputs(args)  # a missing file, not RecordIO, an unknown decoder: before any output
     results = bench.measure(args.file, configs, threads=args.threads,
                             batch_size=args.batch_size, seconds=args.seconds, dtype=args.dtype,
                             decoder=args.decoder, trace_path=args.trace,
@@ -63,6 +64,19 @@ def run(args):
     results["peak_rss_mb"] = bench.peak_rss_mb()
     print_results(results, args.json)
     return 0
+
+
+def _check_inputs(args):
+    """Raise the error a bad FILE or --decoder would raise mid-run, before anything is printed:
+    the decoder by name, the file's first record head (an image or .idx is named as such)."""
+    from ..decode.decoders import get_decoder
+    from ..io.scan import Window, read_record
+    from ..io.sources import open_source
+
+    get_decoder(args.decoder)
+    with open_source(args.file, storage_options(args)) as source:
+        if source.size:
+            read_record(Window(source, 1 << 16, 0), 0, record=0, keep_payload=False)
 
 
 def print_results(results, as_json):

@@ -4,7 +4,8 @@ import json
 import sys
 
 from ..io.index import index_url_for
-from ..io.sources import exists
+from ..io.sniff import check_recordio_head
+from ..io.sources import exists, open_source
 from ..io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
@@ -55,17 +56,19 @@ def register(subparsers):
 
 
 def run_inspect(args):
+    with open_source(args.file, storage_options(args)) as source:
+        check_recordio_head(source)  # an image, .idx or .lst: say so before any summary
     with byte_progress(not args.no_progress, "inspect") as progress:
         summary = inspect(args.file, sample=args.sample, seed=args.seed, progress=progress,
                           storage_options=storage_options(args))
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        _print_summary(summary)
     if summary["records"] == 0 and summary["bad_ranges"]:
         print(f"recpipe inspect: error: {args.file} is not a RecordIO file (no readable record "
               "in it)", file=sys.stderr)
         return 1
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
     return 0
 
 

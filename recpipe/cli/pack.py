@@ -75,14 +75,24 @@ def register(subparsers):
     p.set_defaults(func=run)
 
 
-class _ProgressBar:
-    """A tqdm bar on stderr showing images/s and input MB/s; created on the first update."""
+class PackProgress:
+    """A tqdm bar on stderr showing images/s and input MB/s; created on the first update.
 
-    def __init__(self, enabled):
+    The rate is input bytes over the time since the pack started (this object's creation),
+    shown once half a second has passed: the first update, which already counts a whole
+    chunk of work, does not divide it by the microseconds since that update."""
+
+    def __init__(self, enabled, clock=time.perf_counter):
         self.enabled = enabled
         self.bar = None
-        self.started = None
-        self.last_postfix = 0.0
+        self.clock = clock
+        self.started = clock()
+        self.last_postfix = self.started
+
+    def rate(self, input_bytes):
+        """Input MB/s so far, or None during the first half second."""
+        elapsed = self.clock() - self.started
+        return input_bytes / 1e6 / elapsed if elapsed >= 0.5 else None
 
     def __call__(self, done, total, input_bytes):
         if not self.enabled:
@@ -93,13 +103,12 @@ class _ProgressBar:
             tqdm.tqdm.monitor_interval = 0  # no monitor thread
             self.bar = tqdm.tqdm(total=total, unit="img", file=sys.stderr, leave=False,
                                  dynamic_ncols=True, mininterval=0.2)
-            self.started = time.perf_counter()
         self.bar.update(done - self.bar.n)
-        now = time.perf_counter()
-        if now - self.last_postfix > 0.5:
+        now = self.clock()
+        rate = self.rate(input_bytes)
+        if rate is not None and now - self.last_postfix >= 0.5:
             self.last_postfix = now
-            self.bar.set_postfix_str(f"{input_bytes / 1e6 / max(now - self.started, 1e-9):.1f} MB/s",
-                                     refresh=False)
+            self.bar.set_postfix_str(f"{rate:.1f} MB/s", refresh=False)
 
     def close(self):
         if self.bar is not None:
@@ -179,7 +188,7 @@ def _pack(args, progress):
 def run(args):
     from ..packing.jobs import ShardTaskError
 
-    bar = _ProgressBar(not (args.no_progress or args.json) and sys.stderr.isatty())
+    bar = PackProgress(not (args.no_progress or args.json) and sys.stderr.isatty())
     try:
         summary = _pack(args, bar)
     except ShardTaskError as e:  # shard tasks failed on the cluster; each is named

@@ -52,6 +52,7 @@ import ctypes.util
 import logging
 import os
 import threading
+import warnings
 from typing import List, Optional
 
 import numpy as np
@@ -224,7 +225,11 @@ def _open_turbojpeg():
             _declare(lib)
             log.debug("libturbojpeg loaded from %s", path)
             return lib
-        except (OSError, AttributeError):
+        except (OSError, AttributeError) as exc:
+            if path == env:  # asked for by name: say why it is not used
+                warnings.warn(f"RECPIPE_TURBOJPEG_LIB={env} is not a usable libturbojpeg "
+                              f"({exc}); looking for the system's instead", RuntimeWarning,
+                              stacklevel=2)
             continue
     return None
 

@@ -12,6 +12,7 @@ from typing import NamedTuple, Optional
 
 from ..errors import RecordFormatError
 from .format import HEAD_SIZE, MAGIC, MAGIC_BYTES, decode_head, padded
+from .sniff import not_recordio_error
 
 __all__ = [
     "Window",
@@ -67,6 +68,8 @@ def read_record(window, pos, *, record=None, keep_payload=True):
                 f"truncated record: {size - pos} bytes left where an 8-byte part head is needed",
                 path=path, offset=pos, record=record)
         magic, cflag, length = decode_head(window.get(pos, HEAD_SIZE), 0)
+        if magic != MAGIC and pos == 0:  # every RecordIO file starts with the magic
+            raise not_recordio_error(path, window.get(0, min(size, 512)))
         if magic != MAGIC:
             what = "bad magic" if first else "bad magic in a continuation part"
             raise RecordFormatError(f"{what}: expected 0x{MAGIC:08x}, found 0x{magic:08x}",
