@@ -63,3 +63,41 @@ def test_demo_packs_and_measures(tmp_path, capsys):
     assert result["pack"]["written"] == 12
     assert len(recpipe.RecordReader(result["file"])) == 12
     assert result["configs"]["train"]["images_per_s"] > 0
+
+
+def test_bench_plot_without_matplotlib_prints_the_results_then_the_hint(rec, tmp_path, capsys,
+                                                                        monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    plot = tmp_path / "sweep.png"
+    status = main(["bench", rec, "--seconds", "0.1", "--batch-size", "8", "--configs", "val",
+                   "--max-threads", "1", "--plot", str(plot)])
+    out, err = capsys.readouterr()
+    assert status == 1 and not plot.exists()
+    assert "bare decode" in out and "thread sweep" in out and "peak RSS" in out
+    assert err.rstrip().endswith(f"recpipe bench: no plot written to {plot}: matplotlib is "
+                                 "needed for this feature: pip install 'recpipe[plot]'")
+
+
+def test_tune_plot_without_matplotlib_prints_the_report_then_the_hint(rec, tmp_path, capsys,
+                                                                      monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    plot = tmp_path / "tune.png"
+    status = main(["tune", rec, "--step-ms", "1", "--seconds", "0.5", "--batch-size", "4",
+                   "--plot", str(plot)])
+    out, err = capsys.readouterr()
+    assert status == 1 and not plot.exists()
+    assert "consumer wait" in out and "windows" in out
+    assert "no plot written" in err and "recpipe[plot]" in err
+
+
+def test_tune_report_times_each_decision_for_the_chart(rec, tmp_path, capsys):
+    assert main(["tune", rec, "--step-ms", "1", "--seconds", "1.5", "--batch-size", "4",
+                 "--window-batches", "2", "--window-seconds", "0.1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    seconds = [d["seconds"] for d in report["history"]]
+    assert report["start"]["threads"] >= 1 and seconds
+    assert seconds == sorted(seconds) and 0 < seconds[0] and seconds[-1] <= report["elapsed"]

@@ -61,3 +61,87 @@ def test_tune_chart(tmp_path):
     plot_tune(REPORT, str(path))
     img = _image(path)
     assert img.shape[0] > 400 and img.std() > 20
+
+
+# -- showable charts (issue 23) ---------------------------------------------------------------
+
+FUSED = {**RESULTS, "configs": {name: {"stage_ms_per_image": {"read": 0.0, "decode": 4.3,
+                                                               "augment": 0.0, "batch": 0.003},
+                                       "gil_us_per_image": 28.0}
+                                for name in ("train", "val")}}
+
+
+def _axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(figsize=(6, 4.8))
+    return plt, fig, axes
+
+
+def test_the_scaling_panel_holds_the_whole_ideal_line_and_its_legend_covers_no_point():
+    from recpipe.plots import draw_scaling
+
+    plt, fig, axes = _axes()
+    draw_scaling(axes, RESULTS)
+    fig.tight_layout()
+    fig.canvas.draw()
+    ideal_top = 700.0 * 4  # linear from the 1-thread rate to 4 threads
+    assert axes.get_ylim()[1] >= ideal_top
+    legend = axes.get_legend().get_window_extent()
+    box = axes.get_window_extent()
+    points = axes.transData.transform([(p["threads"], p["images_per_s"]) for p in RESULTS["sweep"]])
+    assert not any(legend.contains(x, y) for x, y in points)
+    assert legend.y1 <= box.y0  # below the axes
+    plt.close(fig)
+
+
+def test_stages_fused_into_the_native_decode_are_named_not_drawn_as_empty_bars():
+    from recpipe.plots import draw_stages, drawn_stages
+
+    drawn, notes = drawn_stages(FUSED["configs"])
+    assert drawn == ["decode"]
+    assert notes == ["read, augment: fused into the native decode (timed as decode)",
+                     "batch: under 1% of the cost, not drawn"]
+    plt, fig, axes = _axes()
+    draw_stages(axes, FUSED["configs"])
+    labels = axes.get_legend_handles_labels()[1]
+    assert labels == ["decode", "Python (GIL-held)"]
+    assert "fused into the native decode" in " ".join(t.get_text() for t in axes.texts)
+    plt.close(fig)
+    assert drawn_stages(RESULTS["configs"]) == (["read", "decode", "augment", "batch"], [])
+
+
+def test_the_tune_timeline_starts_at_the_starting_setting_and_pairs_each_rate_with_its_own():
+    from recpipe.plots import tune_timeline
+
+    report = {"start": {"threads": 2, "prefetch": 2}, "history": [
+        {"window": 1, "threads": 3, "prefetch": 2, "action": "probe +1", "changed": True,
+         "wait_fraction": 0.6, "images_per_s": 400.0, "seconds": 2.0},
+        {"window": 2, "threads": 3, "prefetch": 4, "action": "grow prefetch", "changed": True,
+         "wait_fraction": 0.3, "images_per_s": 550.0, "seconds": 3.5},
+        {"window": 3, "threads": 3, "prefetch": 4, "action": "hold", "changed": False,
+         "wait_fraction": 0.1, "images_per_s": 560.0, "seconds": 5.0}]}
+    x, unit, spans, final = tune_timeline(report)
+    assert x == [2.0, 3.5, 5.0] and unit == "seconds since tuning began"
+    # window 1 ran at the start setting (2 threads), not at the 3 its decision chose
+    assert [(s["threads"], s["prefetch"], s["images_per_s"]) for s in spans] == [
+        (2, 2, 400.0), (3, 2, 550.0), (3, 4, 560.0)]
+    assert final == (3, 4)
+
+
+def test_the_tune_chart_from_a_real_autotune_run(tmp_path):
+    """A real tuner's report carries the start setting and the window times the chart needs."""
+    from recpipe.decode.autotune import Controller, WindowMetrics
+
+    controller = Controller(4, threads=2)
+    for i in range(3):
+        controller.update(WindowMetrics(batches=8, seconds=1.0, wait_fraction=0.5,
+                                        images_per_s=300.0 + i, cpu_per_batch=0.01))
+    report = controller.report()
+    assert report["start"] == {"threads": 2, "prefetch": 2}
+    path = tmp_path / "tune.png"
+    plot_tune(report, str(path))
+    assert _image(path).std() > 20

@@ -56,13 +56,26 @@ def run(args):
                                         batch_size=args.batch_size, seconds=args.seconds,
                                         dtype=args.dtype, decoder=args.decoder,
                                         storage_options=storage_options(args))]
-        if args.plot:
-            from ..plots import plot_bench
-
-            plot_bench(results, args.plot, f"recpipe bench {args.file} ({first} sweep)")
-            _say(args, f"wrote {args.plot}")
     results["peak_rss_mb"] = bench.peak_rss_mb()
-    print_results(results, args.json)
+    print_results(results, args.json)  # first: a missing plot extra must not lose the run
+    if args.plot:
+        first = next(iter(results["configs"]), "train")
+        return write_plot("bench", "plot_bench", results, args.plot,
+                          f"recpipe bench {args.file} ({first} sweep)", say=lambda m: _say(args, m))
+    return 0
+
+
+def write_plot(command, function, data, path, title, say):
+    """Draw ``data`` with ``recpipe.plots.<function>`` into ``path``; without matplotlib, say
+    that the plot needs the ``plot`` extra (the results are printed already) and return 1."""
+    from .. import plots
+
+    try:
+        getattr(plots, function)(data, path, title)
+    except ImportError as exc:
+        print(f"recpipe {command}: no plot written to {path}: {exc}", file=sys.stderr)
+        return 1
+    say(f"wrote {path}")
     return 0
 
 

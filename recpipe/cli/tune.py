@@ -9,6 +9,7 @@ import json
 import sys
 import time
 
+from .bench import write_plot
 from .options import add_storage_options, storage_options
 
 __all__ = ["register", "run", "format_report"]
@@ -62,14 +63,14 @@ def run(args):
         report = loader.autotune_report()
     report["images_per_s_overall"] = images / elapsed
     report["step_ms"] = args.step_ms
-    if args.plot:
-        from ..plots import plot_tune
-
-        plot_tune(report, args.plot, f"recpipe tune {args.file}: step {args.step_ms:g} ms")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(format_report(report))
+    if args.plot:  # after the report: a missing plot extra must not lose the run
+        return write_plot("tune", "plot_tune", report, args.plot,
+                          f"recpipe tune {args.file}: step {args.step_ms:g} ms",
+                          say=lambda message: print(message, file=live))
     return 0
 
 

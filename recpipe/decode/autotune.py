@@ -191,6 +191,7 @@ class Controller:
         self.memory = memory or MemoryModel()
         self.threads = self._clip(threads or min(2, self.cores))
         self.prefetch = min(max(prefetch, self.min_prefetch), self.max_prefetch)
+        self.start = (self.threads, self.prefetch)  # the setting of the first window
         self.reason = TUNING
         self.history = collections.deque(maxlen=HISTORY)  # the latest decisions
         self.windows = 0
@@ -238,6 +239,7 @@ class Controller:
         report = {
             "threads": self.threads,
             "prefetch": self.prefetch,
+            "start": {"threads": self.start[0], "prefetch": self.start[1]},
             "reason": self.reason,
             "windows": self.windows,
             "settled_window": self.settled_window,

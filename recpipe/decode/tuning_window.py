@@ -17,6 +17,7 @@ The tuner changes only its own loader's threads and prefetch depth: never proces
 (OpenCV or BLAS thread counts, affinity, environment variables).
 """
 
+import collections
 import logging
 import math
 import os
@@ -25,7 +26,7 @@ import time
 from typing import Callable, Protocol
 
 from ..host import available_memory, cpu_pressure, node_share, read_text, usable_cores
-from .autotune import Controller, MemoryModel, Settings, WindowMetrics
+from .autotune import HISTORY, Controller, MemoryModel, Settings, WindowMetrics
 
 __all__ = ["AutoTuner", "Tunable", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
            "initial_threads"]
@@ -175,6 +176,7 @@ class AutoTuner:
             memory=memory, settings=settings or Settings())
         self._listeners = []
         self._started = time.perf_counter()
+        self._closed_at = collections.deque(maxlen=HISTORY)  # per decision, like its history
         self._last_time = None
         self._window = None
         self._skip_batches = warmup_batches
@@ -216,6 +218,7 @@ class AutoTuner:
         stats = self.loader.stats()
         metrics = self._window.metrics(now, stats, self.cores)
         decision = self.controller.update(metrics)
+        self._closed_at.append(now - self._started)
         if decision.changed:
             self._apply(decision.threads, decision.prefetch)
             self._window = None
@@ -238,6 +241,10 @@ class AutoTuner:
     def report(self):
         """The controller's report plus how it was measured (see ``Controller.report``)."""
         report = self.controller.report()
+        history = report.get("history", [])
+        times = list(self._closed_at)[-len(history):] if history else []
+        for decision, seconds in zip(history[len(history) - len(times):], times):
+            decision["seconds"] = seconds  # when its window closed, after tuning began
         report.update(
             cores_source=self.cores_source,
             window_batches=self.window_batches,
