@@ -175,9 +175,9 @@ class RecordDataset:
     the decoded RGB image as an ``(H, W, 3)`` uint8 tensor, or ``(H, W, 1)`` gray with
     ``flag=0`` (as ``gluon.data.vision.ImageRecordDataset``). Labels follow torch: int64 class
     labels when ``label_width == 1`` and the first samples' labels are whole numbers, float32
-    otherwise; ``label_dtype`` chooses (e.g. ``torch.float32`` for regression targets). ``keys`` chooses records by index key; by default every record is
-    served, except in a file in InsightFace's layout, where only the images are
-    (``recpipe.io.layout``).
+    otherwise; ``label_dtype`` chooses (e.g. ``torch.float32`` for regression targets).
+    ``keys`` chooses records by index key; by default every record is served, except in a
+    file in InsightFace's layout, where only the images are (``recpipe.io.layout``).
 
     As a replacement for ``ImageRecordDataset``: ``transform=fn`` (constructor) is applied to
     the image; ``dataset.transform(fn)`` / ``dataset.transform_first(fn)`` return a new dataset

@@ -34,13 +34,20 @@ def register(subparsers):
                         "address such as tcp://host:8786; SRC and OUT must be reachable from "
                         "every worker. Default shards: 2 per worker thread")
     p.add_argument("--pass-through", action="store_true",
-                   help="store the file bytes as they are (no decode)")
+                   help="store every file's bytes as they are, whatever the format (no decode)")
+    p.add_argument("--reencode", action="store_true",
+                   help="decode and re-encode every image, JPEGs too (at --quality, default 95). "
+                        "Default: JPEGs keep their bytes unless --resize, --center-crop, "
+                        "--quality, --encoding .png or --color 0 asks for a change; other "
+                        "formats, CMYK and EXIF-rotated JPEGs are always re-encoded")
     p.add_argument("--resize", type=int, default=0, metavar="S",
                    help="resize the shorter side to S pixels (im2rec semantics)")
     p.add_argument("--center-crop", action="store_true", help="keep the central square")
-    p.add_argument("--quality", type=int, default=95,
-                   help="JPEG quality, or PNG compression level (default 95)")
-    p.add_argument("--encoding", choices=(".jpg", ".png"), default=".jpg")
+    p.add_argument("--quality", type=int, default=None,
+                   help="JPEG quality, or PNG compression level, of re-encoded images; giving "
+                        "it re-encodes every image (default 95 for what must be re-encoded)")
+    p.add_argument("--encoding", choices=(".jpg", ".png"), default=None,
+                   help="format of re-encoded images (default .jpg; .png re-encodes all)")
     p.add_argument("--color", type=int, choices=(-1, 0, 1), default=1,
                    help="1 color, 0 grayscale, -1 unchanged (cv2.imread flag; default 1)")
     p.add_argument("--pack-label", action="store_true",
@@ -119,6 +126,8 @@ def _print_summary(summary, out):
     print(f"packed {summary.written} of {summary.items} images into {summary.out} "
           f"in {summary.seconds:.2f}s ({summary.images_per_second:.0f} img/s, "
           f"{summary.megabytes_per_second:.1f} MB/s in, {summary.workers} workers)", file=out)
+    if summary.actions:
+        print(f"  images: {_actions(summary.actions)}", file=out)
     if summary.resumed_records:
         print(f"  resumed: {summary.resumed_records} records kept from the interrupted run",
               file=out)
@@ -147,6 +156,15 @@ def _print_summary(summary, out):
 
 
 _SHARD_LINES = 20
+_ACTION_WORDS = {"kept": "kept as they were (no re-encode)",
+                 "re-encoded": "JPEGs re-encoded (decoded and encoded again, lossy)",
+                 "transcoded": "transcoded from other formats to the output format"}
+
+
+def _actions(actions):
+    """"12 kept as they were (no re-encode), 3 transcoded ..." in ACTIONS order."""
+    return "; ".join(f"{count} {_ACTION_WORDS.get(action, action)}"
+                     for action, count in actions.items())
 
 
 def _print_cluster(summary, out):
@@ -177,7 +195,8 @@ def _pack(args, progress):
         args.src, args.out, root=args.root, workers=args.workers,
         pass_through=args.pass_through, resize=args.resize, center_crop=args.center_crop,
         quality=args.quality, encoding=args.encoding, color=args.color,
-        pack_label=args.pack_label, exact=args.exact, shards=args.shards,
+        pack_label=args.pack_label, exact=args.exact,
+        keep_jpeg=False if args.reencode else None, shards=args.shards,
         shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
         val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
         progress=progress, dask=args.dask, storage_options=storage_options(args),

@@ -31,7 +31,7 @@ class _First:
 
 
 class _Transformed:
-    """``dataset`` with ``fn(*sample)`` applied to each sample (gluon's ``_LazyTransformDataset``)."""
+    """``dataset`` with ``fn(*sample)`` applied to each sample (as gluon's lazy transform)."""
 
     def __init__(self, dataset, fn):
         self.dataset = dataset

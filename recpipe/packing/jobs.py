@@ -23,7 +23,7 @@ from .plan import PlanOptions, Shard, labels_url, plan_url, save_plan
 from .report import InputReport, PackSummary, ShardSummary
 from .shards import (Progress, ShardWriter, file_digest, is_local, recover_partial,
                      verify_published)
-from .transform import ImageOptions
+from .transform import ACTIONS, ImageOptions
 
 __all__ = ["Job", "ShardOutcome", "ShardTask", "ShardTaskError", "adopt_plan",
            "discard_empty", "default_workers", "file_name", "finish_empty", "open_job", "plan_options",
@@ -154,7 +154,7 @@ def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_o
     try:
         for item in job.todo:
             result = next(results)
-            report.add(item.path, result.reasons, result.error)
+            report.add(item.path, result.reasons, result.error, result.action)
             outcome.input_bytes += result.input_bytes
             if result.error:
                 outcome.failed += 1
@@ -258,6 +258,8 @@ def summarize(out, plan, tasks, outcomes, workers, cluster=None):
         report.merge(outcome.report)
     summary.unusual = report.unusual()
     summary.errors = report.errors
+    summary.actions = {action: report.actions[action] for action in ACTIONS
+                       if report.actions[action]}
     summary.output_bytes = sum(s.bytes for shards in summary.splits.values() for s in shards)
     return summary
 

@@ -23,7 +23,7 @@ from .manifest import build_manifest, publish_manifest
 from .plan import build_plan, load_plan, remove_plan
 from .report import PackSummary
 from .runners import LocalRunner
-from .transform import ImageOptions
+from .transform import ImageOptions, asks_for_change
 
 __all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR"]
 
@@ -51,21 +51,24 @@ def parse_size(text):
 def _check_arguments(on_error, quality, encoding, color, workers):
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-    if encoding not in (".jpg", ".jpeg", ".png"):
+    if encoding not in (None, ".jpg", ".jpeg", ".png"):
         raise ValueError(f"encoding must be .jpg or .png, got {encoding!r}")
     if color not in (-1, 0, 1):
         raise ValueError(f"color must be -1, 0 or 1, got {color!r}")
-    if encoding != ".png" and not 0 <= quality <= 100:
+    if encoding != ".png" and quality is not None and not 0 <= quality <= 100:
         raise ValueError(f"JPEG quality must be in 0..100, got {quality}")
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
 
 
 def _image_options(pass_through, resize, center_crop, quality, encoding, color, pack_label,
-                   exact):
-    return ImageOptions(bool(pass_through), int(resize or 0), bool(center_crop), int(quality),
-                        ".jpg" if encoding == ".jpeg" else encoding, int(color),
-                        bool(pack_label), bool(exact))
+                   exact, keep_jpeg=False):
+    if keep_jpeg is None:  # keep JPEG bytes unless an option asks for a change
+        keep_jpeg = not asks_for_change(resize, center_crop, quality, encoding, color)
+    return ImageOptions(bool(pass_through), int(resize or 0), bool(center_crop),
+                        95 if quality is None else int(quality),
+                        ".jpg" if encoding in (None, ".jpeg") else encoding, int(color),
+                        bool(pack_label), bool(exact), bool(keep_jpeg))
 
 
 def _plan_for(src, out, root, image, shuffle, seed, val_ratio, shards, shard_size, extensions,
@@ -113,8 +116,9 @@ def output_prefix(out):
 
 def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
                  workers: Optional[int] = None, pass_through: bool = False, resize: int = 0,
-                 center_crop: bool = False, quality: int = 95, encoding: str = ".jpg",
-                 color: int = 1, pack_label: bool = False, exact: bool = False,
+                 center_crop: bool = False, quality: Optional[int] = None,
+                 encoding: Optional[str] = None, color: int = 1, pack_label: bool = False,
+                 exact: bool = False, keep_jpeg: Optional[bool] = None,
                  shards: int = 0, shard_size: int = 0, shuffle: Optional[bool] = None,
                  seed: int = 0, val_ratio: float = 0.0, on_error: str = "skip",
                  resume: bool = False, extensions: Tuple[str, ...] = DEFAULT_EXTENSIONS,
@@ -134,6 +138,12 @@ def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
     same arguments. ``progress(done, total, input_bytes)`` is called after each item. A worker
     process that yields nothing for ``item_timeout`` seconds per item stops the run.
 
+    Images: JPEGs keep their bytes unless an option asks for a change (``resize``,
+    ``center_crop``, ``quality``, PNG ``encoding``, ``color=0``) or ``keep_jpeg=False``; what
+    must be re-encoded is (other formats, CMYK, EXIF-rotated JPEGs; quality 95 unless given).
+    ``pass_through=True`` stores every file's bytes as they are. ``summary.actions`` counts the
+    images kept, re-encoded and transcoded.
+
     ``limits`` (``inputs.InputLimits``): image paths must stay inside the root and name regular
     files of at most 1 GiB unless it says otherwise; refused items are reported and counted.
 
@@ -148,7 +158,7 @@ def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
     out = output_prefix(out)
     _check_arguments(on_error, quality, encoding, color, workers)
     image = _image_options(pass_through, resize, center_crop, quality, encoding, color,
-                           pack_label, exact)
+                           pack_label, exact, keep_jpeg)
     with _runner(dask, workers, pass_through, chunksize, item_timeout) as runner:
         plan, resume = _plan_for(src, out, root, image, shuffle, seed, val_ratio, shards,
                                  shard_size, extensions, resume, storage_options, runner)

@@ -19,8 +19,11 @@ class InputReport:
         self.counts = collections.Counter()
         self.examples = collections.defaultdict(list)
         self.errors = []
+        self.actions = collections.Counter()  # kept / re-encoded / transcoded payloads
 
-    def add(self, path, reasons, error=None):
+    def add(self, path, reasons, error=None, action=None):
+        if action:
+            self.actions[action] += 1
         for reason in reasons:
             self.counts[reason] += 1
             if len(self.examples[reason]) < self.max_examples:
@@ -32,6 +35,7 @@ class InputReport:
         """Add ``other``'s counts, examples and errors after this report's own (reports of
         shards merged in plan order equal one report of all items in that order)."""
         self.counts.update(other.counts)
+        self.actions.update(getattr(other, "actions", {}))
         for reason, paths in other.examples.items():
             room = self.max_examples - len(self.examples[reason])
             self.examples[reason].extend(paths[:max(room, 0)])
@@ -73,6 +77,8 @@ class PackSummary:
     cluster: Optional[dict] = None  # the Dask cluster a run used: scheduler, workers, threads
     unusual: Dict[str, dict] = field(default_factory=dict)
     errors: List[dict] = field(default_factory=list)
+    # images whose bytes were kept, re-encoded (JPEG) or transcoded (other formats)
+    actions: Dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self):
@@ -108,4 +114,5 @@ class PackSummary:
                        for name, shards in self.splits.items()},
             "unusual": self.unusual,
             "errors": self.errors,
+            "actions": self.actions,
         }

@@ -8,6 +8,11 @@ most half the source's shorter side, libjpeg decodes at 1/2, 1/4 or 1/8 scale (D
 ``exact=True`` turns that off for pixel-identical im2rec output. Plain full-size JPEG decodes go
 through simplejpeg when it is installed (the same libjpeg-turbo pixels as cv2, with less
 overhead); anything it declines falls back to cv2. Pass-through never imports cv2.
+
+``keep_jpeg``: a JPEG that any decoder reads as it is (not CMYK, no EXIF rotation to apply)
+keeps its bytes (no lossy generation); the rest is re-encoded (a JPEG) or transcoded (another
+format). Each ``ItemResult`` says which in ``action``: ``kept``, ``re-encoded`` or
+``transcoded``.
 """
 
 import logging
@@ -24,11 +29,16 @@ from .encode import center_crop, crop_resize_encode, encode_image, make_header
 from .inputs import InputLimits, check_inside, read_input, remote_size_ok
 from .items import join_url
 
-__all__ = ["ImageOptions", "ItemResult", "ItemProcessor", "reduced_scale", "target_size"]
+__all__ = ["ACTIONS", "ImageOptions", "ItemResult", "ItemProcessor", "asks_for_change", "keepable",
+           "reduced_scale",
+           "target_size"]
 
 log = logging.getLogger(__name__)
 
 _REDUCED_SCALES = (8, 4, 2)
+# what became of an image's bytes: stored as they were, a JPEG decoded and encoded again, another
+# format (PNG, BMP, ...) encoded
+ACTIONS = ("kept", "re-encoded", "transcoded")
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class ImageOptions:
     color: int = 1
     pack_label: bool = False
     exact: bool = False
+    keep_jpeg: bool = False  # keep the bytes of JPEGs that need no change (``keepable``)
 
     def __post_init__(self):
         if self.color not in (-1, 0, 1):
@@ -60,6 +71,21 @@ class ItemResult(NamedTuple):
     reasons: Tuple[str, ...]
     error: Optional[str]
     input_bytes: int
+    action: Optional[str] = None  # one of ACTIONS (None on error)
+
+
+def asks_for_change(resize=0, center_crop=False, quality=None, encoding=None, color=1):
+    """True when an option asks for different pixels or bytes (a resize, a crop, a quality,
+    PNG output, grayscale): every image is then re-encoded. Otherwise JPEGs keep their bytes."""
+    return bool(resize or center_crop or quality is not None
+                or encoding not in (None, ".jpg", ".jpeg") or color == 0)
+
+
+def keepable(info):
+    """True for JPEG bytes every decoder reads to the pixels a re-encode would start from:
+    a parsed baseline or progressive JPEG, not CMYK, without an EXIF rotation to apply."""
+    return (info.format == "jpeg" and bool(info.width) and not info.cmyk
+            and info.exif_orientation in (None, 1))
 
 
 def target_size(height, width, resize, crop):
@@ -152,13 +178,14 @@ class ItemProcessor:
         info = sniff(data)
         reasons = tuple(unusual_reasons(info, posixpath.splitext(item.path)[1]))
         header = make_header(item.index, item.labels, self.options.pack_label)
-        if self.options.pass_through:
-            return ItemResult(pack(header, data), reasons, None, len(data))
+        if self.options.pass_through or (self.options.keep_jpeg and keepable(info)):
+            return ItemResult(pack(header, data), reasons, None, len(data), "kept")
         try:
             payload = pack(header, self.reencode(data, info))
         except Exception as e:  # noqa: BLE001 - any codec failure is reported per item
             return ItemResult(None, reasons, f"{type(e).__name__}: {e}", len(data))
-        return ItemResult(payload, reasons, None, len(data))
+        action = "re-encoded" if info.format == "jpeg" else "transcoded"
+        return ItemResult(payload, reasons, None, len(data), action)
 
     def reencode(self, data, info):
         import cv2
