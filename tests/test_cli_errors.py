@@ -52,9 +52,15 @@ def test_bench_rejects_a_missing_file_or_decoder_before_measuring(folder):
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr == f"recpipe bench: error: no such file: {folder / 'nope.rec'}\n"
     decoder = recpipe_cli("bench", str(folder / "photos.rec"), "--decoder", "jpeglib")
-    assert decoder.returncode == 1 and decoder.stdout == ""
-    assert decoder.stderr.startswith("recpipe bench: error: unknown decoder 'jpeglib'")
+    assert decoder.returncode == 2 and decoder.stdout == ""
+    assert "argument --decoder: invalid choice: 'jpeglib'" in decoder.stderr
     assert "bare decode" not in decoder.stderr
+    from recpipe.cli.bench import _check_inputs  # the library's check, behind argparse's
+    import argparse
+
+    with pytest.raises(ValueError, match="unknown decoder 'jpeglib'"):
+        _check_inputs(argparse.Namespace(file=str(folder / "photos.rec"), decoder="jpeglib",
+                                         storage_options=None, storage_option=[]))
 
 
 def test_a_turbojpeg_library_that_does_not_load_is_a_warning_the_user_sees(folder):

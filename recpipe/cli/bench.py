@@ -3,7 +3,8 @@
 import json
 import sys
 
-from .options import add_storage_options, storage_options
+from .options import (BATCH_HELP, DECODER_HELP, DECODERS, DTYPE_HELP, add_storage_options,
+                      storage_options)
 
 __all__ = ["register", "run"]
 
@@ -21,10 +22,12 @@ def register(subparsers):
     p.add_argument("--threads", type=int, default=None, help="decode threads (default: usable cores)")
     p.add_argument("--sweep", action="store_true", help="also run a thread sweep 1..cores")
     p.add_argument("--max-threads", type=int, default=None, help="top of the thread sweep")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per measurement")
-    p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
-    p.add_argument("--decoder", default="auto", help="auto, turbojpeg, simplejpeg or opencv")
+    p.add_argument("--batch-size", type=int, default=128, help=BATCH_HELP)
+    p.add_argument("--seconds", type=float, default=3.0,
+                   help="timed seconds per measurement (default 3)")
+    p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"],
+                   help=DTYPE_HELP)
+    p.add_argument("--decoder", default="auto", choices=DECODERS, help=DECODER_HELP)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--plot", metavar="PNG", help="write a chart (matplotlib, recpipe[plot]): images/s against threads "
                         "with the ideal and bare-decode lines, and the cost of each stage")
@@ -116,7 +119,11 @@ def format_table(results):
                      f"{r['wait_fraction']:6.0%}  {'':14}{ms['read']:6.2f} {ms['decode']:7.2f} "
                      f"{ms['augment']:8.2f} {ms['batch']:6.2f}  {r['gil_us_per_image']:7.1f} "
                      f"{ceiling or float('inf'):10.0f}")
-    lines += ["", "  GIL us: worker CPU per image outside C calls that release the GIL (Python),",
+    lines += ["", "  wait: share of the run the consumer spent waiting for batches; bench's "
+              "consumer does no",
+              "  work, so ~100% is expected here: the decode pipeline sets the pace "
+              "(see `recpipe tune`)",
+              "  GIL us: worker CPU per image outside C calls that release the GIL (Python),",
               "  serial whatever the cores; ceiling/s = 1e6 / GIL us, the most any core count "
               "reaches"]
     for point in results.get("sweep", []):

@@ -14,9 +14,11 @@ def register(subparsers):
                     "`recpipe pack`, then measure bare decode and the train/val pipelines.")
     p.add_argument("--out", help="keep the sample and the packed files in this folder "
                                  "(default: a temporary folder, removed at the end)")
-    p.add_argument("--classes", type=int, default=4)
-    p.add_argument("--per-class", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=1.5, help="timed seconds per measurement")
+    p.add_argument("--classes", type=int, default=4,
+                   help="classes of generated images (default 4)")
+    p.add_argument("--per-class", type=int, default=64, help="images per class (default 64)")
+    p.add_argument("--seconds", type=float, default=1.5,
+                   help="timed seconds per measurement (default 1.5)")
     p.add_argument("--threads", type=int, default=None, help="decode threads (default: usable cores)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=run)

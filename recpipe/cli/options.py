@@ -2,7 +2,8 @@
 
 import json
 
-__all__ = ["add_storage_options", "storage_options"]
+__all__ = ["BATCH_HELP", "DECODERS", "DECODER_HELP", "DTYPE_HELP", "add_storage_options",
+           "storage_options"]
 
 
 def _pair(text):
@@ -25,8 +26,17 @@ def add_storage_options(parser, short=True):
     flags = ("-o", "--storage-option") if short else ("--storage-option",)
     parser.add_argument(*flags, dest="storage_option", metavar="KEY=VALUE", action="append",
                         default=[], help="one storage option (repeatable; VALUE parsed as JSON "
-                                         "when it is JSON, e.g. -o anon=true); "
+                                         f"when it is JSON, e.g. {flags[0]} anon=true); "
                                          "recpipe.KEY=VALUE sets recpipe's remote settings")
+
+
+# the decoders of recpipe.decode.decoders.PREFERENCE (a test keeps the two in step), named here
+# so that building the parser imports no decode code
+DECODERS = ("auto", "turbojpeg", "libjpeg", "simplejpeg", "opencv")
+DECODER_HELP = ("JPEG decoder: auto (the first available of turbojpeg, libjpeg, simplejpeg, "
+                "opencv; `recpipe doctor` lists them), or one of those (default auto)")
+DTYPE_HELP = "dtype of the image batches (default uint8)"
+BATCH_HELP = "images per batch (default 128)"
 
 
 def storage_options(args):

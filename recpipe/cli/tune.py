@@ -10,7 +10,8 @@ import sys
 import time
 
 from .bench import write_plot
-from .options import add_storage_options, storage_options
+from .options import (BATCH_HELP, DECODER_HELP, DECODERS, DTYPE_HELP, add_storage_options,
+                      storage_options)
 
 __all__ = ["register", "run", "format_report"]
 
@@ -27,15 +28,19 @@ def register(subparsers):
     p.add_argument("--step-ms", type=float, required=True,
                    help="simulated accelerator time per batch, in milliseconds")
     p.add_argument("--seconds", type=float, default=30.0, help="how long to run (default 30)")
-    p.add_argument("--config", default="train", choices=["train", "val"])
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
-    p.add_argument("--decoder", default="auto", help="auto, turbojpeg, simplejpeg or opencv")
+    p.add_argument("--config", default="train", choices=["train", "val"],
+                   help="augmentation: train (random resized crop, flip) or val (resize, centre "
+                        "crop), as in `recpipe bench` (default train)")
+    p.add_argument("--batch-size", type=int, default=128, help=BATCH_HELP)
+    p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"],
+                   help=DTYPE_HELP)
+    p.add_argument("--decoder", default="auto", choices=DECODERS, help=DECODER_HELP)
     p.add_argument("--max-threads", type=int, default=None,
                    help="upper bound for the tuner (default: twice the usable cores)")
-    p.add_argument("--window-batches", type=int, default=8, help="batches per decision window")
+    p.add_argument("--window-batches", type=int, default=8,
+                   help="batches per decision window (default 8)")
     p.add_argument("--window-seconds", type=float, default=1.5,
-                   help="minimum seconds per decision window")
+                   help="minimum seconds per decision window (default 1.5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -101,8 +106,26 @@ def format_report(report):
         x_max = report["x_max_images_per_s"]
         lines.append(f"  {report['cpu_per_image'] * 1e3:.2f} CPU-ms per image, CPU bound "
                      f"~{x_max:.0f} images/s, process CPU {_pct(report['cpu_util'])} of the cores")
+    lines += _saturation_note(report)
     lines += [f"  warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)
+
+
+def _saturation_note(report):
+    """CPU_SATURATED while this process uses a small share of the cores: other processes
+    hold them (the run queue and CPU pressure say so), which the bare figures leave unsaid."""
+    util = report.get("cpu_util")
+    if report.get("reason") != "CPU_SATURATED" or util is None or util >= 0.75:
+        return []
+    evidence = []
+    if report.get("run_queue_share") is not None:
+        evidence.append(f"this process's threads waited for a CPU "
+                        f"{report['run_queue_share']:.0%} of their runnable time")
+    if report.get("cpu_pressure_some_avg10") is not None:
+        evidence.append(f"CPU pressure {report['cpu_pressure_some_avg10']:.0f}%")
+    why = f" ({'; '.join(evidence)})" if evidence else ""
+    return [f"  CPU_SATURATED at process CPU {util:.0%}: other processes hold the cores{why}; "
+            "more decode threads would not help"]
 
 
 def _pct(value):
