@@ -152,7 +152,8 @@ def _mean_image_options(kwargs, augment):
         return None, {}
     normalize = {key: float(augment.pop(key)) for key in _NORMALIZE + _JITTER if key in augment}
     if any(normalize.get(key, 0.0) for key in ("mean_r", "mean_g", "mean_b")):
-        log.warning("mean_img is set: mean_r/mean_g/mean_b are ignored, as in MXNet")
+        warnings.warn("mean_img is set: mean_r/mean_g/mean_b are ignored, as in MXNet",
+                      UserWarning, stacklevel=4)
     return str(mean_img), normalize
 
 
