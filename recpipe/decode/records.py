@@ -42,6 +42,9 @@ class RecordDecoder:
         self.label_rule = label_rule
         self.seed = seed
         self.channels = channels
+        self._batch = extension("_batch")
+        key = seed & ((1 << 128) - 1)
+        self._key_lo, self._key_hi = key & _MASK64, key >> 64
         self._native = self._native_options()
 
     @property
@@ -50,8 +53,7 @@ class RecordDecoder:
         return self._native is not None
 
     def _native_options(self):
-        batch = extension("_batch")
-        if (batch is None or self.augmenter is None or self.label_rule is not None
+        if (self._batch is None or self.augmenter is None or self.label_rule is not None
                 or self.reader.local_descriptor() is None):
             return None
         augment = self.augmenter.native_options()
@@ -120,19 +122,22 @@ class RecordDecoder:
 
     # -- a run of samples ---------------------------------------------------------------------
 
-    def fill(self, images, labels, slots, positions, samples, epoch, clock=None):
+    def fill(self, images, labels, slots, positions, samples, epoch, clock=None, spans=None):
         """Fill ``images[slot]``/``labels[slot]`` for each ``slot`` of ``slots`` from the record
         at the matching ``positions``, as sample ``samples`` (keys of the random draws).
         ``images``: the batch (C-contiguous, the augmenter's sample shape and dtype); ``labels``:
-        float32 ``(batch,)`` or ``(batch, label_width)``. Returns ``[(slot, exception)]`` of the
-        samples that failed, for the caller's error policy."""
+        float32 ``(batch,)`` or ``(batch, label_width)``. ``spans``: the records' ``(starts,
+        ends)`` when the caller has them (``reader.spans(positions)``, e.g. computed once per
+        batch). Returns ``[(slot, exception)]`` of the samples that failed, for the caller's
+        error policy."""
         slots = np.asarray(slots, dtype=np.int64)
         positions = np.asarray(positions, dtype=np.int64)
         samples = np.asarray(samples, dtype=np.int64)
         left = range(len(slots))
         if (self._native is not None and len(slots) and images.flags.c_contiguous
                 and labels.flags.c_contiguous and labels.dtype == np.float32):
-            left = self._fill_native(images, labels, slots, positions, samples, epoch, clock)
+            left = self._fill_native(images, labels, slots, positions, samples, epoch, clock,
+                                     spans)
         failures = []
         for i in left:
             slot = int(slots[i])
@@ -143,18 +148,19 @@ class RecordDecoder:
                 failures.append((slot, exc))
         return failures
 
-    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock):
+    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock, spans):
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
-        starts, ends = self.reader.spans(positions)
+        starts, ends = self.reader.spans(positions) if spans is None else spans
         status = np.zeros(len(slots), dtype=np.uint8)
-        key = self.seed & ((1 << 128) - 1)
         c0 = time.thread_time()
-        done = extension("_batch").fill(
+        done = self._batch.fill(
             self.reader.local_descriptor(), self.reader.size, starts, ends, samples, slots,
-            images, labels, status, key & _MASK64, key >> 64, epoch & _MASK64, self._native)
+            images, labels, status, self._key_lo, self._key_hi, epoch & _MASK64, self._native)
         if clock is not None:
             clock.released(c0, time.thread_time())
             clock.add("decode", t0, time.perf_counter())
             clock.samples += done
+        if done == len(slots):
+            return ()
         return np.flatnonzero(status == 0).tolist()
