@@ -21,10 +21,11 @@
  * any libjpeg error or warning in strict mode) is left to the Python path, which decodes it or
  * raises its precise error; nothing is reported from here.
  *
- * ``options``: (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets,
- * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc, min_area,
- * max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as recpipe's
- * Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
+ * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS,
+ * parsed by OPTION_TABLE below): (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains,
+ * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc,
+ * min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as
+ * recpipe's Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
  * aspect range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
@@ -35,7 +36,9 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -697,17 +700,100 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 
 /* --- arguments ------------------------------------------------------------------------------ */
 
+/* The run options, in the order recpipe.decode.native.RunOptions holds them: the one place
+ * where their names, kinds and destinations are listed (exported as OPTION_FIELDS; a field added
+ * here is parsed, exported and checked against the Python side by tests/decode/test_native.py). */
+typedef enum { OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3 } option_kind;
+
+typedef struct {
+    const char *name;
+    option_kind kind;
+    size_t offset;
+} option_field;
+
+#define OPTION(name, kind, member) {name, kind, offsetof(run_options, member)}
+
+static const option_field OPTION_TABLE[] = {
+    OPTION("out_h", OPT_LONG, out_h),
+    OPTION("out_w", OPT_LONG, out_w),
+    OPTION("nchw", OPT_BOOL, nchw),
+    OPTION("rand_crop", OPT_BOOL, rand_crop),
+    OPTION("mirror", OPT_BOOL, mirror),
+    OPTION("rand_mirror", OPT_BOOL, rand_mirror),
+    OPTION("gains", OPT_FLOAT3, gains),
+    OPTION("offsets", OPT_FLOAT3, offsets),
+    OPTION("label_width", OPT_LONG, label_width),
+    OPTION("fast_dct", OPT_BOOL, fast_dct),
+    OPTION("fast_upsample", OPT_BOOL, fast_upsample),
+    OPTION("strict", OPT_BOOL, strict),
+    OPTION("max_pixels", OPT_ULL, max_pixels),
+    OPTION("max_bytes", OPT_ULL, max_bytes),
+    OPTION("resize", OPT_LONG, resize),
+    OPTION("rrc", OPT_BOOL, rrc),
+    OPTION("min_area", OPT_DOUBLE, min_area),
+    OPTION("max_area", OPT_DOUBLE, max_area),
+    OPTION("aspect_low", OPT_DOUBLE, aspect_low),
+    OPTION("aspect_high", OPT_DOUBLE, aspect_high),
+    OPTION("brightness", OPT_DOUBLE, colour[0]),
+    OPTION("contrast", OPT_DOUBLE, colour[1]),
+    OPTION("saturation", OPT_DOUBLE, colour[2]),
+    OPTION("scales", OPT_INT, scales),
+};
+
+#define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
+
+static int parse_option(PyObject *item, const option_field *field, run_options *opt)
+{
+    char *dst = (char *)opt + field->offset;
+    long value;
+    int truth;
+    switch (field->kind) {
+    case OPT_LONG:
+    case OPT_INT:
+        value = PyLong_AsLong(item);
+        if (value == -1 && PyErr_Occurred())
+            return -1;
+        if (field->kind == OPT_LONG)
+            *(long *)dst = value;
+        else if (value < INT_MIN || value > INT_MAX) {
+            PyErr_Format(PyExc_OverflowError, "options.%s is out of range", field->name);
+            return -1;
+        } else
+            *(int *)dst = (int)value;
+        return 0;
+    case OPT_BOOL:
+        truth = PyObject_IsTrue(item);
+        if (truth < 0)
+            return -1;
+        *(int *)dst = truth;
+        return 0;
+    case OPT_ULL:
+        *(unsigned long long *)dst = PyLong_AsUnsignedLongLong(item);
+        return PyErr_Occurred() ? -1 : 0;
+    case OPT_DOUBLE:
+        *(double *)dst = PyFloat_AsDouble(item);
+        return PyErr_Occurred() ? -1 : 0;
+    case OPT_FLOAT3:
+        return parse_floats(item, (float *)dst, 3, field->name);
+    }
+    return -1;
+}
+
 static int parse_options(PyObject *options, run_options *opt)
 {
-    PyObject *gains, *offsets;
-    if (!PyArg_ParseTuple(options, "llppppOOlpppKKlpdddddddi:options", &opt->out_h,
-                          &opt->out_w, &opt->nchw, &opt->rand_crop, &opt->mirror,
-                          &opt->rand_mirror, &gains, &offsets, &opt->label_width,
-                          &opt->fast_dct, &opt->fast_upsample, &opt->strict, &opt->max_pixels,
-                          &opt->max_bytes, &opt->resize, &opt->rrc, &opt->min_area,
-                          &opt->max_area, &opt->aspect_low, &opt->aspect_high, &opt->colour[0],
-                          &opt->colour[1], &opt->colour[2], &opt->scales))
+    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != N_OPTIONS) {
+        PyErr_Format(PyExc_TypeError, "options must be a tuple of %zd values (OPTION_FIELDS)",
+                     N_OPTIONS);
         return -1;
+    }
+    for (Py_ssize_t i = 0; i < N_OPTIONS; i++) {
+        if (parse_option(PyTuple_GET_ITEM(options, i), &OPTION_TABLE[i], opt)) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError))  /* name the field */
+                PyErr_Format(PyExc_TypeError, "options.%s has the wrong type",
+                             OPTION_TABLE[i].name);
+            return -1;
+        }
+    }
     if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
         || (opt->rrc && !(opt->aspect_low > 0 && opt->aspect_low <= opt->aspect_high))) {
         PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
@@ -718,8 +804,33 @@ static int parse_options(PyObject *options, run_options *opt)
         PyErr_SetString(PyExc_ValueError, "out_h, out_w and label_width must be positive");
         return -1;
     }
-    return parse_floats(gains, opt->gains, 3, "gains")
-           || parse_floats(offsets, opt->offsets, 3, "offsets");
+    return 0;
+}
+
+/* OPTION_FIELDS: the option names in order; DRAW_SLOTS: where planning reads its uniforms in a
+ * sample's block of N_DRAWN (Augmenter's U_* slots). */
+static int add_contract(PyObject *module)
+{
+    PyObject *names = PyTuple_New(N_OPTIONS), *slots;
+    for (Py_ssize_t i = 0; names != NULL && i < N_OPTIONS; i++) {
+        PyObject *name = PyUnicode_FromString(OPTION_TABLE[i].name);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, name);
+    }
+    if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
+        Py_XDECREF(names);
+        return -1;
+    }
+    slots = Py_BuildValue("{sisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES, "crop_x",
+                          U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order", U_ORDER,
+                          "colour", U_COLOUR, "drawn", N_DRAWN);
+    if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
+        Py_XDECREF(slots);
+        return -1;
+    }
+    return 0;
 }
 
 static int check_column(Py_buffer *view, Py_ssize_t count, Py_ssize_t itemsize,
@@ -862,5 +973,8 @@ PyMODINIT_FUNC PyInit__batch(void)
         }
         key_made = 1;
     }
-    return PyModule_Create(&batch_module);
+    PyObject *module = PyModule_Create(&batch_module);
+    if (module != NULL && add_contract(module) < 0)
+        Py_CLEAR(module);
+    return module;
 }

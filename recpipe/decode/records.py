@@ -6,8 +6,8 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 
 ``fill`` hands the whole run to ``recpipe._batch`` when it can (a local file, a decoder that
 decodes regions with ``recpipe._jpegroi``, an augmentation the C kernels render alone: an
-optional resize, then an output-sized or random-resized crop, mirror and normalisation,
-``Augmenter.native_options``): read, header, label, plan, region decode at a DCT scale, resize
+optional resize, then an output-sized or random-resized crop, mirror and normalisation; the gate
+and the run description are ``recpipe.decode.native``'s): read, header, label, plan, region decode at a DCT scale, resize
 and write then run in C without the GIL, with the same random draws and the same pixels. What
 the C path leaves (any other configuration, and every unusual record or image) goes through
 ``decode_into``, the Python path, which decodes it or raises its precise error.
@@ -17,11 +17,10 @@ import time
 
 import numpy as np
 
-from .._optional import extension
 from ..errors import DecodeError
 from ..io.header import unpack_header
-from .augment import PAYING_SCALES
 from .labels import header_labels
+from .native import native_module, run_options
 
 __all__ = ["RecordDecoder"]
 
@@ -42,7 +41,7 @@ class RecordDecoder:
         self.label_rule = label_rule
         self.seed = seed
         self.channels = channels
-        self._batch = extension("_batch")
+        self._batch = native_module()
         key = seed & ((1 << 128) - 1)
         self._key_lo, self._key_hi = key & _MASK64, key >> 64
         self._native = self._native_options()
@@ -53,17 +52,12 @@ class RecordDecoder:
         return self._native is not None
 
     def _native_options(self):
-        if (self._batch is None or self.augmenter is None or self.label_rule is not None
+        """``RunOptions`` when runs go to ``recpipe._batch`` (``native.run_options``, on a
+        local file with labels from the record headers), else None."""
+        if (self._batch is None or self.label_rule is not None
                 or self.reader.local_descriptor() is None):
             return None
-        augment = self.augmenter.native_options()
-        region = self.decoder.region_options()
-        if augment is None or region is None:
-            return None
-        offered = {tuple(scale) for scale in self.decoder.scales}
-        scales = sum(bit for bit, scale in ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
-                     if scale in offered and scale in PAYING_SCALES)
-        return augment[:8] + (self.label_width,) + region + augment[8:] + (scales,)
+        return run_options(self.augmenter, self.decoder, label_width=self.label_width)
 
     # -- one sample, in Python ------------------------------------------------------------
 
