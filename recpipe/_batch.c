@@ -8,10 +8,14 @@
  * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
  * written by the same code as recpipe._colour and recpipe._resize.
  *
- * fill(fd, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
+ * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
  *      epoch, options) -> number of samples done
  *
- * ``starts``/``ends`` (int64): the byte span of each record in the file open as ``fd``;
+ * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a buffer of
+ * record payloads the caller fetched (a remote file: the bytes after each record's 8-byte head,
+ * multi-part records joined) of at least ``file_size`` bytes.
+ * ``starts``/``ends`` (int64): the byte span of each record in the file open as ``fd`` (of each
+ * payload in the buffer);
  * ``samples`` (int64): each sample's index in the sampling order, which keys its random draws;
  * ``slots`` (int64): the batch slot each one fills in ``images`` (C-contiguous uint8 or float32
  * batch of slots of out_h x out_w x 3 values, (C, H, W) when nchw) and ``labels`` (float32,
@@ -659,6 +663,7 @@ done:
 
 typedef struct {
     int fd;
+    const unsigned char *payloads; /* not NULL: the caller's record payloads, not the fd */
     int64_t file_size;
     Py_ssize_t count;
     const int64_t *starts, *ends, *samples, *slots;
@@ -678,12 +683,18 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         int64_t start = req->starts[i], end = req->ends[i];
         size_t span = (size_t)(end - start), length = 0, image_at = 0;
         req->status[i] = 0;
+        const unsigned char *payload;
         if (start < 0 || end <= start || end > req->file_size || span > MAX_RECORD)
             continue;
-        if (grow((void **)&mem->record, &mem->record_cap, span)
-            || read_span(req->fd, mem->record, span, start))
-            continue;
-        const unsigned char *payload = payload_of(mem->record, span, &length);
+        if (req->payloads != NULL) { /* fetched by the caller (a remote file): unframed */
+            payload = req->payloads + start;
+            length = span;
+        } else {
+            if (grow((void **)&mem->record, &mem->record_cap, span)
+                || read_span(req->fd, mem->record, span, start))
+                continue;
+            payload = payload_of(mem->record, span, &length);
+        }
         float *labels = req->labels + req->slots[i] * req->opt.label_width;
         if (payload == NULL
             || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
@@ -874,19 +885,37 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
 static PyObject *batch_fill(PyObject *self, PyObject *args)
 {
     Py_buffer starts = {0}, ends = {0}, samples = {0}, slots = {0}, images = {0}, labels = {0},
-              status = {0};
-    PyObject *options, *result = NULL;
+              status = {0}, payloads = {0};
+    PyObject *source, *options, *result = NULL;
     unsigned long long key_lo, key_hi, epoch;
     long long file_size;
     run_request req = {0};
     scratch *mem;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "iLy*y*y*y*w*w*w*KKKO:fill", &req.fd, &file_size, &starts,
+    if (!PyArg_ParseTuple(args, "OLy*y*y*y*w*w*w*KKKO:fill", &source, &file_size, &starts,
                           &ends, &samples, &slots, &images, &labels, &status, &key_lo, &key_hi,
                           &epoch, &options))
         return NULL;
     req.count = status.len;
+    req.fd = -1;
+    if (PyLong_Check(source)) { /* a file descriptor */
+        long fd = PyLong_AsLong(source);
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        if (fd < 0 || fd > INT_MAX) {
+            PyErr_SetString(PyExc_ValueError, "fd is out of range");
+            goto done;
+        }
+        req.fd = (int)fd;
+    } else if (PyObject_GetBuffer(source, &payloads, PyBUF_SIMPLE) < 0) {
+        goto done;
+    } else if (file_size > payloads.len) {
+        PyErr_SetString(PyExc_ValueError, "file_size is past the end of the payloads");
+        goto done;
+    } else {
+        req.payloads = payloads.buf;
+    }
     if (check_column(&starts, req.count, 8, "starts") || check_column(&ends, req.count, 8, "ends")
         || check_column(&samples, req.count, 8, "samples")
         || check_column(&slots, req.count, 8, "slots") || parse_options(options, &req.opt))
@@ -918,6 +947,8 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(done_count);
 done:
+    if (payloads.obj != NULL)
+        PyBuffer_Release(&payloads);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&ends);
     PyBuffer_Release(&samples);
@@ -950,7 +981,8 @@ static PyObject *batch_uniforms(PyObject *self, PyObject *args)
 
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
-     "fill(fd, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi, "
+     "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
+     "key_hi, "
      "epoch, options) -> samples done (see the module source)."},
     {"uniforms", batch_uniforms, METH_VARARGS,
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "

@@ -87,32 +87,34 @@ def child(args):
         stream = _endless(loader)
         for _ in range(3):
             next(stream)
-        probe = Probe()
-        probe.start()
-        probe.ready.wait()
+        probe = Probe() if args.probe else None
+        if probe is not None:
+            probe.start()
+            probe.ready.wait()
         print("READY", flush=True)
         if args.wait_go:
             sys.stdin.readline()
-        before, p0 = loader.stats(), probe.sample()
+        before, p0 = loader.stats(), probe and probe.sample()
         c0 = time.thread_time()
         images = 0
         deadline = time.perf_counter() + args.seconds
         while time.perf_counter() < deadline:
             images += len(next(stream)[0])
         consumer_cpu = time.thread_time() - c0
-        after, p1 = loader.stats(), probe.sample()
-        probe.stop.set()
-        probe.join()
-    wall = p1[0] - p0[0]
-    probe_waited_gil = max(0.0, wall - (p1[1] - p0[1]) - (p1[2] - p0[2]))
+        wall = args.seconds + (time.perf_counter() - deadline)
+        after = loader.stats()
+        result = {"images": images, "seconds": wall, "images_per_s": images / wall,
+                  "consumer_cpu_us": consumer_cpu / images * 1e6}
+        if probe is not None:
+            p1 = probe.sample()
+            probe.stop.set()
+            probe.join()
+            wall = p1[0] - p0[0]
+            waited = max(0.0, wall - (p1[1] - p0[1]) - (p1[2] - p0[2]))
+            result.update(probe_gil_us=waited / images * 1e6, probe_gil_share=waited / wall)
     samples = max(1, after["samples"] - before["samples"])
-    print(json.dumps({
-        "images": images, "seconds": wall, "images_per_s": images / wall,
-        "library_gil_us": (after["gil_seconds"] - before["gil_seconds"]) / samples * 1e6,
-        "probe_gil_us": probe_waited_gil / images * 1e6,
-        "probe_gil_share": probe_waited_gil / wall,
-        "consumer_cpu_us": consumer_cpu / images * 1e6,
-    }), flush=True)
+    result["library_gil_us"] = (after["gil_seconds"] - before["gil_seconds"]) / samples * 1e6
+    print(json.dumps(result), flush=True)
 
 
 def _endless(loader):
@@ -140,6 +142,8 @@ def point(tree, args, threads):
     py_spy = shutil.which("py-spy") if args.py_spy else None
     command = [sys.executable, os.path.abspath(__file__), args.rec, "--config", args.config,
                "--seconds", str(args.seconds), "--child-threads", str(threads)]
+    if not args.probe:
+        command.append("--no-probe")
     if py_spy:
         command.append("--wait-go")
     proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -183,6 +187,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--py-spy", action="store_true")
+    parser.add_argument("--no-probe", dest="probe", action="store_false",
+                        help="no probe thread (throughput and the library's counter alone)")
     parser.add_argument("--rate", type=int, default=500)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child-threads", type=int, help=argparse.SUPPRESS)
@@ -212,7 +218,7 @@ def main(argv=None):
     print("tree      threads  images/s  library us  probe us  consumer cpu us  py-spy us")
     for row in table:
         print(f"{row['tree']:9} {row['threads']:7} {row['images_per_s']:9.0f} "
-              f"{row['library_gil_us']:11.1f} {row['probe_gil_us']:9.1f} "
+              f"{row['library_gil_us']:11.1f} {row.get('probe_gil_us', float('nan')):9.1f} "
               f"{row['consumer_cpu_us']:16.1f} {row.get('py_spy_gil_us', float('nan')):10.1f}")
 
 

@@ -4,10 +4,12 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 ``ImageLoader`` (``fill``: a run of batch slots in one call), ``recpipe.torch.RecordDataset``
 (``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
 
-``fill`` hands the whole run to ``recpipe._batch`` when it can (a local file, a decoder that
-decodes regions with ``recpipe._jpegroi``, an augmentation the C kernels render alone: an
+``fill`` hands the whole run to ``recpipe._batch`` when it can (a decoder that decodes regions
+with ``recpipe._jpegroi``, labels from the record headers, an augmentation the C kernels render alone: an
 optional resize, then an output-sized or random-resized crop, mirror and normalisation; the gate
-and the run description are ``recpipe.decode.native``'s): read, header, label, plan, region decode at a DCT scale, resize
+and the run description are ``recpipe.decode.native``'s). C reads a local file's records itself;
+the payloads of any other source (``s3://``, ``memory://``... fetched through the reader's
+coalesced readahead) are read here and handed over in one buffer.: read, header, label, plan, region decode at a DCT scale, resize
 and write then run in C without the GIL, with the same random draws and the same pixels. What
 the C path leaves (any other configuration, and every unusual record or image) goes through
 ``decode_into``, the Python path, which decodes it or raises its precise error.
@@ -52,10 +54,10 @@ class RecordDecoder:
         return self._native is not None
 
     def _native_options(self):
-        """``RunOptions`` when runs go to ``recpipe._batch`` (``native.run_options``, on a
-        local file with labels from the record headers), else None."""
-        if (self._batch is None or self.label_rule is not None
-                or self.reader.local_descriptor() is None):
+        """``RunOptions`` when runs go to ``recpipe._batch`` (``native.run_options``, with
+        labels from the record headers), else None. A local file's records are read by C; any
+        other source's payloads are read here and handed over in one buffer."""
+        if self._batch is None or self.label_rule is not None:
             return None
         return run_options(self.augmenter, self.decoder, label_width=self.label_width)
 
@@ -145,12 +147,18 @@ class RecordDecoder:
     def _fill_native(self, images, labels, slots, positions, samples, epoch, clock, spans):
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
-        starts, ends = self.reader.spans(positions) if spans is None else spans
+        source = self.reader.local_descriptor()
+        if source is None:  # not a local file: the payloads, fetched through the readahead
+            source, starts, ends = self._payloads(positions)
+            size = len(source)
+        else:
+            starts, ends = self.reader.spans(positions) if spans is None else spans
+            size = self.reader.size
         status = np.zeros(len(slots), dtype=np.uint8)
         c0 = time.thread_time()
         done = self._batch.fill(
-            self.reader.local_descriptor(), self.reader.size, starts, ends, samples, slots,
-            images, labels, status, self._key_lo, self._key_hi, epoch & _MASK64, self._native)
+            source, size, starts, ends, samples, slots, images, labels, status, self._key_lo,
+            self._key_hi, epoch & _MASK64, self._native)
         if clock is not None:
             clock.released(c0, time.thread_time())
             clock.add("decode", t0, time.perf_counter())
@@ -158,3 +166,17 @@ class RecordDecoder:
         if done == len(slots):
             return ()
         return np.flatnonzero(status == 0).tolist()
+
+    def _payloads(self, positions):
+        """``(buffer, starts, ends)``: the payloads of the records at ``positions`` joined, and
+        where each lies in it. A record that cannot be read gets an empty span: C leaves it to
+        the Python path, which reads it again and raises its precise error."""
+        payloads = []
+        for position in positions.tolist():
+            try:
+                payloads.append(self.reader[position])
+            except Exception:  # noqa: BLE001 - reported by the Python path
+                payloads.append(b"")
+        ends = np.cumsum([len(payload) for payload in payloads], dtype=np.int64)
+        starts = ends - np.fromiter((len(p) for p in payloads), np.int64, len(payloads))
+        return b"".join(payloads), starts, ends
