@@ -5,13 +5,14 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 (``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
 
 ``fill`` hands the whole run to ``recpipe._batch`` when it can (a decoder that decodes regions
-with ``recpipe._jpegroi``, labels from the record headers, an augmentation the C kernels render alone: an
-optional resize, then an output-sized or random-resized crop, mirror and normalisation; the gate
-and the run description are ``recpipe.decode.native``'s). C reads a local file's records itself;
-the payloads of any other source (``s3://``, ``memory://``... fetched through the reader's
-coalesced readahead) are read here and handed over in one buffer.: read, header, label, plan, region decode at a DCT scale, resize
-and write then run in C without the GIL, with the same random draws and the same pixels. What
-the C path leaves (any other configuration, and every unusual record or image) goes through
+with ``recpipe._jpegroi``, labels from the record headers, an augmentation the C kernels render
+alone: an optional resize, then an output-sized or random-resized crop, mirror and
+normalisation; the gate and the run description are ``recpipe.decode.native``'s): read, header,
+label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with
+the same random draws and the same pixels. C reads a local file's records itself; the payloads
+of any other source (``s3://``, ``memory://``..., fetched through the reader's coalesced
+readahead) are read here and handed over in one buffer. What the C path leaves (any other
+configuration, and every unusual record or image) goes through
 ``decode_into``, the Python path, which decodes it or raises its precise error.
 """
 
