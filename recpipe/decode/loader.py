@@ -484,7 +484,9 @@ class _Epoch:
         images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
         label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
         records = parts.record_positions(plan.positions)
-        spans = parts.reader.spans(records) if parts.native else None
+        # C reads a local file's records by these spans (a remote file's payloads come through
+        # the reader instead)
+        spans = parts.reader.spans(records) if parts.native and not parts.reader.remote else None
         return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32), records, spans)
 
     def _run_samples(self, size):
