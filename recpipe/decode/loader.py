@@ -233,8 +233,9 @@ class ImageLoader:
         """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
         if self.shuffle != "block" or not self.reader.remote:
             return None
-        spans = (self.reader.span(self._record(p)) for p in range(self.num_samples))
-        return byte_runs((end - start for start, end in spans), run_bytes)
+        records = np.arange(self.num_samples) if self._records is None else self._records
+        starts, ends = self.reader.spans(records)  # one numpy call, not one per record
+        return byte_runs(ends - starts, run_bytes)
 
     def _shuffle_mode(self, shuffle):
         if shuffle is True:

@@ -32,15 +32,28 @@ def _rng(seed, epoch, stream):
 def byte_runs(sizes, run_bytes):
     """First positions of runs of consecutive records holding about ``run_bytes`` bytes each
     (a run ends before the record that would take it past ``run_bytes``; every run has at
-    least one record). ``sizes`` are the records' stored sizes in position order."""
-    starts = []
-    filled = run_bytes
-    for position, size in enumerate(sizes):
-        if filled + size > run_bytes and (filled or not starts):
-            starts.append(position)
-            filled = 0
-        filled += size
-    return starts
+    least one record). ``sizes`` are the records' stored sizes in position order.
+
+    One ``searchsorted`` per run over the cumulative sizes, not a Python step per record."""
+    sizes = np.fromiter(sizes, dtype=np.int64) if not isinstance(sizes, np.ndarray) else \
+        np.asarray(sizes, dtype=np.int64)
+    before = np.concatenate(([0], np.cumsum(sizes)))  # bytes before each position
+    nonempty = np.flatnonzero(sizes)
+    if len(nonempty) == 0:
+        return []
+    n = len(sizes)
+    starts = [int(nonempty[0])]
+    while True:
+        start = starts[-1]
+        # the first record that would take the run past run_bytes...
+        over = int(np.searchsorted(before, before[start] + run_bytes, side="right")) - 1
+        if over >= n:
+            return starts
+        # ...starts the next run, unless the run holds no byte yet (then the record after it)
+        starts.append(over if before[over] > before[start] else over + 1)
+        if starts[-1] >= n:
+            starts.pop()
+            return starts
 
 
 def block_shuffle(n, rng, *, block_records, window_blocks, run_starts=None):

@@ -119,3 +119,26 @@ def test_block_epoch_order_parts_equal_the_reference_algorithm(parts):
         got = epoch_order(n, shuffle="block", seed=5, epoch=2, part_index=p, num_parts=parts)
         want = np.take(reference, np.arange(p * per_part, (p + 1) * per_part), mode="wrap")
         assert got.tolist() == want.tolist()
+
+
+def _byte_runs_reference(sizes, run_bytes):
+    """The original one-step-per-record loop, kept to pin the vectorised one."""
+    starts = []
+    filled = run_bytes
+    for position, size in enumerate(sizes):
+        if filled + size > run_bytes and (filled or not starts):
+            starts.append(position)
+            filled = 0
+        filled += size
+    return starts
+
+
+def test_byte_runs_equal_the_reference_loop():
+    rng = np.random.default_rng(21)
+    for _ in range(2000):
+        n = int(rng.integers(0, 80))
+        sizes = rng.integers(0, 60, n) * (rng.random(n) < rng.random())  # some empty records
+        run_bytes = int(rng.integers(0, 150))
+        want = _byte_runs_reference(sizes.tolist(), run_bytes)
+        assert byte_runs(sizes.tolist(), run_bytes) == want
+        assert byte_runs(sizes, run_bytes) == want  # an int64 array as the loader passes
