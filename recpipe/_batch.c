@@ -1,6 +1,6 @@
 /*
- * recpipe._batch: a run of records of a local .rec file decoded into batch slots in one call,
- * without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
+ * recpipe._batch: a run of records of a local .rec file (or their payloads, fetched by the caller
+ * from any other source) decoded into batch slots in one call, without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
