@@ -1,6 +1,6 @@
 /*
- * recpipe._batch: a run of records of a local .rec file decoded into batch slots in one call,
- * without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
+ * recpipe._batch: a run of records of a local .rec file (or their payloads, fetched by the caller
+ * from any other source) decoded into batch slots in one call, without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
@@ -8,10 +8,14 @@
  * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
  * written by the same code as recpipe._colour and recpipe._resize.
  *
- * fill(fd, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
+ * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
  *      epoch, options) -> number of samples done
  *
- * ``starts``/``ends`` (int64): the byte span of each record in the file open as ``fd``;
+ * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a buffer of
+ * record payloads the caller fetched (a remote file: the bytes after each record's 8-byte head,
+ * multi-part records joined) of at least ``file_size`` bytes.
+ * ``starts``/``ends`` (int64): the byte span of each record in the file open as ``fd`` (of each
+ * payload in the buffer);
  * ``samples`` (int64): each sample's index in the sampling order, which keys its random draws;
  * ``slots`` (int64): the batch slot each one fills in ``images`` (C-contiguous uint8 or float32
  * batch of slots of out_h x out_w x 3 values, (C, H, W) when nchw) and ``labels`` (float32,
@@ -21,10 +25,11 @@
  * any libjpeg error or warning in strict mode) is left to the Python path, which decodes it or
  * raises its precise error; nothing is reported from here.
  *
- * ``options``: (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets,
- * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc, min_area,
- * max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as recpipe's
- * Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
+ * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS,
+ * parsed by OPTION_TABLE below): (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains,
+ * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc,
+ * min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as
+ * recpipe's Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
  * aspect range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
@@ -35,7 +40,9 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -656,6 +663,7 @@ done:
 
 typedef struct {
     int fd;
+    const unsigned char *payloads; /* not NULL: the caller's record payloads, not the fd */
     int64_t file_size;
     Py_ssize_t count;
     const int64_t *starts, *ends, *samples, *slots;
@@ -675,12 +683,18 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         int64_t start = req->starts[i], end = req->ends[i];
         size_t span = (size_t)(end - start), length = 0, image_at = 0;
         req->status[i] = 0;
+        const unsigned char *payload;
         if (start < 0 || end <= start || end > req->file_size || span > MAX_RECORD)
             continue;
-        if (grow((void **)&mem->record, &mem->record_cap, span)
-            || read_span(req->fd, mem->record, span, start))
-            continue;
-        const unsigned char *payload = payload_of(mem->record, span, &length);
+        if (req->payloads != NULL) { /* fetched by the caller (a remote file): unframed */
+            payload = req->payloads + start;
+            length = span;
+        } else {
+            if (grow((void **)&mem->record, &mem->record_cap, span)
+                || read_span(req->fd, mem->record, span, start))
+                continue;
+            payload = payload_of(mem->record, span, &length);
+        }
         float *labels = req->labels + req->slots[i] * req->opt.label_width;
         if (payload == NULL
             || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
@@ -697,17 +711,100 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 
 /* --- arguments ------------------------------------------------------------------------------ */
 
+/* The run options, in the order recpipe.decode.native.RunOptions holds them: the one place
+ * where their names, kinds and destinations are listed (exported as OPTION_FIELDS; a field added
+ * here is parsed, exported and checked against the Python side by tests/decode/test_native.py). */
+typedef enum { OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3 } option_kind;
+
+typedef struct {
+    const char *name;
+    option_kind kind;
+    size_t offset;
+} option_field;
+
+#define OPTION(name, kind, member) {name, kind, offsetof(run_options, member)}
+
+static const option_field OPTION_TABLE[] = {
+    OPTION("out_h", OPT_LONG, out_h),
+    OPTION("out_w", OPT_LONG, out_w),
+    OPTION("nchw", OPT_BOOL, nchw),
+    OPTION("rand_crop", OPT_BOOL, rand_crop),
+    OPTION("mirror", OPT_BOOL, mirror),
+    OPTION("rand_mirror", OPT_BOOL, rand_mirror),
+    OPTION("gains", OPT_FLOAT3, gains),
+    OPTION("offsets", OPT_FLOAT3, offsets),
+    OPTION("label_width", OPT_LONG, label_width),
+    OPTION("fast_dct", OPT_BOOL, fast_dct),
+    OPTION("fast_upsample", OPT_BOOL, fast_upsample),
+    OPTION("strict", OPT_BOOL, strict),
+    OPTION("max_pixels", OPT_ULL, max_pixels),
+    OPTION("max_bytes", OPT_ULL, max_bytes),
+    OPTION("resize", OPT_LONG, resize),
+    OPTION("rrc", OPT_BOOL, rrc),
+    OPTION("min_area", OPT_DOUBLE, min_area),
+    OPTION("max_area", OPT_DOUBLE, max_area),
+    OPTION("aspect_low", OPT_DOUBLE, aspect_low),
+    OPTION("aspect_high", OPT_DOUBLE, aspect_high),
+    OPTION("brightness", OPT_DOUBLE, colour[0]),
+    OPTION("contrast", OPT_DOUBLE, colour[1]),
+    OPTION("saturation", OPT_DOUBLE, colour[2]),
+    OPTION("scales", OPT_INT, scales),
+};
+
+#define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
+
+static int parse_option(PyObject *item, const option_field *field, run_options *opt)
+{
+    char *dst = (char *)opt + field->offset;
+    long value;
+    int truth;
+    switch (field->kind) {
+    case OPT_LONG:
+    case OPT_INT:
+        value = PyLong_AsLong(item);
+        if (value == -1 && PyErr_Occurred())
+            return -1;
+        if (field->kind == OPT_LONG)
+            *(long *)dst = value;
+        else if (value < INT_MIN || value > INT_MAX) {
+            PyErr_Format(PyExc_OverflowError, "options.%s is out of range", field->name);
+            return -1;
+        } else
+            *(int *)dst = (int)value;
+        return 0;
+    case OPT_BOOL:
+        truth = PyObject_IsTrue(item);
+        if (truth < 0)
+            return -1;
+        *(int *)dst = truth;
+        return 0;
+    case OPT_ULL:
+        *(unsigned long long *)dst = PyLong_AsUnsignedLongLong(item);
+        return PyErr_Occurred() ? -1 : 0;
+    case OPT_DOUBLE:
+        *(double *)dst = PyFloat_AsDouble(item);
+        return PyErr_Occurred() ? -1 : 0;
+    case OPT_FLOAT3:
+        return parse_floats(item, (float *)dst, 3, field->name);
+    }
+    return -1;
+}
+
 static int parse_options(PyObject *options, run_options *opt)
 {
-    PyObject *gains, *offsets;
-    if (!PyArg_ParseTuple(options, "llppppOOlpppKKlpdddddddi:options", &opt->out_h,
-                          &opt->out_w, &opt->nchw, &opt->rand_crop, &opt->mirror,
-                          &opt->rand_mirror, &gains, &offsets, &opt->label_width,
-                          &opt->fast_dct, &opt->fast_upsample, &opt->strict, &opt->max_pixels,
-                          &opt->max_bytes, &opt->resize, &opt->rrc, &opt->min_area,
-                          &opt->max_area, &opt->aspect_low, &opt->aspect_high, &opt->colour[0],
-                          &opt->colour[1], &opt->colour[2], &opt->scales))
+    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != N_OPTIONS) {
+        PyErr_Format(PyExc_TypeError, "options must be a tuple of %zd values (OPTION_FIELDS)",
+                     N_OPTIONS);
         return -1;
+    }
+    for (Py_ssize_t i = 0; i < N_OPTIONS; i++) {
+        if (parse_option(PyTuple_GET_ITEM(options, i), &OPTION_TABLE[i], opt)) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError))  /* name the field */
+                PyErr_Format(PyExc_TypeError, "options.%s has the wrong type",
+                             OPTION_TABLE[i].name);
+            return -1;
+        }
+    }
     if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
         || (opt->rrc && !(opt->aspect_low > 0 && opt->aspect_low <= opt->aspect_high))) {
         PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
@@ -718,8 +815,33 @@ static int parse_options(PyObject *options, run_options *opt)
         PyErr_SetString(PyExc_ValueError, "out_h, out_w and label_width must be positive");
         return -1;
     }
-    return parse_floats(gains, opt->gains, 3, "gains")
-           || parse_floats(offsets, opt->offsets, 3, "offsets");
+    return 0;
+}
+
+/* OPTION_FIELDS: the option names in order; DRAW_SLOTS: where planning reads its uniforms in a
+ * sample's block of N_DRAWN (Augmenter's U_* slots). */
+static int add_contract(PyObject *module)
+{
+    PyObject *names = PyTuple_New(N_OPTIONS), *slots;
+    for (Py_ssize_t i = 0; names != NULL && i < N_OPTIONS; i++) {
+        PyObject *name = PyUnicode_FromString(OPTION_TABLE[i].name);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, name);
+    }
+    if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
+        Py_XDECREF(names);
+        return -1;
+    }
+    slots = Py_BuildValue("{sisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES, "crop_x",
+                          U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order", U_ORDER,
+                          "colour", U_COLOUR, "drawn", N_DRAWN);
+    if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
+        Py_XDECREF(slots);
+        return -1;
+    }
+    return 0;
 }
 
 static int check_column(Py_buffer *view, Py_ssize_t count, Py_ssize_t itemsize,
@@ -763,19 +885,37 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
 static PyObject *batch_fill(PyObject *self, PyObject *args)
 {
     Py_buffer starts = {0}, ends = {0}, samples = {0}, slots = {0}, images = {0}, labels = {0},
-              status = {0};
-    PyObject *options, *result = NULL;
+              status = {0}, payloads = {0};
+    PyObject *source, *options, *result = NULL;
     unsigned long long key_lo, key_hi, epoch;
     long long file_size;
     run_request req = {0};
     scratch *mem;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "iLy*y*y*y*w*w*w*KKKO:fill", &req.fd, &file_size, &starts,
+    if (!PyArg_ParseTuple(args, "OLy*y*y*y*w*w*w*KKKO:fill", &source, &file_size, &starts,
                           &ends, &samples, &slots, &images, &labels, &status, &key_lo, &key_hi,
                           &epoch, &options))
         return NULL;
     req.count = status.len;
+    req.fd = -1;
+    if (PyLong_Check(source)) { /* a file descriptor */
+        long fd = PyLong_AsLong(source);
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        if (fd < 0 || fd > INT_MAX) {
+            PyErr_SetString(PyExc_ValueError, "fd is out of range");
+            goto done;
+        }
+        req.fd = (int)fd;
+    } else if (PyObject_GetBuffer(source, &payloads, PyBUF_SIMPLE) < 0) {
+        goto done;
+    } else if (file_size > payloads.len) {
+        PyErr_SetString(PyExc_ValueError, "file_size is past the end of the payloads");
+        goto done;
+    } else {
+        req.payloads = payloads.buf;
+    }
     if (check_column(&starts, req.count, 8, "starts") || check_column(&ends, req.count, 8, "ends")
         || check_column(&samples, req.count, 8, "samples")
         || check_column(&slots, req.count, 8, "slots") || parse_options(options, &req.opt))
@@ -807,6 +947,8 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(done_count);
 done:
+    if (payloads.obj != NULL)
+        PyBuffer_Release(&payloads);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&ends);
     PyBuffer_Release(&samples);
@@ -839,7 +981,8 @@ static PyObject *batch_uniforms(PyObject *self, PyObject *args)
 
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
-     "fill(fd, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi, "
+     "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
+     "key_hi, "
      "epoch, options) -> samples done (see the module source)."},
     {"uniforms", batch_uniforms, METH_VARARGS,
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
@@ -862,5 +1005,8 @@ PyMODINIT_FUNC PyInit__batch(void)
         }
         key_made = 1;
     }
-    return PyModule_Create(&batch_module);
+    PyObject *module = PyModule_Create(&batch_module);
+    if (module != NULL && add_contract(module) < 0)
+        Py_CLEAR(module);
+    return module;
 }

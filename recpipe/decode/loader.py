@@ -37,6 +37,9 @@ _WAIT_SLICE = 0.1
 # samples per worker task: fewer queue round trips than one per sample, while a batch still
 # spreads over every thread (128 samples -> 16 tasks)
 _RUN_SAMPLES = 8
+# runs the native decoder takes whole: as long as a batch still spreads over every thread, up to
+# this many samples (the Python around each run is paid once per run, not per sample)
+_NATIVE_RUN_SAMPLES = 64
 
 
 class Batch(tuple):
@@ -75,6 +78,7 @@ class _EpochParts:
     dtype: np.dtype
     label_width: int
     timeout: float
+    native: bool = False  # runs go to recpipe._batch: spans are looked up once per batch
 
     def record_positions(self, samples):
         samples = np.asarray(samples, dtype=np.int64)
@@ -82,10 +86,15 @@ class _EpochParts:
 
 
 class _Batch:
-    """One batch being filled: buffers, slots left to fill, and the first error."""
+    """One batch being filled: buffers, slots left to fill, and the first error. ``records``
+    (the record position of each slot) and ``spans`` (their byte spans, or None) are computed
+    once for the batch, so that a worker's run takes slices of them."""
 
-    def __init__(self, plan, images, labels):
+    def __init__(self, plan, images, labels, records, spans=None):
         self.positions = plan.positions
+        self.records = records
+        self.spans = spans
+        self.slots = np.arange(len(plan.positions), dtype=np.int64)
         self.pad = plan.pad
         self.images = images
         self.labels = labels
@@ -208,7 +217,7 @@ class ImageLoader:
             self._parts = _EpochParts(self._pool, self._buffers, self._stats, self._observers,
                                       self.reader, self._records, self._runs,
                                       self.augmenter.out_shape, self.augmenter.dtype,
-                                      o.label_width, o.timeout)
+                                      o.label_width, o.timeout, self.records.native)
             if auto:
                 self.enable_autotune()
         except BaseException:
@@ -224,8 +233,9 @@ class ImageLoader:
         """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
         if self.shuffle != "block" or not self.reader.remote:
             return None
-        spans = (self.reader.span(self._record(p)) for p in range(self.num_samples))
-        return byte_runs((end - start for start, end in spans), run_bytes)
+        records = np.arange(self.num_samples) if self._records is None else self._records
+        starts, ends = self.reader.spans(records)  # one numpy call, not one per record
+        return byte_runs(ends - starts, run_bytes)
 
     def _shuffle_mode(self, shuffle):
         if shuffle is True:
@@ -259,10 +269,6 @@ class ImageLoader:
     def num_samples(self):
         """Records served per epoch (all of them, or the chosen/image ones, see ``keys``)."""
         return len(self.reader) if self._records is None else len(self._records)
-
-    def _record_array(self, samples):
-        """Record positions of the samples ``samples`` (an int64 array)."""
-        return samples if self._records is None else self._records[samples]
 
     def _record(self, sample):
         """The record position of sample ``sample`` (0..num_samples-1)."""
@@ -403,9 +409,12 @@ class ImageLoader:
         try:
             if batch.cancelled:
                 return
-            samples = np.asarray(batch.positions[start:stop], dtype=np.int64)
-            failures = self.records.fill(batch.images, batch.labels, np.arange(start, stop),
-                                         self._record_array(samples), samples, epoch, clock)
+            spans = batch.spans
+            if spans is not None:
+                spans = (spans[0][start:stop], spans[1][start:stop])
+            failures = self.records.fill(batch.images, batch.labels, batch.slots[start:stop],
+                                         batch.records[start:stop], batch.positions[start:stop],
+                                         epoch, clock, spans)
             for slot, exc in failures:
                 self._on_sample_error(batch, slot, epoch, exc, clock)
         except Exception as exc:  # e.g. the file closed under a cancelled batch: the whole run
@@ -475,7 +484,18 @@ class _Epoch:
         parts, size = self.parts, len(plan.positions)
         images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
         label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
-        return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32))
+        records = parts.record_positions(plan.positions)
+        # C reads a local file's records by these spans (a remote file's payloads come through
+        # the reader instead)
+        spans = parts.reader.spans(records) if parts.native and not parts.reader.remote else None
+        return _Batch(plan, images, np.zeros(label_shape, dtype=np.float32), records, spans)
+
+    def _run_samples(self, size):
+        """Samples per worker task: 8, or for the native decoder as many as still give every
+        thread a part of the batch (up to ``_NATIVE_RUN_SAMPLES``)."""
+        if not self.parts.native:
+            return _RUN_SAMPLES
+        return max(_RUN_SAMPLES, min(_NATIVE_RUN_SAMPLES, -(-size // self.parts.pool.threads)))
 
     def _issue_ahead(self):
         wanted = self.next_index + self.loader.prefetch
@@ -490,9 +510,9 @@ class _Epoch:
             batch = self._allocate(self.plans[self.issue_index])
             self.issued[self.issue_index] = batch
             size = len(batch.positions)
-            for start in range(0, size, _RUN_SAMPLES):  # runs of samples, not one item each
-                self.parts.pool.submit((batch, start, min(size, start + _RUN_SAMPLES),
-                                        self.epoch))
+            run = self._run_samples(size)
+            for start in range(0, size, run):  # runs of samples, not one item each
+                self.parts.pool.submit((batch, start, min(size, start + run), self.epoch))
             self.issue_index += 1
 
     def _wait(self, batch):
@@ -530,7 +550,7 @@ class _Epoch:
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
-        positions = self.parts.record_positions(batch.positions)
+        positions = batch.records
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
             images, labels, positions = images[keep], labels[keep], positions[keep]

@@ -32,15 +32,28 @@ def _rng(seed, epoch, stream):
 def byte_runs(sizes, run_bytes):
     """First positions of runs of consecutive records holding about ``run_bytes`` bytes each
     (a run ends before the record that would take it past ``run_bytes``; every run has at
-    least one record). ``sizes`` are the records' stored sizes in position order."""
-    starts = []
-    filled = run_bytes
-    for position, size in enumerate(sizes):
-        if filled + size > run_bytes and (filled or not starts):
-            starts.append(position)
-            filled = 0
-        filled += size
-    return starts
+    least one record). ``sizes`` are the records' stored sizes in position order.
+
+    One ``searchsorted`` per run over the cumulative sizes, not a Python step per record."""
+    sizes = np.fromiter(sizes, dtype=np.int64) if not isinstance(sizes, np.ndarray) else \
+        np.asarray(sizes, dtype=np.int64)
+    before = np.concatenate(([0], np.cumsum(sizes)))  # bytes before each position
+    nonempty = np.flatnonzero(sizes)
+    if len(nonempty) == 0:
+        return []
+    n = len(sizes)
+    starts = [int(nonempty[0])]
+    while True:
+        start = starts[-1]
+        # the first record that would take the run past run_bytes...
+        over = int(np.searchsorted(before, before[start] + run_bytes, side="right")) - 1
+        if over >= n:
+            return starts
+        # ...starts the next run, unless the run holds no byte yet (then the record after it)
+        starts.append(over if before[over] > before[start] else over + 1)
+        if starts[-1] >= n:
+            starts.pop()
+            return starts
 
 
 def block_shuffle(n, rng, *, block_records, window_blocks, run_starts=None):
@@ -52,16 +65,44 @@ def block_shuffle(n, rng, *, block_records, window_blocks, run_starts=None):
     run is fetched by one range request. Randomness is weaker than a full permutation (records
     from far-apart runs never meet in one window, and neighbours tend to share a batch).
     """
+    starts = _run_starts(n, block_records, run_starts)
+    lengths = np.diff(np.append(starts, n))
+    order = rng.permutation(len(starts))
+    permuted_lengths = lengths[order]
+    ends = np.cumsum(permuted_lengths)
+    result = _expand_runs(starts[order], permuted_lengths, ends)
+    total = len(result)
+    window_ends = ends[window_blocks - 1::window_blocks].tolist()
+    if not window_ends or window_ends[-1] != total:
+        window_ends.append(total)
+    begin = 0
+    for end in window_ends:  # one call per window: same draws as permuting each window's array
+        rng.shuffle(result[begin:end])
+        begin = end
+    return result
+
+
+def _expand_runs(first_positions, lengths, ends):
+    """The positions of runs laid end to end (run ``j`` holds ``first_positions[j] +
+    range(lengths[j])``), built as a cumulative sum of steps: 1 inside a run, a jump where a
+    run begins. No Python object per run."""
+    total = int(ends[-1]) if len(ends) else 0
+    steps = np.ones(total, dtype=np.int64)
+    if total == 0:
+        return steps
+    nonempty = lengths > 0
+    begins = (ends - lengths)[nonempty]
+    shifts = first_positions[nonempty] - begins  # position minus its place in the result
+    steps[begins] = 1 + np.diff(shifts, prepend=0)
+    steps[0] -= 1
+    return np.cumsum(steps, out=steps)
+
+
+def _run_starts(n, block_records, run_starts):
+    """First positions of the runs as an int64 array (``block_records`` apart unless given)."""
     if run_starts is None:
-        run_starts = range(0, n, block_records)
-    bounds = list(run_starts) + [n]
-    blocks = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-    order = rng.permutation(len(blocks))
-    result = []
-    for w in range(0, len(order), window_blocks):
-        window = np.concatenate([blocks[b] for b in order[w:w + window_blocks]])
-        result.append(rng.permutation(window))
-    return np.concatenate(result) if result else np.arange(0)
+        return np.arange(0, n, block_records, dtype=np.int64)
+    return np.asarray(run_starts, dtype=np.int64).reshape(-1)
 
 
 def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1,

@@ -4,12 +4,15 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 ``ImageLoader`` (``fill``: a run of batch slots in one call), ``recpipe.torch.RecordDataset``
 (``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
 
-``fill`` hands the whole run to ``recpipe._batch`` when it can (a local file, a decoder that
-decodes regions with ``recpipe._jpegroi``, an augmentation the C kernels render alone: an
-optional resize, then an output-sized or random-resized crop, mirror and normalisation,
-``Augmenter.native_options``): read, header, label, plan, region decode at a DCT scale, resize
-and write then run in C without the GIL, with the same random draws and the same pixels. What
-the C path leaves (any other configuration, and every unusual record or image) goes through
+``fill`` hands the whole run to ``recpipe._batch`` when it can (a decoder that decodes regions
+with ``recpipe._jpegroi``, labels from the record headers, an augmentation the C kernels render
+alone: an optional resize, then an output-sized or random-resized crop, mirror and
+normalisation; the gate and the run description are ``recpipe.decode.native``'s): read, header,
+label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with
+the same random draws and the same pixels. C reads a local file's records itself; the payloads
+of any other source (``s3://``, ``memory://``..., fetched through the reader's coalesced
+readahead) are read here and handed over in one buffer. What the C path leaves (any other
+configuration, and every unusual record or image) goes through
 ``decode_into``, the Python path, which decodes it or raises its precise error.
 """
 
@@ -17,11 +20,10 @@ import time
 
 import numpy as np
 
-from .._optional import extension
 from ..errors import DecodeError
 from ..io.header import unpack_header
-from .augment import PAYING_SCALES
 from .labels import header_labels
+from .native import native_module, run_options
 
 __all__ = ["RecordDecoder"]
 
@@ -42,6 +44,9 @@ class RecordDecoder:
         self.label_rule = label_rule
         self.seed = seed
         self.channels = channels
+        self._batch = native_module()
+        key = seed & ((1 << 128) - 1)
+        self._key_lo, self._key_hi = key & _MASK64, key >> 64
         self._native = self._native_options()
 
     @property
@@ -50,18 +55,12 @@ class RecordDecoder:
         return self._native is not None
 
     def _native_options(self):
-        batch = extension("_batch")
-        if (batch is None or self.augmenter is None or self.label_rule is not None
-                or self.reader.local_descriptor() is None):
+        """``RunOptions`` when runs go to ``recpipe._batch`` (``native.run_options``, with
+        labels from the record headers), else None. A local file's records are read by C; any
+        other source's payloads are read here and handed over in one buffer."""
+        if self._batch is None or self.label_rule is not None:
             return None
-        augment = self.augmenter.native_options()
-        region = self.decoder.region_options()
-        if augment is None or region is None:
-            return None
-        offered = {tuple(scale) for scale in self.decoder.scales}
-        scales = sum(bit for bit, scale in ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
-                     if scale in offered and scale in PAYING_SCALES)
-        return augment[:8] + (self.label_width,) + region + augment[8:] + (scales,)
+        return run_options(self.augmenter, self.decoder, label_width=self.label_width)
 
     # -- one sample, in Python ------------------------------------------------------------
 
@@ -120,19 +119,22 @@ class RecordDecoder:
 
     # -- a run of samples ---------------------------------------------------------------------
 
-    def fill(self, images, labels, slots, positions, samples, epoch, clock=None):
+    def fill(self, images, labels, slots, positions, samples, epoch, clock=None, spans=None):
         """Fill ``images[slot]``/``labels[slot]`` for each ``slot`` of ``slots`` from the record
         at the matching ``positions``, as sample ``samples`` (keys of the random draws).
         ``images``: the batch (C-contiguous, the augmenter's sample shape and dtype); ``labels``:
-        float32 ``(batch,)`` or ``(batch, label_width)``. Returns ``[(slot, exception)]`` of the
-        samples that failed, for the caller's error policy."""
+        float32 ``(batch,)`` or ``(batch, label_width)``. ``spans``: the records' ``(starts,
+        ends)`` when the caller has them (``reader.spans(positions)``, e.g. computed once per
+        batch). Returns ``[(slot, exception)]`` of the samples that failed, for the caller's
+        error policy."""
         slots = np.asarray(slots, dtype=np.int64)
         positions = np.asarray(positions, dtype=np.int64)
         samples = np.asarray(samples, dtype=np.int64)
         left = range(len(slots))
         if (self._native is not None and len(slots) and images.flags.c_contiguous
                 and labels.flags.c_contiguous and labels.dtype == np.float32):
-            left = self._fill_native(images, labels, slots, positions, samples, epoch, clock)
+            left = self._fill_native(images, labels, slots, positions, samples, epoch, clock,
+                                     spans)
         failures = []
         for i in left:
             slot = int(slots[i])
@@ -143,18 +145,39 @@ class RecordDecoder:
                 failures.append((slot, exc))
         return failures
 
-    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock):
+    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock, spans):
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
-        starts, ends = self.reader.spans(positions)
+        source = self.reader.local_descriptor()
+        if source is None:  # not a local file: the payloads, fetched through the readahead
+            source, starts, ends = self._payloads(positions)
+            size = len(source)
+        else:
+            starts, ends = self.reader.spans(positions) if spans is None else spans
+            size = self.reader.size
         status = np.zeros(len(slots), dtype=np.uint8)
-        key = self.seed & ((1 << 128) - 1)
         c0 = time.thread_time()
-        done = extension("_batch").fill(
-            self.reader.local_descriptor(), self.reader.size, starts, ends, samples, slots,
-            images, labels, status, key & _MASK64, key >> 64, epoch & _MASK64, self._native)
+        done = self._batch.fill(
+            source, size, starts, ends, samples, slots, images, labels, status, self._key_lo,
+            self._key_hi, epoch & _MASK64, self._native)
         if clock is not None:
             clock.released(c0, time.thread_time())
             clock.add("decode", t0, time.perf_counter())
             clock.samples += done
+        if done == len(slots):
+            return ()
         return np.flatnonzero(status == 0).tolist()
+
+    def _payloads(self, positions):
+        """``(buffer, starts, ends)``: the payloads of the records at ``positions`` joined, and
+        where each lies in it. A record that cannot be read gets an empty span: C leaves it to
+        the Python path, which reads it again and raises its precise error."""
+        payloads = []
+        for position in positions.tolist():
+            try:
+                payloads.append(self.reader[position])
+            except Exception:  # noqa: BLE001 - reported by the Python path
+                payloads.append(b"")
+        ends = np.cumsum([len(payload) for payload in payloads], dtype=np.int64)
+        starts = ends - np.fromiter((len(p) for p in payloads), np.int64, len(payloads))
+        return b"".join(payloads), starts, ends

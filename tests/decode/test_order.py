@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from recpipe.decode.order import block_shuffle, epoch_order, split_batches
+from recpipe.decode.order import block_shuffle, byte_runs, epoch_order, split_batches
 
 
 @pytest.mark.parametrize("n,parts", [(10, 3), (1000, 7), (5, 5), (3, 4), (128, 2)])
@@ -64,3 +64,81 @@ def test_bad_arguments(kwargs):
         split_batches([1], 0)
     with pytest.raises(ValueError):
         split_batches([1], 2, "wrap")
+
+
+def _block_shuffle_reference(n, rng, *, block_records, window_blocks, run_starts=None):
+    """The original one-array-per-run algorithm, kept to pin the vectorised one's order."""
+    if run_starts is None:
+        run_starts = range(0, n, block_records)
+    bounds = list(run_starts) + [n]
+    blocks = [np.arange(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+    order = rng.permutation(len(blocks))
+    result = []
+    for w in range(0, len(order), window_blocks):
+        window = np.concatenate([blocks[b] for b in order[w:w + window_blocks]])
+        result.append(rng.permutation(window))
+    return np.concatenate(result) if result else np.arange(0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_block_shuffle_order_equals_the_reference_algorithm(seed):
+    sizes = np.random.default_rng(100 + seed)
+    cases = [(0, 64, 8), (1, 64, 8), (63, 64, 8), (64, 64, 8), (65, 64, 8), (1000, 50, 2),
+             (1000, 7, 1), (513, 64, 8), (4097, 64, 8), (10_000, 64, 3), (999, 1, 5)]
+    cases += [(int(sizes.integers(1, 5000)), int(sizes.integers(1, 130)), int(sizes.integers(1, 12)))
+              for _ in range(40)]
+    for n, block, window in cases:
+        got = block_shuffle(n, np.random.default_rng([seed, n]), block_records=block,
+                            window_blocks=window)
+        want = _block_shuffle_reference(n, np.random.default_rng([seed, n]), block_records=block,
+                                        window_blocks=window)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), (n, block, window)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_block_shuffle_with_byte_runs_equals_the_reference_algorithm(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        n = int(rng.integers(1, 3000))
+        runs = byte_runs(rng.integers(1, 5000, n).tolist(), int(rng.integers(1, 40_000)))
+        window = int(rng.integers(1, 10))
+        got = block_shuffle(n, np.random.default_rng(seed), block_records=0, window_blocks=window,
+                            run_starts=runs)
+        want = _block_shuffle_reference(n, np.random.default_rng(seed), block_records=0,
+                                        window_blocks=window, run_starts=runs)
+        assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_block_epoch_order_parts_equal_the_reference_algorithm(parts):
+    n = 64 * 37 + 19  # a partial last block
+    reference = _block_shuffle_reference(n, np.random.Generator(np.random.Philox(key=[5, (2 << 8)])),
+                                         block_records=64, window_blocks=8)
+    per_part = -(-n // parts)
+    for p in range(parts):
+        got = epoch_order(n, shuffle="block", seed=5, epoch=2, part_index=p, num_parts=parts)
+        want = np.take(reference, np.arange(p * per_part, (p + 1) * per_part), mode="wrap")
+        assert got.tolist() == want.tolist()
+
+
+def _byte_runs_reference(sizes, run_bytes):
+    """The original one-step-per-record loop, kept to pin the vectorised one."""
+    starts = []
+    filled = run_bytes
+    for position, size in enumerate(sizes):
+        if filled + size > run_bytes and (filled or not starts):
+            starts.append(position)
+            filled = 0
+        filled += size
+    return starts
+
+
+def test_byte_runs_equal_the_reference_loop():
+    rng = np.random.default_rng(21)
+    for _ in range(2000):
+        n = int(rng.integers(0, 80))
+        sizes = rng.integers(0, 60, n) * (rng.random(n) < rng.random())  # some empty records
+        run_bytes = int(rng.integers(0, 150))
+        want = _byte_runs_reference(sizes.tolist(), run_bytes)
+        assert byte_runs(sizes.tolist(), run_bytes) == want
+        assert byte_runs(sizes, run_bytes) == want  # an int64 array as the loader passes

@@ -249,7 +249,7 @@ def test_max_pixels_is_enforced_on_the_native_path(tmp_path):
     assert slot == 0 and isinstance(error, DecodeError) and "max_pixels" in str(error)
 
 
-def test_configurations_beyond_the_c_kernels_or_other_sources_use_the_python_path(tmp_path):
+def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
     rec = _faces(tmp_path, count=4)
     for config in (dict(data_shape=(3, 64, 64), max_random_contrast=0.2, dtype="float32"),
                    dict(data_shape=(3, 112, 112), brightness=0.3, pca_noise=0.1),
@@ -274,7 +274,7 @@ def test_configurations_beyond_the_c_kernels_or_other_sources_use_the_python_pat
     try:
         reader, records = _decoders("memory://records/faces.rec", data_shape=(3, 112, 112))
         with reader:
-            assert not records.native  # not a local file
+            assert records.native == (extension("_batch") is not None)  # payloads handed to C
             images = np.zeros((4, 3, 112, 112), records.augmenter.dtype)
             assert records.fill(images, np.zeros(4, np.float32), range(4), range(4), range(4),
                                 0) == []
@@ -322,3 +322,47 @@ def test_native_run_decoder_built_when_required():
     if os.environ.get("RECPIPE_REQUIRE_JPEGROI") != "1":
         pytest.skip("RECPIPE_REQUIRE_JPEGROI is not set")
     assert extension("_batch") is not None, "recpipe._batch was not built"
+
+
+@native
+@pytest.mark.parametrize("config", CONFIGS[:3])
+def test_remote_runs_decode_fetched_payloads_natively_as_the_python_path(tmp_path, config,
+                                                                          monkeypatch):
+    """A remote file (memory://): the payloads are read through the reader and decoded by C from
+    one buffer; pixels and labels equal the Python path's; an unreadable record is left to the
+    Python path, which raises its precise error."""
+    import fsspec
+
+    rec = _faces(tmp_path)
+    fs = fsspec.filesystem("memory")
+    with open(rec, "rb") as f:
+        data = bytearray(f.read())
+    with open(rec[:-4] + ".idx", "rb") as f:
+        fs.pipe("/remote/faces.idx", f.read())
+    with RecordReader(rec) as local:
+        bad_start, _ = local.span(3)
+    data[bad_start:bad_start + 4] = b"\0\0\0\0"  # record 3 loses its magic
+    fs.pipe("/remote/faces.rec", bytes(data))
+    try:
+        reader, records = _decoders("memory://remote/faces.rec", **config)
+        with reader:
+            assert records.native
+            positions = np.array([p for p in range(len(reader)) if p != 3])
+            samples = positions * 5 + 1
+            slots = np.arange(len(positions))
+            shape = (len(positions),) + records.augmenter.out_shape
+            expected = np.zeros(shape, records.augmenter.dtype)
+            expected_labels = np.zeros(len(positions), np.float32)
+            _python_fill(records, slots, positions, samples, 2, expected, expected_labels)
+            images = np.full(shape, 7, records.augmenter.dtype)
+            labels = np.zeros(len(positions), np.float32)
+            monkeypatch.setattr(records, "decode_into", _not_called)
+            assert records.fill(images, labels, slots, positions, samples, 2) == []
+            monkeypatch.undo()
+            np.testing.assert_array_equal(images, expected)
+            np.testing.assert_array_equal(labels, expected_labels)
+            one = np.zeros((1,) + records.augmenter.out_shape, records.augmenter.dtype)
+            (slot, error), = records.fill(one, np.zeros(1, np.float32), [0], [3], [3], 2)
+            assert slot == 0 and isinstance(error, RecordFormatError) and error.record == 3
+    finally:
+        fs.rm("/remote", recursive=True)

@@ -46,10 +46,10 @@ def test_batches_equal_the_pre_rebuild_references(tmp_path, threads):
 
 def test_python_path_equals_the_references_too(tmp_path, monkeypatch):
     """With recpipe._batch hidden every run takes the Python path: the same pixels."""
-    import recpipe.decode.records as records
+    import recpipe.decode.native as native
 
     asked = []
-    monkeypatch.setattr(records, "extension", lambda name: asked.append(name))
+    monkeypatch.setattr(native, "extension", lambda name: asked.append(name))
     got = run_configs(tmp_path, names=["faces", "train", "train_jitter", "val"])
     assert "_batch" in asked
     expected = {name: REFERENCE["configs"][name] for name in got}

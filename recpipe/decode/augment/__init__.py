@@ -53,7 +53,7 @@ Where recpipe differs from MXNet (documented choices, RNG streams are ours anywa
 
 import numpy as np
 
-from .config import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig, aspect_range
+from .config import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
 from .geometry import PAYING_SCALES, decode_box, decode_scale
 from .plan import Planner, SamplePlan, resize_shorter_size
 from .render import Kernels, Renderer
@@ -93,32 +93,6 @@ class Augmenter:
         """The same stream as ``sample_rng(seed, epoch, index)`` from a generator reused by the
         calling thread (~1 us instead of ~10 us): valid until this thread's next call."""
         return thread_sample_rng(seed, epoch, index)
-
-    def native_options(self):
-        """``(out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets, resize, rrc,
-        min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation)`` when
-        this augmentation is what ``recpipe._batch`` renders itself, to the same values: an
-        optional shorter-edge resize, then an output-sized crop (centred or random) or a
-        random-resized crop, resized bilinearly by the C kernel, colour-jittered (brightness,
-        contrast, saturation), mirrored and normalised. None for anything else (affine, pad,
-        random-size crops, PCA lighting, HLS, contrast/illumination jitter, other
-        interpolations, float16, gray output, ``dct_scaling=False``, or a C kernel not chosen
-        or not built)."""
-        c, renderer = self.config, self.renderer
-        if not (renderer.kernels.resize and renderer.kernels.colour and self._channels == 3
-                and not self.planner.random_size and c.inter_method == 1
-                and c.pca_noise == 0 and not (c.random_h or c.random_s or c.random_l)
-                and c.max_random_contrast == 0 and c.max_random_illumination == 0):
-            return None
-        gains, offsets = renderer.fixed_terms if self._np_dtype != np.uint8 else (
-            (1.0,) * 3, (0.0,) * 3)
-        out_h, out_w = c.out_hw
-        low, high = aspect_range(c)
-        return (out_h, out_w, c.layout == "NCHW", bool(c.rand_crop), bool(c.mirror),
-                bool(c.rand_mirror), tuple(gains), tuple(offsets), int(c.resize),
-                self.planner.random_resized, float(c.min_random_area),
-                float(c.max_random_area), float(low), float(high), float(c.brightness),
-                float(c.contrast), float(c.saturation))
 
     @property
     def out_shape(self):
