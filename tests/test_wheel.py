@@ -110,8 +110,10 @@ def test_wheel_carries_libjpeg_turbo(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for name in NATIVE:
         assert any(n.startswith(f"recpipe/{name}.") and n.endswith(".so") for n in names), name
-    vendored = [n for n in names if n.startswith("recpipe.libs/libjpeg")]
+    vendored = [n for n in names if n.startswith("recpipe.libs/libjpeg") and ".so" in n]
     assert len(vendored) == 1, names
+    notice = zipfile.ZipFile(wheel).read("recpipe.libs/libjpeg-turbo.copyright").decode()
+    assert "Independent JPEG Group" in notice  # the IJG licence's required acknowledgement
     assert "LICENSE" in " ".join(names)  # dist-info/licenses/LICENSE
 
 

