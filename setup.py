@@ -21,10 +21,10 @@ import tempfile
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-JPEG_NOTE = ("note: jpeglib.h (libjpeg-turbo's headers) not found: building recpipe without {names} "
-             "(region decoding and GIL-free batch decoding); recpipe falls back to whole-image "
-             "decodes in Python. To get them: pip install recpipe from the manylinux wheel "
-             "(it carries libjpeg-turbo), or apt-get install libjpeg62-turbo-dev "
+JPEG_NOTE = ("note: jpeglib.h (libjpeg-turbo's headers) not found: building recpipe without "
+             "{names} (region decoding and GIL-free batch decoding); recpipe falls back to "
+             "whole-image decodes in Python. To get them: pip install recpipe from the manylinux "
+             "wheel (it carries libjpeg-turbo), or apt-get install libjpeg62-turbo-dev "
              "(libjpeg-turbo8-dev on Ubuntu) and reinstall. `recpipe doctor` shows what is "
              "missing and what it costs.\n")
 

@@ -97,9 +97,10 @@ def venv(wheel, tmp_path_factory):
     """A fresh venv with the wheel installed; numpy, OpenCV, fsspec, tqdm come from this Python's
     site-packages (--system-site-packages), recpipe only from the wheel."""
     folder = tmp_path_factory.mktemp("venv") / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(folder)],
-                   check=True, timeout=300, env=_clean_env())
-    install = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "-q",
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(folder)], check=True, timeout=300, env=_clean_env())
+    python = str(folder / "bin" / "python")
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q",
                               "--disable-pip-version-check", "--no-deps", "--no-index", str(wheel)],
                              capture_output=True, text=True, timeout=300, env=_clean_env())
     assert install.returncode == 0, install.stderr[-2000:]
@@ -192,3 +193,20 @@ def test_build_without_headers_leaves_out_libjpeg_extensions_once(hide_ok, tmp_p
                             cwd=ROOT, env=_clean_env(RECPIPE_REQUIRE_EXTENSIONS="1"))
     assert strict.returncode != 0
     assert "RECPIPE_REQUIRE_EXTENSIONS" in strict.stderr
+
+
+def test_sdist_without_headers_builds_a_wheel_without_libjpeg_extensions(wheel, tmp_path):
+    """pip building the sdist where jpeglib.h is hidden: a wheel with _resize and _colour only,
+    and the note (pip shows the build's output with -v)."""
+    sdist = next(wheel.parent.glob("recpipe-*.tar.gz"))
+    headers = [f for f in _system_jpeg_files() if f.endswith(".h")]
+    build = [sys.executable, "-m", "pip", "wheel", "-v", "--disable-pip-version-check",
+             "--no-deps", "-w", tmp_path, sdist]
+    run = subprocess.run(_hidden(build, headers), capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path, env=_clean_env())
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    output = run.stdout + run.stderr
+    assert len([line for line in output.splitlines() if "note: jpeglib.h" in line]) == 1, output
+    names = zipfile.ZipFile(next(tmp_path.glob("recpipe-*.whl"))).namelist()
+    built = {n.split("/")[1].split(".")[0] for n in names if n.endswith(".so")}
+    assert built == {"_resize", "_colour"}, names

@@ -41,12 +41,13 @@ def build_wheel():
 
 
 def wheel_venv(wheel, folder):
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", folder], check=True,
-                   env=clean_env())
-    subprocess.run([os.path.join(folder, "bin", "python"), "-m", "pip", "install", "-q",
+    python = os.path.join(folder, "bin", "python")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    folder], check=True, env=clean_env())
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q",
                     "--disable-pip-version-check", "--no-deps", "--no-index", wheel],
                    check=True, env=clean_env())
-    return os.path.join(folder, "bin", "python")
+    return python
 
 
 def sides(venv_python):
