@@ -4,8 +4,9 @@ Installs the wheel (built by ``tools/build_wheel.sh`` into .bench/wheel unless -
 into a fresh venv beside this Python's site-packages (recpipe itself only from the wheel), builds
 the checkout's C extensions in place, then runs ``recpipe demo --json`` from each, alternating
 which goes first, --rounds times. Reports the wheel's size, each configuration's images/s
-(median over rounds) and the wheel/editable ratio, and which files each side loaded (so a side
-that silently fell back to Python shows).
+(median over rounds) and the wheel/editable ratio (also paired: the median of each round's
+ratio), CPU time per decoded image (robust to other jobs on shared cores), and which files each
+side loaded (so a side that silently fell back to Python shows).
 
     python tools/bench_wheel.py [--rounds 3] [--seconds 1.5] [--wheel PATH] [--json OUT]
 """
@@ -13,6 +14,7 @@ that silently fell back to Python shows).
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -65,6 +67,10 @@ def loaded_files(argv, env, cwd):
 
 
 def demo(argv, env, cwd, seconds, threads):
+    """{config: images/s} of one ``recpipe demo`` run, plus "cpu us/image": the run's CPU time
+    (all of it: sample, pack, imports, measuring) over the images it decoded, which other jobs
+    on shared cores disturb far less than the wall-clock rates."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.run(argv + ["-m", "recpipe", "demo", "--json", "--seconds", str(seconds),
                                  "--threads", str(threads)],
                          capture_output=True, text=True, check=True, env=env, cwd=cwd)
@@ -73,6 +79,10 @@ def demo(argv, env, cwd, seconds, threads):
     results = json.loads(run.stdout)
     rates = {name: config["images_per_s"] for name, config in results["configs"].items()}
     rates["bare decode"] = results["bare_decode_images_per_s"]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    images = sum(rates.values()) * seconds  # each measurement runs ``seconds``
+    rates["cpu us/image"] = 1e6 * cpu / images
     return rates
 
 
@@ -106,7 +116,7 @@ def report(wheel, files, runs, args):
         print(f"{name}: recpipe from {os.path.dirname(loaded['recpipe'])}, extensions from "
               f"{sorted({os.path.dirname(loaded[n]) for n in NATIVE})}")
     print(f"recpipe demo --seconds {args.seconds} --threads {args.threads}, {args.rounds} "
-          "rounds alternated; images/s, median of rounds")
+          "rounds alternated; images/s (cpu: CPU us per decoded image), median of rounds")
     print(f"{'config':<12} {'wheel':>9} {'editable':>9} {'ratio':>6} {'paired':>7}  "
           "(paired: median of each round's wheel/editable)")
     for config in runs["wheel"][0]:
