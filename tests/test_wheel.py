@@ -3,8 +3,8 @@ into a fresh venv where the system's libjpeg, libturbojpeg and headers are hidde
 namespace, /dev/null bound over each) it still has every native path; and a build from source
 without the headers leaves out only the two libjpeg extensions, saying so once.
 
-Hiding needs root and ``unshare -m``; these tests skip, saying why, where either is missing. The
-wheel is built once for this module (the running Python only), about half a minute.
+Hiding needs root and ``unshare -m``; the tests that hide skip, saying why, where either is
+missing. The wheel is built once for this module (the running Python only), about half a minute.
 """
 
 import glob
@@ -73,7 +73,7 @@ def hide_ok(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory, hide_ok):
+def wheel(tmp_path_factory):
     """The repaired manylinux wheel for the running Python."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler: the wheel's extensions cannot be built")
@@ -134,7 +134,7 @@ print(json.dumps({"system_libjpeg": system_libjpeg, "files": files, "jpeg_maps":
 """ % (NATIVE,)
 
 
-def test_installed_wheel_needs_no_system_libjpeg(venv, tmp_path):
+def test_installed_wheel_needs_no_system_libjpeg(venv, hide_ok, tmp_path):
     hidden = _system_jpeg_files()
     python = venv / "bin" / "python"
     run = subprocess.run(_hidden([python, "-c", _CHECK], hidden), capture_output=True,
@@ -148,7 +148,7 @@ def test_installed_wheel_needs_no_system_libjpeg(venv, tmp_path):
     assert not [m for m in report["jpeg_maps"] if m in hidden], report["jpeg_maps"]
 
 
-def test_doctor_and_demo_run_native_from_the_wheel(venv, tmp_path):
+def test_doctor_and_demo_run_native_from_the_wheel(venv, hide_ok, tmp_path):
     hidden = _system_jpeg_files()
     recpipe = venv / "bin" / "recpipe"
     doctor = subprocess.run(_hidden([recpipe, "doctor", "--json", "--no-measure"], hidden),
@@ -195,7 +195,8 @@ def test_build_without_headers_leaves_out_libjpeg_extensions_once(hide_ok, tmp_p
     assert "RECPIPE_REQUIRE_EXTENSIONS" in strict.stderr
 
 
-def test_sdist_without_headers_builds_a_wheel_without_libjpeg_extensions(wheel, tmp_path):
+def test_sdist_without_headers_builds_a_wheel_without_libjpeg_extensions(wheel, hide_ok,
+                                                                           tmp_path):
     """pip building the sdist where jpeglib.h is hidden: a wheel with _resize and _colour only,
     and the note (pip shows the build's output with -v)."""
     sdist = next(wheel.parent.glob("recpipe-*.tar.gz"))
