@@ -43,7 +43,7 @@ def test_disk_full_keeps_the_old_pair(small_disk):
     with pytest.raises(OSError):
         _write(rec, [os.urandom(20 << 10) for _ in range(5)])  # 100 KB: does not fit
     assert _read(rec) == OLD
-    assert sorted(os.listdir(small_disk)) == ["data.idx", "data.rec"]  # no temporary left
+    assert sorted(os.listdir(small_disk)) == ["data.idx", "data.rec", "data.sums"]  # no temporary left
 
 
 def _failing_prepare(real):
