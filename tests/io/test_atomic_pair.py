@@ -65,7 +65,7 @@ def test_a_failing_index_commit_publishes_neither_file(tmp_path, monkeypatch):
         _write(rec, [b"new-%d" % i for i in range(7)])
     monkeypatch.undo()
     assert _read(rec) == OLD
-    assert sorted(os.listdir(tmp_path)) == ["data.idx", "data.rec"]
+    assert sorted(os.listdir(tmp_path)) == ["data.idx", "data.rec", "data.sums"]
 
 
 def test_a_crash_between_the_renames_leaves_no_mismatched_pair(tmp_path, monkeypatch):
