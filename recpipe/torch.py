@@ -66,6 +66,8 @@ class RecordDataset:
     As a replacement for ``ImageRecordDataset``: ``transform=fn`` (constructor) is applied to
     the image; ``dataset.transform(fn)`` / ``dataset.transform_first(fn)`` return a new dataset
     applying ``fn`` to ``(image, label)`` / to the image, as gluon's ``Dataset`` methods do.
+    ``integrity`` ('auto' default, 'strict', 'off'): records are checked against the ``.sums``
+    sidecar when there is one (``RecordReader``); a damaged record raises RecordFormatError.
     """
 
     def __init__(self, url: str, data_shape: Optional[Sequence[int]] = None,
@@ -74,7 +76,8 @@ class RecordDataset:
                  label_dtype: Any = None, dtype: Optional[str] = None, layout: str = "NCHW",
                  seed: int = 0, decoder: str = "auto", flag: int = 1,
                  keys: Optional[Sequence[Hashable]] = None,
-                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, **augment) -> None:
+                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, integrity: str = "auto",
+                 **augment) -> None:
         if flag not in (0, 1):
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
         self.url = str(url)
@@ -87,6 +90,7 @@ class RecordDataset:
         self.decoder_name = decoder
         self.max_pixels = max_pixels
         self.flag = flag
+        self.integrity = integrity
         self.epoch = 0
         self.config = None
         if data_shape is not None:
@@ -107,7 +111,8 @@ class RecordDataset:
         self._length = len(self._reader) if self._records is None else len(self._records)
 
     def _open(self):
-        self._reader = RecordReader(self.url, self.index_url, self.storage_options)
+        self._reader = RecordReader(self.url, self.index_url, self.storage_options,
+                                    integrity=self.integrity)
         decoder = get_decoder(self.decoder_name, max_pixels=self.max_pixels)
         augmenter = Augmenter(self.config) if self.config is not None else None
         self._record_decoder = RecordDecoder(self._reader, decoder, augmenter,

@@ -169,7 +169,7 @@ class ImageLoader:
                                    max_pixels=o.max_pixels)
         self._pid = os.getpid()
         self._pool = None
-        self.reader = RecordReader(url, index_url, storage_options)
+        self.reader = RecordReader(url, index_url, storage_options, integrity=o.integrity)
         try:
             self._records = image_positions(self.reader, o.keys)
             self.batch_size = o.batch_size
