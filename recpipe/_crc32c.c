@@ -30,6 +30,18 @@ static PyObject *crc32c_py(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(crc);
 }
 
+static PyObject *crc32c_software_py(PyObject *self, PyObject *args)
+{
+    Py_buffer data = {0};
+    unsigned int value = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*|I:software", &data, &value))
+        return NULL;
+    uint32_t crc = ~crc32c_software(~(uint32_t)value, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyObject *crc32c_hardware_py(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -40,6 +52,8 @@ static PyObject *crc32c_hardware_py(PyObject *self, PyObject *unused)
 static PyMethodDef crc32c_methods[] = {
     {"crc32c", crc32c_py, METH_VARARGS,
      "crc32c(data, value=0) -> int: the CRC32C of data, continuing value."},
+    {"software", crc32c_software_py, METH_VARARGS,
+     "software(data, value=0) -> int: crc32c by the table, whatever the CPU (for tests)."},
     {"hardware", crc32c_hardware_py, METH_NOARGS,
      "hardware() -> bool: True when the SSE4.2 CRC32 instruction is used."},
     {NULL, NULL, 0, NULL},
