@@ -18,6 +18,7 @@ import numpy as np
 
 from ..env import threads_override, trace_path, traced
 from ..io.layout import image_positions
+from ..io.quarantine import RecordQuarantine
 from ..io.reader import RecordReader
 from .augment import Augmenter
 from .buffers import BufferPool
@@ -139,6 +140,11 @@ class ImageLoader:
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
+    ``integrity``: 'auto' (default) or 'strict' check every record against the ``.sums``
+    sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
+    remember records found bad (checksum, framing, decode) in a quarantine file that later
+    epochs and runs skip without reading them (``recpipe.io.quarantine``; ``recpipe verify``
+    clears entries that pass); 'off': neither.
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -172,6 +178,7 @@ class ImageLoader:
         self.reader = RecordReader(url, index_url, storage_options, integrity=o.integrity)
         try:
             self._records = image_positions(self.reader, o.keys)
+            self.quarantine = RecordQuarantine.of(self.reader, enabled=o.integrity != "off")
             self.batch_size = o.batch_size
             self.label_width = o.label_width
             self.on_error = o.on_error
@@ -404,9 +411,16 @@ class ImageLoader:
             if batch.cancelled:
                 return
             samples = np.asarray(batch.positions[start:stop], dtype=np.int64)
-            failures = self.records.fill(batch.images, batch.labels, np.arange(start, stop),
-                                         self._record_array(samples), samples, epoch, clock)
+            slots, positions = np.arange(start, stop), self._record_array(samples)
+            held = self.quarantine.mask(positions)
+            for slot, position in zip(slots[held].tolist(), positions[held].tolist()):
+                self._on_sample_error(batch, slot, epoch, self.quarantine.error(position), clock)
+            if held.any():  # quarantined records are never read again
+                slots, positions, samples = slots[~held], positions[~held], samples[~held]
+            failures = self.records.fill(batch.images, batch.labels, slots, positions, samples,
+                                         epoch, clock)
             for slot, exc in failures:
+                self.quarantine.record(exc)
                 self._on_sample_error(batch, slot, epoch, exc, clock)
         except Exception as exc:  # e.g. the file closed under a cancelled batch: the whole run
             for slot in range(start, stop):
@@ -416,6 +430,8 @@ class ImageLoader:
 
     def _fill_slot(self, batch, slot, sample, epoch, clock):
         position = self._record(sample)
+        if self.quarantine.mask(position):
+            raise self.quarantine.error(position)
         batch.labels[slot] = self.records.decode_into(batch.images[slot], position, sample,
                                                       epoch, clock)
 

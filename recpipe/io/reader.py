@@ -13,7 +13,7 @@ from .index import index_url_for
 from .index_cache import load_index_table
 from .index_table import Column, IndexTable
 from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
-from .sources import exists, open_source
+from .sources import exists, open_source, source_identity
 from .sums import RecordSums, checks_sums, load_sums
 
 __all__ = ["RecordReader"]
@@ -111,6 +111,11 @@ class RecordReader:
         (nothing to check without a sidecar)."""
         if self._sums is not None:
             self._sums.check(payload, offset, rec_url=self.url, record=position)
+
+    @property
+    def identity(self) -> str:
+        """A string naming this version of the ``.rec`` (``sources.source_identity``)."""
+        return source_identity(self._source)
 
     @property
     def size(self) -> int:
