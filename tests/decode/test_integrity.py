@@ -140,3 +140,22 @@ def test_integrity_off_neither_checks_nor_quarantines(packs):
         assert loader.quarantine.file is None
         identity = loader.reader.identity
     assert QuarantineFile(identity).entries() == {}
+
+
+def test_record_dataset_and_torch_loader_check_sums(packs):
+    pytest.importorskip("torch")
+    from recpipe.torch import RecordDataset, TorchLoader
+
+    _, bad_url = packs
+    dataset = RecordDataset(bad_url, SHAPE)
+    assert dataset[0][1] == 0
+    with pytest.raises(recpipe.RecordFormatError, match="checksum mismatch"):
+        dataset[min(BAD)]
+    assert RecordDataset(bad_url, SHAPE, integrity="off")[min(BAD)] is not None
+    loader = TorchLoader(bad_url, batch_size=4, data_shape=SHAPE, on_error="skip", threads=1,
+                         rank=0, world_size=1)
+    try:
+        labels = [int(v) for _, batch_labels in loader for v in batch_labels]
+    finally:
+        loader.close()
+    assert sorted(labels) == sorted(set(range(COUNT)) - BAD)
