@@ -27,9 +27,10 @@ from typing import Dict, NamedTuple, Optional
 import numpy as np
 
 from ..errors import DecodeError, RecordFormatError
+from .sources import open_source, source_identity
 
 __all__ = ["QUARANTINE_ENV", "QuarantineEntry", "QuarantineFile", "RecordQuarantine",
-           "quarantine_dir", "error_kind"]
+           "quarantine_dir", "error_kind", "quarantine_of"]
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,12 @@ class QuarantineFile:
         finally:
             os.close(fd)
         os.replace(temp, self.path)
+
+
+def quarantine_of(url, storage_options=None):
+    """The ``QuarantineFile`` of the file at ``url`` as it is now."""
+    with open_source(url, storage_options) as source:
+        return QuarantineFile(source_identity(source))
 
 
 def _parse(line):
