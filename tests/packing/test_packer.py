@@ -318,6 +318,7 @@ def test_resume_is_byte_identical(photos, tmp_path, shards, stop_at):
     assert resumed.resumed_records > 0
     assert resumed.written + resumed.resumed_records == clean.written
     assert _files(tmp_path / "run") == _files(tmp_path / "clean")
+    assert any(name.endswith(".sums") for name in _files(tmp_path / "clean"))  # sums resumed too
     for name in _files(tmp_path / "clean"):
         assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes()
 
