@@ -32,7 +32,8 @@ def test_known_vectors(data, expected):
 
 
 @native
-@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 63, 4096, 65536, 100003])
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 63, 767, 768, 769, 4096, 12288, 12289, 65536,
+                                  3 * 12288 + 2 * 768 + 13, 100003])
 def test_native_hardware_and_table_equal_the_python_reference(size):
     fast = extension("_crc32c")
     data = os.urandom(size)
