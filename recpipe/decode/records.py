@@ -43,6 +43,7 @@ class RecordDecoder:
         self.seed = seed
         self.channels = channels
         self._native = self._native_options()
+        self._sums_by_position = None  # (crcs, known) per reader position, made on first use
 
     @property
     def native(self):
@@ -147,7 +148,7 @@ class RecordDecoder:
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
         starts, ends = self.reader.spans(positions)
-        sums = self._expected_sums(starts, ends)
+        sums = self._expected_sums(positions, starts, ends)
         status = np.zeros(len(slots), dtype=np.uint8)
         key = self.seed & ((1 << 128) - 1)
         c0 = time.thread_time()
@@ -160,13 +161,16 @@ class RecordDecoder:
             clock.samples += done
         return np.flatnonzero(status == 0).tolist()
 
-    def _expected_sums(self, starts, ends):
-        """The CRC32C the sidecar expects for the records at ``starts`` (uint32; empty without
-        a sidecar). A record the sidecar does not list gets an empty span (``ends`` is changed
-        in place): the C path leaves it to the Python path, which raises its error."""
-        sums = self.reader.sums
-        if sums is None:
+    def _expected_sums(self, positions, starts, ends):
+        """The CRC32C the sidecar expects for the records at ``positions`` (uint32; empty
+        without a sidecar). A record the sidecar does not list gets an empty span (``ends`` is
+        changed in place): the C path leaves it to the Python path, which raises its error."""
+        if self.reader.sums is None:
             return b""
-        expected, known = sums.expected(starts)
-        ends[~known] = starts[~known]
-        return np.ascontiguousarray(expected, dtype=np.uint32)
+        if self._sums_by_position is None:  # once: 5 bytes a record, then one gather a run
+            self._sums_by_position = self.reader.sums.expected(self.reader.offsets.array)
+        crcs, known = self._sums_by_position
+        unknown = ~known[positions]
+        if unknown.any():
+            ends[unknown] = starts[unknown]
+        return crcs[positions]
