@@ -5,7 +5,8 @@
  * the CRC32 instruction does 8 bytes per step (checked once at run time), on three streams at
  * once (the instruction's latency is three steps) whose CRCs are then combined: a raw CRC
  * followed by L zero bytes is a linear function of the CRC, tabulated per byte at init for the
- * two stream lengths used; elsewhere a slicing-by-8 table does. Call ``crc32c_init()`` once (under the GIL, at module init) before
+ * two stream lengths used; elsewhere (or built with -DCRC32C_SOFTWARE_ONLY) a slicing-by-8
+ * table does. Call ``crc32c_init()`` once (under the GIL, at module init) before
  * any other function: it builds the table and reads the CPU's features. Header-only, static:
  * each extension that includes it gets its own copy (2 KiB x 8 of table).
  */
@@ -16,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(CRC32C_SOFTWARE_ONLY)
 #include <nmmintrin.h>
 #define CRC32C_HAVE_SSE42 1
 #endif
@@ -44,7 +45,7 @@ static void crc32c_shift_table(uint32_t table[4][256], size_t length)
             table[k][v] = crc32c_software(v << (8 * k), zeros, length);
 }
 
-static uint32_t crc32c_shift(uint32_t table[4][256], uint32_t crc)
+static inline uint32_t crc32c_shift(uint32_t table[4][256], uint32_t crc)
 {
     return table[0][crc & 0xFF] ^ table[1][(crc >> 8) & 0xFF] ^ table[2][(crc >> 16) & 0xFF]
            ^ table[3][crc >> 24];
