@@ -65,7 +65,7 @@ class QuarantineEntry(NamedTuple):
 def error_kind(exc):
     """The quarantine kind of a record's error, or None for errors not to quarantine."""
     reason = getattr(exc, "reason", "")
-    if QUARANTINED in reason or "max_pixels" in reason:
+    if reason.startswith(QUARANTINED) or "max_pixels" in reason:
         return None
     if isinstance(exc, RecordFormatError):
         return "sum" if "checksum" in reason else "format"
@@ -209,14 +209,17 @@ class RecordQuarantine:
         return self.bad[positions]
 
     def error(self, position):
-        """The RecordFormatError raised for a quarantined record."""
+        """The error raised for a quarantined record: a DecodeError for one that did not
+        decode, else a RecordFormatError (the types its first failure had)."""
         offset = int(self.reader.offsets[position])
         entry = self.entries.get(offset)
         why = f"{entry.kind}: {entry.reason}" if entry else "found bad in this run"
-        return RecordFormatError(
-            f"{QUARANTINED} (found bad earlier, {why}); not read again: `recpipe verify` "
-            f"re-checks it and clears the entry when it passes (quarantine {self.file_path})",
-            path=self.reader.url, offset=offset, record=position)
+        message = (f"{QUARANTINED} (found bad earlier at byte offset {offset}, {why}); not read "
+                   f"again: `recpipe verify` re-checks it and clears the entry when it passes "
+                   f"(quarantine {self.file_path})")
+        if entry is not None and entry.kind == "decode":
+            return DecodeError(message, path=self.reader.url, record=position)
+        return RecordFormatError(message, path=self.reader.url, offset=offset, record=position)
 
     @property
     def file_path(self):

@@ -187,6 +187,21 @@ def test_verify_lists_and_clears_quarantined_records(tmp_path, capsys):
         assert sum(len(labels) for _, labels in loader) == 8
 
 
+def test_a_quarantined_decode_failure_raises_a_decode_error_in_later_runs(tmp_path):
+    rec = str(tmp_path / "d.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(6):
+            body = b"\xff\xd8 not a jpeg" if i == 3 else textured_jpeg(i)
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), body))
+    for run in range(2):
+        with ImageLoader(rec, 3, (3, 32, 32), threads=1) as loader:
+            with pytest.raises(recpipe.DecodeError) as info:
+                list(loader)
+        assert info.value.record == 3
+        assert info.value.reason.startswith("quarantined") == (run == 1)
+    assert [e.kind for e in quarantine_of(rec).entries().values()] == ["decode"]
+
+
 def test_decode_entries_are_cleared_only_by_a_decoding_verify(tmp_path):
     rec = write_pack(tmp_path / "d.rec", 4)
     file = quarantine_of(rec)
