@@ -4,7 +4,7 @@
 decoded into batch slots) need libjpeg-turbo's headers (``apt-get install libjpeg62-turbo-dev``
 or ``libjpeg-turbo8-dev``); ``recpipe._resize``
 (bilinear resize straight into the batch) and ``recpipe._colour`` (colour jitter straight into
-the batch) need only a C compiler. When one cannot be built, the
+the batch) and ``recpipe._crc32c`` (record checksums) need only a C compiler. When one cannot be built, the
 build only warns and recpipe uses its OpenCV/whole-image paths instead.
 
 The extensions that link libjpeg (``libraries=["jpeg"]``) are probed for once: without
@@ -115,9 +115,11 @@ setup(
         Extension("recpipe._colour", sources=["recpipe/_colour.c"],
                   depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"],
                   optional=True),
+        Extension("recpipe._crc32c", sources=["recpipe/_crc32c.c"], depends=["recpipe/_crc32c.h"],
+                  extra_compile_args=["-O3"], optional=True),
         Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
-                  depends=["recpipe/_floats.h", "recpipe/_planes.h", "recpipe/_resize_core.h",
-                           "recpipe/_roi_core.h"],
+                  depends=["recpipe/_crc32c.h", "recpipe/_floats.h", "recpipe/_planes.h",
+                           "recpipe/_resize_core.h", "recpipe/_roi_core.h"],
                   extra_compile_args=["-O3"], optional=True),
     ],
     cmdclass={"build_ext": OptionalBuildExt},

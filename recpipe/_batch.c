@@ -9,7 +9,7 @@
  * written by the same code as recpipe._colour and recpipe._resize.
  *
  * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
- *      epoch, options) -> number of samples done
+ *      epoch, options, sums=b"") -> number of samples done
  *
  * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a buffer of
  * record payloads the caller fetched (a remote file: the bytes after each record's 8-byte head,
@@ -23,7 +23,9 @@
  * left to the caller: anything unusual (a multi-part or malformed record, a record the index
  * does not match, a non-JPEG or CMYK image, an image smaller than the output, over max_pixels,
  * any libjpeg error or warning in strict mode) is left to the Python path, which decodes it or
- * raises its precise error; nothing is reported from here.
+ * raises its precise error; nothing is reported from here. ``sums`` (uint32, empty: no check):
+ * the expected CRC32C of each record's payload (recpipe.io.sums); a record whose payload does
+ * not match is left to the Python path too, which raises its checksum error (``sum_matches``).
  *
  * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS,
  * parsed by OPTION_TABLE below): (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains,
@@ -47,6 +49,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "_crc32c.h"
 #include "_floats.h"
 #include "_planes.h"
 #include "_resize_core.h"
@@ -667,6 +670,7 @@ typedef struct {
     int64_t file_size;
     Py_ssize_t count;
     const int64_t *starts, *ends, *samples, *slots;
+    const uint32_t *sums; /* NULL: no checksums to check */
     unsigned char *images;
     size_t slot_bytes;
     float *labels;
@@ -674,6 +678,14 @@ typedef struct {
     uint64_t key[2], epoch;
     run_options opt;
 } run_request;
+
+/* 1 when sample ``i``'s record payload has the CRC32C the sidecar expects (or there are no
+ * sums); 0 leaves the sample to the Python path, which reports the mismatch. */
+static int sum_matches(const run_request *req, Py_ssize_t i, const unsigned char *payload,
+                       size_t length)
+{
+    return req->sums == NULL || crc32c_extend(0, payload, length) == req->sums[i];
+}
 
 static Py_ssize_t run_samples(run_request *req, scratch *mem)
 {
@@ -696,7 +708,7 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
             payload = payload_of(mem->record, span, &length);
         }
         float *labels = req->labels + req->slots[i] * req->opt.label_width;
-        if (payload == NULL
+        if (payload == NULL || !sum_matches(req, i, payload, length)
             || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
             continue;
         void *dst = req->images + (size_t)req->slots[i] * req->slot_bytes;
@@ -885,7 +897,7 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
 static PyObject *batch_fill(PyObject *self, PyObject *args)
 {
     Py_buffer starts = {0}, ends = {0}, samples = {0}, slots = {0}, images = {0}, labels = {0},
-              status = {0}, payloads = {0};
+              status = {0}, payloads = {0}, sums = {0};
     PyObject *source, *options, *result = NULL;
     unsigned long long key_lo, key_hi, epoch;
     long long file_size;
@@ -893,9 +905,9 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     scratch *mem;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "OLy*y*y*y*w*w*w*KKKO:fill", &source, &file_size, &starts,
+    if (!PyArg_ParseTuple(args, "OLy*y*y*y*w*w*w*KKKO|y*:fill", &source, &file_size, &starts,
                           &ends, &samples, &slots, &images, &labels, &status, &key_lo, &key_hi,
-                          &epoch, &options))
+                          &epoch, &options, &sums))
         return NULL;
     req.count = status.len;
     req.fd = -1;
@@ -916,6 +928,13 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     } else {
         req.payloads = payloads.buf;
     }
+    if (sums.buf != NULL && sums.len > 0
+        && (check_column(&sums, req.count, 4, "sums") || ((uintptr_t)sums.buf & 3) != 0)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "sums must be aligned uint32");
+        goto done;
+    }
+    req.sums = sums.len > 0 ? sums.buf : NULL;
     if (check_column(&starts, req.count, 8, "starts") || check_column(&ends, req.count, 8, "ends")
         || check_column(&samples, req.count, 8, "samples")
         || check_column(&slots, req.count, 8, "slots") || parse_options(options, &req.opt))
@@ -956,6 +975,8 @@ done:
     PyBuffer_Release(&images);
     PyBuffer_Release(&labels);
     PyBuffer_Release(&status);
+    if (sums.obj != NULL)
+        PyBuffer_Release(&sums);
     return result;
 }
 
@@ -983,7 +1004,7 @@ static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
      "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
      "key_hi, "
-     "epoch, options) -> samples done (see the module source)."},
+     "epoch, options, sums=b'') -> samples done (see the module source)."},
     {"uniforms", batch_uniforms, METH_VARARGS,
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
@@ -998,6 +1019,7 @@ static struct PyModuleDef batch_module = {
 PyMODINIT_FUNC PyInit__batch(void)
 {
     static int key_made = 0;
+    crc32c_init();
     if (!key_made) {
         if (pthread_key_create(&scratch_key, scratch_free) != 0) {
             PyErr_SetString(PyExc_RuntimeError, "recpipe._batch: no thread-specific key");

@@ -38,6 +38,8 @@ INSTALL_HINTS = {
     "_batch": "apt-get install libjpeg62-turbo-dev (libjpeg-turbo8-dev on Ubuntu), then "
               "pip install -e . (or reinstall recpipe) so the extension is built",
     "simplejpeg": "pip install 'recpipe[turbo]'",
+    "_crc32c": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
+               "(or pip install google-crc32c)",
 }
 _PROTOCOLS = {"s3": "s3fs", "gcs": "gcsfs", "hdfs (arrow)": "pyarrow", "hdfs (native)": "hdfs_native",
               "http": "aiohttp", "azure": "adlfs"}
@@ -77,6 +79,7 @@ def _fast_paths():
             "_resize": extension("_resize") is not None,
             "_colour": extension("_colour") is not None,
             "_batch": extension("_batch") is not None,
+            "_crc32c": extension("_crc32c") is not None,
             "libturbojpeg": turbojpeg_available(),
             "simplejpeg": _importable("simplejpeg")}
 
@@ -86,6 +89,7 @@ _DESCRIPTIONS = {
     "_resize": "fused resize/crop/mirror/normalise into the batch (recpipe._resize)",
     "_colour": "fused colour jitter/PCA/normalise (recpipe._colour)",
     "_batch": "runs of records decoded into the batch without the GIL (recpipe._batch)",
+    "_crc32c": "hardware CRC32C of records against their .sums sidecar (recpipe._crc32c)",
     "libturbojpeg": "libjpeg-turbo's TurboJPEG library (the 'turbojpeg' decoder)",
     "simplejpeg": "simplejpeg (the 'simplejpeg' decoder)",
 }
@@ -170,6 +174,9 @@ def _missing_cost(rates, paths):
         costs["_batch"] = ("every sample is read, planned and dispatched by Python: ~50-60 us "
                            "of GIL-held work a sample, at most ~16-19k images/s on any core "
                            "count (BENCHMARKS.md, small images)")
+    if not paths.get("_crc32c", True):
+        costs["_crc32c"] = ("record checksums use google_crc32c/crc32c if installed, else pure "
+                            "Python: far slower than a decode")
     return costs
 
 

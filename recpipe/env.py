@@ -34,6 +34,8 @@ VARIABLES = {
     "RECPIPE_INDEX_CACHE": ("1", "0 turns off the memory-mapped .idx cache"),
     "RECPIPE_INDEX_CACHE_MIN_BYTES": ("4194304", "smaller .idx files are not cached"),
     "RECPIPE_CACHE_DIR": ("$XDG_CACHE_HOME/recpipe", "index caches of read-only folders"),
+    "RECPIPE_QUARANTINE_DIR": ("$XDG_CACHE_HOME/recpipe/quarantine",
+                               "where loaders remember records found bad (see \"Integrity\")"),
     "RECPIPE_TURBOJPEG_LIB": ("found automatically", "path of libturbojpeg for the 'turbojpeg' "
                                                      "decoder"),
     "RECPIPE_HDFS_IMPL": ("arrow", "HDFS client: 'arrow' (pyarrow) or 'native' (hdfs-native)"),

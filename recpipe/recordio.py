@@ -15,7 +15,9 @@ all deliberate (see README, "Migrating from mxnet"):
 
 - a file being written appears under its name at ``close()`` (MXNet writes in place);
 - ``write_idx`` refuses keys that would corrupt the ``.idx`` (tabs, newlines) with ValueError;
-- errors are recpipe's (``FileNotFoundError``, ``RecordFormatError``) instead of ``MXNetError``.
+- errors are recpipe's (``FileNotFoundError``, ``RecordFormatError``) instead of ``MXNetError``;
+- writers also publish the checksum sidecar (``x.sums``, MXNet ignores it) and readers check
+  every record against it when it exists (``integrity='off'`` keyword: no checks).
 """
 
 import logging
@@ -26,6 +28,7 @@ from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
 from .io.index import read_index
 from .io.scan import Window, read_record
 from .io.sources import open_source
+from .io.sums import load_sums
 from .io.writer import RecordWriter
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack",
@@ -35,7 +38,7 @@ log = logging.getLogger(__name__)
 
 # random reads (read_idx) fetch this much around a record; sequential reads reuse the block
 _READ_BLOCK = 256 << 10
-_STATE_DROPPED = ("_source", "_window", "_writer")
+_STATE_DROPPED = ("_source", "_window", "_writer", "_sums")
 
 
 class MXRecordIO:
@@ -47,12 +50,13 @@ class MXRecordIO:
     forked process; writing from another process raises RuntimeError, as in MXNet.
     """
 
-    def __init__(self, uri: str, flag: str) -> None:
+    def __init__(self, uri: str, flag: str, *, integrity: str = "auto") -> None:
         self.uri = str(uri)
         self.flag = flag
+        self.integrity = integrity
         self.pid = None
         self.is_open = False
-        self._source = self._window = self._writer = None
+        self._source = self._window = self._writer = self._sums = None
         self._pos = 0
         self.open()
 
@@ -63,6 +67,11 @@ class MXRecordIO:
             self.writable = True
         elif self.flag == "r":
             self._source = open_source(self.uri)
+            try:
+                self._sums = load_sums(self.uri, self._source.size, integrity=self.integrity)
+            except BaseException:
+                self._source.close()
+                raise
             self._window = Window(self._source, _READ_BLOCK)
             self._pos = 0
             self.writable = False
@@ -89,7 +98,7 @@ class MXRecordIO:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._source = self._window = self._writer = None
+        self._source = self._window = self._writer = self._sums = None
         self._pos = 0
         self.is_open = False
         if state["is_open"]:
@@ -133,7 +142,10 @@ class MXRecordIO:
         self._check_pid(allow_reset=True)
         if self._pos >= self._source.size:
             return None
-        payload, self._pos = read_record(self._window, self._pos)
+        offset = self._pos
+        payload, self._pos = read_record(self._window, offset)
+        if self._sums is not None:
+            self._sums.check(payload, offset, rec_url=self.uri)
         return payload
 
     def __repr__(self):
@@ -149,12 +161,13 @@ class MXIndexedRecordIO(MXRecordIO):
     keys).
     """
 
-    def __init__(self, idx_path: str, uri: str, flag: str, key_type: type = int) -> None:
+    def __init__(self, idx_path: str, uri: str, flag: str, key_type: type = int, *,
+                 integrity: str = "auto") -> None:
         self.idx_path = str(idx_path)
         self.idx = {}
         self.keys = []
         self.key_type = key_type
-        super().__init__(uri, flag)
+        super().__init__(uri, flag, integrity=integrity)
 
     def open(self):
         super().open()

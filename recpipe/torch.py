@@ -49,6 +49,7 @@ from .decode.options import LoaderOptions
 from .decode.order import epoch_order
 from .decode.records import RecordDecoder
 from .distributed import detect_rank
+from .errors import DecodeError, RecordFormatError
 from .io.layout import image_positions
 from .io.reader import RecordReader
 
@@ -182,6 +183,8 @@ class RecordDataset:
     As a replacement for ``ImageRecordDataset``: ``transform=fn`` (constructor) is applied to
     the image; ``dataset.transform(fn)`` / ``dataset.transform_first(fn)`` return a new dataset
     applying ``fn`` to ``(image, label)`` / to the image, as gluon's ``Dataset`` methods do.
+    ``integrity`` ('auto' default, 'strict', 'off'): records are checked against the ``.sums``
+    sidecar when there is one (``RecordReader``); a damaged record raises RecordFormatError.
     """
 
     def __init__(self, url: str, data_shape: Optional[Sequence[int]] = None,
@@ -190,7 +193,8 @@ class RecordDataset:
                  label_dtype: Any = None, dtype: Optional[str] = None, layout: str = "NCHW",
                  seed: int = 0, decoder: str = "auto", flag: int = 1,
                  keys: Optional[Sequence[Hashable]] = None,
-                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, **augment) -> None:
+                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, integrity: str = "auto",
+                 **augment) -> None:
         if flag not in (0, 1):
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
         self.url = str(url)
@@ -203,6 +207,7 @@ class RecordDataset:
         self.decoder_name = decoder
         self.max_pixels = max_pixels
         self.flag = flag
+        self.integrity = integrity
         self.epoch = 0
         self.config = None
         if data_shape is not None:
@@ -235,13 +240,17 @@ class RecordDataset:
             labels = []
             for index in range(min(self._LABEL_PROBE, self._length)):
                 position = self.record_position(index)
-                header, _ = self._record_decoder.image_bytes(position)
+                try:
+                    header, _ = self._record_decoder.image_bytes(position)
+                except (RecordFormatError, DecodeError):  # reported when the sample is read
+                    continue
                 labels.append(self._record_decoder.label(header, position))
             cast.decide(labels)
         return cast
 
     def _open(self):
-        self._reader = RecordReader(self.url, self.index_url, self.storage_options)
+        self._reader = RecordReader(self.url, self.index_url, self.storage_options,
+                                    integrity=self.integrity)
         decoder = get_decoder(self.decoder_name, max_pixels=self.max_pixels)
         augmenter = Augmenter(self.config) if self.config is not None else None
         self._record_decoder = RecordDecoder(self._reader, decoder, augmenter,

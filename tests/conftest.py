@@ -13,3 +13,9 @@ def thread_police():
         t.join(timeout=5)
     leftover = [t for t in leftover if t.is_alive()]
     assert not leftover, f"threads left running: {[t.name for t in leftover]}"
+
+
+@pytest.fixture(autouse=True)
+def private_quarantine(tmp_path_factory, monkeypatch):
+    """Each test gets its own quarantine folder (never the user's cache)."""
+    monkeypatch.setenv("RECPIPE_QUARANTINE_DIR", str(tmp_path_factory.mktemp("quarantine")))

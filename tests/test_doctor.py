@@ -13,7 +13,7 @@ def test_the_report_names_decoders_paths_protocols_and_cores():
     report = doctor.diagnose(measure=True)
     assert report["decoders"]["live"] == available_decoders()
     assert report["decoders"]["auto"] == available_decoders()[0]
-    assert set(report["fast_paths"]) == {"_jpegroi", "_resize", "_colour", "_batch",
+    assert set(report["fast_paths"]) == {"_jpegroi", "_resize", "_colour", "_batch", "_crc32c",
                                          "libturbojpeg", "simplejpeg"}
     for info in report["fast_paths"].values():
         assert info["present"] or "install" in info

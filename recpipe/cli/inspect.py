@@ -4,6 +4,7 @@ import json
 import sys
 
 from ..io.index import index_url_for
+from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
 from ..io.sources import exists, open_source
 from ..io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
@@ -34,6 +35,11 @@ def register(subparsers):
     p.add_argument("--index", metavar="IDX", help=".idx to check (default: the one beside FILE)")
     p.add_argument("--no-index", action="store_true", help="do not check any .idx")
     p.add_argument("--decode", action="store_true", help="also decode every image, as the loaders do")
+    p.add_argument("--no-sums", action="store_true",
+                   help="do not check the records against the .sums sidecar")
+    p.add_argument("--write-sums", action="store_true",
+                   help="with --decode: write the .sums sidecar (atomically) when every record "
+                        "read and decoded, so loaders check them from then on")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_storage_options(p)
@@ -61,6 +67,8 @@ def run_inspect(args):
     with byte_progress(not args.no_progress, "inspect") as progress:
         summary = inspect(args.file, sample=args.sample, seed=args.seed, progress=progress,
                           storage_options=storage_options(args))
+    quarantine = quarantine_of(args.file, storage_options(args))
+    summary["quarantined"] = [e._asdict() for e in sorted(quarantine.entries().values())]
     if summary["records"] == 0 and summary["bad_ranges"]:
         print(f"recpipe inspect: error: {args.file} is not a RecordIO file (no readable record "
               "in it)", file=sys.stderr)
@@ -93,6 +101,7 @@ def _print_summary(s):
         print(f"  {labels['histogram_of']} histogram: {shown}{more}")
     for note in labels["notes"]:
         print(f"  note: {note}")
+    _print_quarantined(s["quarantined"])
     layout = s.get("layout", {})
     if layout.get("kind") == "insightface":
         print(f"  layout: InsightFace (header record at key 0; images = keys "
@@ -110,11 +119,26 @@ def _print_summary(s):
               f"grayscale {im['grayscale']}, exif-rotated {im['exif_rotated'] or 0}")
 
 
+def _print_quarantined(entries, limit=20):
+    if not entries:
+        return
+    print(f"  QUARANTINED by a loader: {len(entries)} record(s) (`recpipe verify --decode` "
+          "re-checks them)")
+    for e in entries[:limit]:
+        print(f"    record {e['record']} at byte {e['offset']}: {e['kind']}: {e['reason']}")
+    if len(entries) > limit:
+        print(f"    ... {len(entries) - limit} more")
+
+
 def run_verify(args):
     index_url = False if args.no_index else args.index
+    if args.write_sums and not args.decode:
+        print("recpipe verify: error: --write-sums needs --decode", file=sys.stderr)
+        return 2
     with byte_progress(not args.no_progress, "verify") as progress:
         report = verify(args.file, index_url, decode=args.decode, progress=progress,
-                        storage_options=storage_options(args))
+                        storage_options=storage_options(args), sums=not args.no_sums,
+                        write_sums=args.write_sums)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -127,6 +151,12 @@ def _print_report(report):
     print(f"{report.url}: {report.records} readable records, {report.size} bytes ({index})")
     if report.decoded is not None:
         print(f"  decoded {report.decoded} images, {report.decode_failures} failed")
+    if report.sums_checked is not None:
+        print(f"  checksums: {report.sums_checked} records match the .sums sidecar")
+    if report.sums_written:
+        print(f"  wrote {report.sums_written}: loaders check every record from now on")
+    if report.quarantine_cleared:
+        print(f"  cleared {report.quarantine_cleared} quarantine entries (their records passed)")
     for p in report.problems:
         where = f"byte {p.offset}" if p.offset is not None else "-"
         if p.end is not None:

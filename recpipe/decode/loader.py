@@ -18,6 +18,7 @@ import numpy as np
 
 from ..env import threads_override, trace_path, traced
 from ..io.layout import image_positions
+from ..io.quarantine import RecordQuarantine
 from ..io.reader import RecordReader
 from .augment import Augmenter
 from .buffers import BufferPool
@@ -148,6 +149,11 @@ class ImageLoader:
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
+    ``integrity``: 'auto' (default) or 'strict' check every record against the ``.sums``
+    sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
+    remember records found bad (checksum, framing, decode) in a quarantine file that later
+    epochs and runs skip without reading them (``recpipe.io.quarantine``; ``recpipe verify``
+    clears entries that pass); 'off': neither.
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -178,9 +184,10 @@ class ImageLoader:
                                    max_pixels=o.max_pixels)
         self._pid = os.getpid()
         self._pool = None
-        self.reader = RecordReader(url, index_url, storage_options)
+        self.reader = RecordReader(url, index_url, storage_options, integrity=o.integrity)
         try:
             self._records = image_positions(self.reader, o.keys)
+            self.quarantine = RecordQuarantine.of(self.reader, enabled=o.integrity != "off")
             self.batch_size = o.batch_size
             self.label_width = o.label_width
             self.on_error = o.on_error
@@ -409,13 +416,23 @@ class ImageLoader:
         try:
             if batch.cancelled:
                 return
-            spans = batch.spans
+            slots, positions = batch.slots[start:stop], batch.records[start:stop]
+            samples, spans = batch.positions[start:stop], batch.spans
             if spans is not None:
                 spans = (spans[0][start:stop], spans[1][start:stop])
-            failures = self.records.fill(batch.images, batch.labels, batch.slots[start:stop],
-                                         batch.records[start:stop], batch.positions[start:stop],
+            held = self.quarantine.mask(positions)
+            if held.any():  # quarantined records are never read again
+                for slot, position in zip(slots[held].tolist(), positions[held].tolist()):
+                    self._on_sample_error(batch, slot, epoch, self.quarantine.error(position),
+                                          clock)
+                keep = ~held
+                slots, positions = slots[keep], positions[keep]
+                samples = np.asarray(samples, dtype=np.int64)[keep]
+                spans = None if spans is None else (spans[0][keep], spans[1][keep])
+            failures = self.records.fill(batch.images, batch.labels, slots, positions, samples,
                                          epoch, clock, spans)
             for slot, exc in failures:
+                self.quarantine.record(exc)
                 self._on_sample_error(batch, slot, epoch, exc, clock)
         except Exception as exc:  # e.g. the file closed under a cancelled batch: the whole run
             for slot in range(start, stop):
@@ -425,6 +442,8 @@ class ImageLoader:
 
     def _fill_slot(self, batch, slot, sample, epoch, clock):
         position = self._record(sample)
+        if self.quarantine.mask(position):
+            raise self.quarantine.error(position)
         batch.labels[slot] = self.records.decode_into(batch.images[slot], position, sample,
                                                       epoch, clock)
 

@@ -8,7 +8,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .sources import url_to_fs
 
-__all__ = ["AtomicOutput", "commit_pair", "publish", "temporary_name"]
+__all__ = ["AtomicOutput", "commit_group", "commit_pair", "publish", "temporary_name"]
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,12 @@ class AtomicOutput:
         self.done = True
         try:
             self.file.close()
-        finally:
-            try:
-                self.fs.rm(self.temp_path)
-            except FileNotFoundError:
-                pass
+        except OSError as exc:  # e.g. the final flush of a full disk: the bytes are dropped anyway
+            log.debug("discarding %s: %s", self.temp_path, exc)
+        try:
+            self.fs.rm(self.temp_path)
+        except FileNotFoundError:
+            pass
 
     def __enter__(self):
         return self
@@ -107,15 +108,29 @@ def commit_pair(data, index):
     there discards both and leaves the old pair untouched), then the old index is removed, then
     the data file and the index take their names. A crash between those renames leaves the data
     file without an index (readers then scan it), never a mismatched pair."""
+    commit_group(data, [index])
+
+
+def commit_group(data, companions):
+    """``commit_pair`` for a data file and any number of companions (its index, its checksum
+    sidecar; None entries are ignored): all completed on disk, the old companions removed, then
+    the data file and the companions renamed into place. A crash between the renames leaves the
+    data file with some companions missing (readers then scan it, or check no sums), never a
+    companion of another data file."""
+    companions = [output for output in companions if output is not None]
     try:
         data.prepare()
-        index.prepare()
-        index.remove_target()
+        for output in companions:
+            output.prepare()
+        for output in companions:
+            output.remove_target()
         data.commit()
-        index.commit()
+        for output in companions:
+            output.commit()
     except BaseException:
         data.discard()
-        index.discard()
+        for output in companions:
+            output.discard()
         raise
 
 

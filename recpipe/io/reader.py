@@ -13,7 +13,8 @@ from .index import index_url_for
 from .index_cache import load_index_table
 from .index_table import Column, IndexTable
 from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
-from .sources import exists, open_source
+from .sources import exists, open_source, source_identity
+from .sums import RecordSums, checks_sums, load_sums
 
 __all__ = ["RecordReader"]
 
@@ -27,6 +28,11 @@ class RecordReader:
     never reads an index. Without an index the file is scanned once (heads only) to find the
     records, and keys are positions ``0..N-1``. Reads are thread-safe and fork-safe.
 
+    ``integrity`` ('auto', the default, or 'strict'; 'off' to skip): when the checksum sidecar
+    ``x.sums`` (``recpipe.io.sums``) exists beside ``x.rec``, every record read is checked
+    against its CRC32C and a mismatch raises RecordFormatError naming the file, record and
+    offset. Without a sidecar nothing is checked; a sidecar of another file raises at open.
+
     >>> with RecordReader("train.rec") as reader:        # doctest: +SKIP
     ...     first = reader[0]
     ...     payload = reader.read_key(42)
@@ -34,14 +40,18 @@ class RecordReader:
 
     def __init__(self, url: str, index_url: Union[str, None, bool] = None,
                  storage_options: Optional[dict] = None, *, key_type: type = int,
-                 index_cache: bool = True) -> None:
+                 index_cache: bool = True, integrity: str = "auto") -> None:
         self.url = str(url)
         self.storage_options = storage_options
+        checks_sums(integrity)  # a bad value raises before any I/O
+        self.integrity = integrity
         self._source = open_source(url, storage_options)
         # a reader dropped without close() still closes its file (when collected, or at exit)
         self._closer = weakref.finalize(self, self._source.close)
         try:
             self._load_index(index_url, storage_options, key_type, index_cache)
+            self._sums = load_sums(self.url, self._source.size, storage_options,
+                                   integrity=integrity)
         except BaseException:
             self._closer()
             raise
@@ -92,6 +102,22 @@ class RecordReader:
         return self._table
 
     @property
+    def sums(self) -> Optional[RecordSums]:
+        """The checked checksum sidecar (``RecordSums``), or None (none, or integrity='off')."""
+        return self._sums
+
+    def check_sum(self, payload, offset: int, position: Optional[int] = None) -> None:
+        """Raise RecordFormatError unless ``payload`` read at ``offset`` matches its sum
+        (nothing to check without a sidecar)."""
+        if self._sums is not None:
+            self._sums.check(payload, offset, rec_url=self.url, record=position)
+
+    @property
+    def identity(self) -> str:
+        """A string naming this version of the ``.rec`` (``sources.source_identity``)."""
+        return source_identity(self._source)
+
+    @property
     def size(self) -> int:
         """Size of the ``.rec`` file in bytes."""
         return self._source.size
@@ -121,6 +147,7 @@ class RecordReader:
                 f"record ends at byte {next_pos} but no record head follows there (the next "
                 f"indexed record is at {end}): a corrupt length field?", path=self.url,
                 offset=start, record=position)
+        self.check_sum(payload, start, position)
         return payload
 
     def spans(self, positions) -> Tuple[np.ndarray, np.ndarray]:
@@ -192,6 +219,7 @@ class RecordReader:
         for pos, payload in iter_records(self._source, start=int(offsets[0])):
             expected = int(offsets[position])
             if pos == expected:
+                self.check_sum(payload, pos, position)
                 yield payload
                 position += 1
                 if position == len(offsets):

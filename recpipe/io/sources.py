@@ -23,7 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from .source import Source
 
 __all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
-           "local_path", "open_source", "url_to_fs"]
+           "local_path", "open_source", "source_identity", "url_to_fs"]
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,17 @@ def _identity(url, info):
     version = info.get("ETag") or info.get("VersionId") or info.get("mtime") or \
         info.get("LastModified") or info.get("modification_time") or info.get("created")
     return f"{url}|{info.get('size')}|{version}"
+
+
+def source_identity(source):
+    """A string that names one version of an open source's file: for a local file its real
+    path, size, modification time and inode; for a remote one its URL, size and ETag (or
+    modification time). A rewritten file gets another identity."""
+    descriptor = getattr(source, "descriptor", None)
+    if descriptor is not None:
+        st = os.fstat(descriptor())
+        return f"file:{os.path.realpath(source.path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    return getattr(source, "identity", None) or f"{source.url}|{source.size}"
 
 
 def open_source(url, storage_options=None):

@@ -1,8 +1,10 @@
 """Dataset health: ``verify`` a ``.rec``/``.idx`` pair, ``rebuild_index``, ``inspect`` the contents.
 
 ``verify`` walks the whole file with resynchronisation (a bad record does not hide the ones
-after it), checks the index against the record heads it found and, on request, decodes every
-image. ``rebuild_index`` writes a fresh ``.idx`` atomically, keyed by ``IRHeader.id`` when those
+after it), checks the index against the record heads it found, every record against the
+``.sums`` sidecar when there is one, and, on request, decodes every image (then, with
+``write_sums``, it writes the sidecar when every record passed). It lists the records a loader
+quarantined and clears the entries whose record now passes (``integrity_check``). ``rebuild_index`` writes a fresh ``.idx`` atomically, keyed by ``IRHeader.id`` when those
 are usable (as im2rec does) or by position (as mxnet's ``tools/rec2idx.py`` does). ``inspect``
 summarises records, labels and, over a seeded sample, image formats and sizes.
 """
@@ -22,6 +24,7 @@ from .atomic import AtomicOutput
 from .header import unpack_header
 from .index import format_index_line, index_url_for
 from .index_cache import load_index_table
+from .integrity_check import IntegrityCheck
 from .layout import face_layout_of
 from .scan import Window, read_record, scan_records
 from .sources import exists, open_source
@@ -55,6 +58,11 @@ PROBLEM_KINDS = {
     "not-in-index": "a readable record that no .idx entry points at",
     "bad-header": "a payload too short for its IRHeader and packed labels",
     "decode-failed": "an image that does not decode",
+    "checksum-mismatch": "a record whose CRC32C differs from the .sums sidecar's: it is damaged",
+    "not-in-sums": "a readable record the .sums sidecar has no checksum for",
+    "sums-unusable": "the .sums sidecar is damaged or describes another file (or an older one)",
+    "quarantined": "a record a loader quarantined that this run did not clear (decode failures "
+                   "are re-checked only with --decode)",
 }
 
 
@@ -88,6 +96,11 @@ class VerifyReport:
     index_entries: Optional[int] = None
     decoded: Optional[int] = None
     decode_failures: Optional[int] = None
+    sums_checked: Optional[int] = None
+    sums_written: Optional[str] = None
+    quarantined: list = field(default_factory=list)
+    quarantine_cleared: int = 0
+    bad_ranges: list = field(default_factory=list, repr=False)
     problems: List[Problem] = field(default_factory=list)
     counts: collections.Counter = field(default_factory=collections.Counter)
     limit: int = 1000
@@ -112,6 +125,10 @@ class VerifyReport:
             "index_entries": self.index_entries,
             "decoded": self.decoded,
             "decode_failures": self.decode_failures,
+            "sums_checked": self.sums_checked,
+            "sums_written": self.sums_written,
+            "quarantined": [entry._asdict() for entry in self.quarantined],
+            "quarantine_cleared": self.quarantine_cleared,
             "counts": dict(sorted(self.counts.items())),
             "problems": [p.to_dict() for p in self.problems],
         }
@@ -142,43 +159,65 @@ def _scan(source, *, keep_payload, progress):
 
 def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool = False,
            storage_options: Optional[dict] = None, limit: int = 1000,
-           progress: Optional[Callable[[int], None]] = None) -> VerifyReport:
-    """Check every record of ``url``, its index and (``decode=True``) every image.
+           progress: Optional[Callable[[int], None]] = None, sums: bool = True,
+           write_sums: bool = False) -> VerifyReport:
+    """Check every record of ``url``, its index, its checksums and (``decode=True``) every image.
 
     ``index_url=None`` checks the ``.idx`` beside the ``.rec`` when there is one; ``False``
-    checks no index. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
-    ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays), whatever the
-    size; ``progress(bytes)`` is called as the scan advances.
+    checks no index. ``sums``: check each record's CRC32C against the ``.sums`` sidecar when
+    it exists (no decoding needed). ``write_sums`` (needs ``decode``): write the sidecar,
+    atomically, when every record read and decoded (files made by MXNet or InsightFace). The
+    loaders' quarantine entries of this file are listed in the report and those whose record
+    passed are removed. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
+    ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays, 12 more to
+    write sums), whatever the size; ``progress(bytes)`` is called as the scan advances.
     """
+    if write_sums and not decode:
+        raise ValueError("write_sums needs decode=True: a sidecar is written only for records "
+                         "that decoded")
     url = str(url)
     index_url = _resolve_index(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_url, source.size, limit=limit)
+        integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
+                                   write_sums=write_sums, decoded=decode)
         decoder = _ImageChecker(report) if decode else None
-        heads, bad_ranges = array.array("q"), []
-        for item in _scan(source, keep_payload=decode, progress=progress):
-            if item.error is not None:
-                bad_ranges.append((item.offset, item.end))
-                report.skipped_bytes += item.end - item.offset
-                report.add("bad-record", item.offset, item.record,
-                           f"{item.error.reason}, at byte {item.error.offset}", item.end)
-                continue
-            heads.append(item.offset)
-            if decoder is not None:
-                decoder.check(item)
+        heads = _scan_records(report, source, decoder, integrity, progress)
         report.records = len(heads)
+    heads = np.frombuffer(heads, dtype=np.int64)
+    integrity.finish(heads, report.size)
     if index_url:
-        _check_index(report, index_url, np.frombuffer(heads, dtype=np.int64), bad_ranges,
-                     storage_options)
+        _check_index(report, index_url, heads, report.bad_ranges, storage_options)
     if decoder is not None:
         report.decoded, report.decode_failures = decoder.decoded, decoder.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
     return report
 
 
+def _scan_records(report, source, decoder, integrity, progress):
+    """Walk every record: framing, checksum, decode. Returns the record heads (array 'q')."""
+    heads = array.array("q")
+    keep = decoder is not None or integrity.needs_payload
+    for item in _scan(source, keep_payload=keep, progress=progress):
+        if item.error is not None:
+            report.bad_ranges.append((item.offset, item.end))
+            report.skipped_bytes += item.end - item.offset
+            report.add("bad-record", item.offset, item.record,
+                       f"{item.error.reason}, at byte {item.error.offset}", item.end)
+            integrity.fail(item.offset)
+            continue
+        heads.append(item.offset)
+        integrity.record(item)
+        if decoder is not None and not decoder.check(item):
+            integrity.fail(item.offset)
+    return heads
+
+
 class _ImageChecker:
     """Decodes each record's image as the loaders do by default (``get_decoder("auto")``:
-    strict, whole image, the ``max_pixels`` limit) and files the failures in a report."""
+    strict, whole image, the ``max_pixels`` limit) and files the failures in a report. In a
+    file in InsightFace's layout (announced by its first record) the records without image
+    bytes (the header and identity records) are not images and pass."""
 
     def __init__(self, report, decoder="auto"):
         from ..decode.decoders import get_decoder
@@ -187,15 +226,21 @@ class _ImageChecker:
         self.report = report
         self.decoded = 0
         self.failures = 0
+        self.face_layout = None
 
     def check(self, item):
+        """True when the record's image decodes (or it is a layout's non-image record)."""
         try:
             _, start = unpack_header(item.payload)
         except RecordFormatError as e:
             self.failures += 1
             self.report.add("bad-header", item.offset, item.record, e.reason)
-            return
+            return False
+        if item.record == 0:
+            self.face_layout = face_layout_of(item.payload, None)
         image = memoryview(item.payload)[start:]
+        if self.face_layout is not None and not len(image):
+            return True
         try:
             self.decoder.decode(image)
         except DecodeError as e:
@@ -203,8 +248,9 @@ class _ImageChecker:
             self.report.add("decode-failed", item.offset, item.record,
                             f"{len(image)}-byte image does not decode ({self.decoder.name}): "
                             f"{e.reason}")
-        else:
-            self.decoded += 1
+            return False
+        self.decoded += 1
+        return True
 
 
 def _check_index(report, index_url, heads, bad_ranges, storage_options):

@@ -1,11 +1,13 @@
-"""``RecordWriter``: write a ``.rec`` and its ``.idx``, byte-identical to MXNet, published atomically."""
+"""``RecordWriter``: write a ``.rec``, its ``.idx`` and its ``.sums``, byte-identical to MXNet,
+published atomically."""
 
 import logging
 from typing import Hashable, Optional, Union
 
-from .atomic import AtomicOutput, commit_pair
+from .atomic import AtomicOutput, commit_group
 from .format import frame
 from .index import format_index_line, index_url_for
+from .sums import SumsBuilder, sums_url_for
 
 __all__ = ["RecordWriter"]
 
@@ -16,8 +18,10 @@ class RecordWriter:
     """Write records to ``url`` (any fsspec URL) and an index to ``index_url``.
 
     ``index_url=None`` writes the conventional ``.idx`` beside the ``.rec``; ``index_url=False``
-    writes no index. Both files are written under temporary names and appear only when the writer
-    is closed without error, as one commit (never a new ``.rec`` beside an old ``.idx``); if the
+    writes no index. ``sums=True`` (default) also writes the checksum sidecar (``x.sums``, a
+    CRC32C of every record: ``recpipe.io.sums``), which readers check; MXNet ignores it. All
+    files are written under temporary names and appear only when the writer is closed without
+    error, as one commit (never a new ``.rec`` beside an old ``.idx`` or ``.sums``); if the
     ``with`` body raises, nothing is published. Keys default to the record's position.
 
     >>> with RecordWriter("out/train.rec") as writer:      # doctest: +SKIP
@@ -25,11 +29,15 @@ class RecordWriter:
     """
 
     def __init__(self, url: str, index_url: Union[str, None, bool] = None,
-                 storage_options: Optional[dict] = None) -> None:
+                 storage_options: Optional[dict] = None, *, sums: bool = True) -> None:
         self.url = str(url)
         if index_url is None:
             index_url = index_url_for(self.url)
         self.index_url = str(index_url) if index_url else None
+        self.sums_url = sums_url_for(self.url) if sums else None
+        if self.sums_url in (self.url, self.index_url):
+            self.sums_url = None
+        self._storage_options = storage_options
         self._rec = AtomicOutput(self.url, storage_options)
         self._idx = None
         try:
@@ -38,6 +46,7 @@ class RecordWriter:
         except BaseException:
             self._rec.discard()
             raise
+        self._sums = SumsBuilder() if self.sums_url else None
         self.offset = 0
         self.count = 0
 
@@ -53,18 +62,30 @@ class RecordWriter:
         self._rec.write(data)
         if line is not None:
             self._idx.write(line)
+        if self._sums is not None:
+            self._sums.add(offset, payload)
         self.offset += len(data)
         self.count += 1
         return offset
 
-    def close(self) -> None:
-        """Publish the ``.rec`` and its ``.idx`` as one commit (``atomic.commit_pair``): an
-        error while finishing them (a full disk) leaves any earlier pair as it was."""
+    def _sums_output(self):
+        if self._sums is None:
+            return None
+        output = AtomicOutput(self.sums_url, self._storage_options)
         try:
-            if self._idx is None:
-                self._rec.commit()
-            else:
-                commit_pair(self._rec, self._idx)
+            output.write(self._sums.to_bytes(self.offset))
+        except BaseException:
+            output.discard()
+            raise
+        return output
+
+    def close(self) -> None:
+        """Publish the ``.rec``, its ``.idx`` and its ``.sums`` as one commit
+        (``atomic.commit_group``): an error while finishing them (a full disk) leaves any
+        earlier files as they were."""
+        try:
+            sums = self._sums_output()
+            commit_group(self._rec, [self._idx, sums])
         except BaseException:
             self.abort()
             raise

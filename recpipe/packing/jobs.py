@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 from ..errors import DecodeError
 from ..io.atomic import publish
 from ..io.sources import url_to_fs
+from ..io.sums import sums_url_for
 from .inputs import InputLimits
 from .items import PackItem, join_url
 from .plan import PlanOptions, Shard, labels_url, plan_url, save_plan
@@ -286,7 +287,7 @@ def discard_empty(tasks, outcomes):
     for task, outcome in zip(tasks, outcomes):
         if outcome is None or outcome.summary.kept or outcome.summary.records:
             continue
-        for url in (task.shard.rec, task.shard.idx):
+        for url in (task.shard.rec, task.shard.idx, sums_url_for(task.shard.rec)):
             fs, path = url_to_fs(url, task.storage_options)
             if fs.exists(path):
                 fs.rm(path)

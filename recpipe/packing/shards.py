@@ -1,12 +1,14 @@
 """Writing one shard so that an interrupted pack can be resumed.
 
 A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (``.NAME.pack.tmp``)
-and publishes them as one commit (``recpipe.io.atomic.commit_pair``). On a local filesystem the temporary files are
+and publishes them with their checksum sidecar (``.sums``, ``recpipe.io.sums``) as one commit
+(``recpipe.io.atomic.commit_group``). On a local filesystem the temporary files are
 kept when writing stops early; ``recover_partial`` then finds the last record that is complete in
 both files, truncates both to it and tells where to continue. ``verify_published`` checks that a
 shard published by an earlier run holds what the plan says. With ``checksums=True`` the writer
 also keeps the SHA-256 of both files as it writes them (for a manifest); ``file_digest`` hashes
-a file already published.
+a file already published. The sidecar is built in memory and written at publish time; a
+resumed shard first sums the records already in its temporary ``.rec``.
 """
 
 import hashlib
@@ -17,11 +19,12 @@ from typing import NamedTuple
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError
-from ..io.atomic import AtomicOutput, commit_pair, temporary_name
+from ..io.atomic import AtomicOutput, commit_group, temporary_name
 from ..io.format import frame
 from ..io.index import format_index_line, parse_index
-from ..io.scan import Window, read_record
+from ..io.scan import Window, iter_records, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
+from ..io.sums import SumsBuilder, sums_url_for
 
 __all__ = ["TEMP_TAG", "Progress", "ShardWriter", "recover_partial", "verify_published",
            "is_local", "file_digest"]
@@ -60,6 +63,10 @@ class ShardWriter:
             raise
         self.records = progress.records
         self.offset = progress.offset
+        self._storage_options = storage_options
+        self._sums = SumsBuilder()
+        if resume:
+            _sum_local(self._rec.temp_path, self._sums)
         self._hashes = None
         if checksums:
             self._hashes = (hashlib.sha256(), hashlib.sha256())
@@ -76,6 +83,7 @@ class ShardWriter:
         line = format_index_line(key, self.offset).encode()
         self._rec.write(data)
         self._idx.write(line)
+        self._sums.add(self.offset, payload)
         if self._hashes is not None:
             self._hashes[0].update(data)
             self._hashes[1].update(line)
@@ -94,8 +102,15 @@ class ShardWriter:
         self._idx.file.flush()
 
     def publish(self):
-        """Rename both files into place as one commit (``commit_pair``)."""
-        commit_pair(self._rec, self._idx)
+        """Write the checksum sidecar, then rename the three files into place as one commit
+        (``commit_group``)."""
+        sums = AtomicOutput(sums_url_for(self._rec.url), self._storage_options)
+        try:
+            sums.write(self._sums.to_bytes(self.offset))
+        except BaseException:
+            sums.discard()
+            raise
+        commit_group(self._rec, [self._idx, sums])
 
     def abandon(self, keep):
         """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``."""
@@ -108,6 +123,13 @@ class ShardWriter:
         else:
             self._rec.discard()
             self._idx.discard()
+
+
+def _sum_local(path, sums):
+    """Add the records of a local temporary ``.rec`` (being resumed) to ``sums``."""
+    with LocalSource(path) as source:
+        for offset, payload in iter_records(source):
+            sums.add(offset, payload)
 
 
 def _hash_local(path, digest):

@@ -43,7 +43,7 @@ def test_disk_full_keeps_the_old_pair(small_disk):
     with pytest.raises(OSError):
         _write(rec, [os.urandom(20 << 10) for _ in range(5)])  # 100 KB: does not fit
     assert _read(rec) == OLD
-    assert sorted(os.listdir(small_disk)) == ["data.idx", "data.rec"]  # no temporary left
+    assert sorted(os.listdir(small_disk)) == ["data.idx", "data.rec", "data.sums"]  # no temporary left
 
 
 def _failing_prepare(real):
@@ -65,7 +65,7 @@ def test_a_failing_index_commit_publishes_neither_file(tmp_path, monkeypatch):
         _write(rec, [b"new-%d" % i for i in range(7)])
     monkeypatch.undo()
     assert _read(rec) == OLD
-    assert sorted(os.listdir(tmp_path)) == ["data.idx", "data.rec"]
+    assert sorted(os.listdir(tmp_path)) == ["data.idx", "data.rec", "data.sums"]
 
 
 def test_a_crash_between_the_renames_leaves_no_mismatched_pair(tmp_path, monkeypatch):

@@ -164,12 +164,13 @@ def test_index_read_is_retried(s3, s3_server, tmp_path):
     url, payloads = _records(base, options, n=30)
     s3_server.faults(p503=0.5, pcut=0.3, seed=1)  # seed 1: the first ranged GET is throttled
     with RecordReader(url, storage_options=_with(options, attempts=10)) as reader:
-        faults = s3_server.counters()  # opening read the .idx: HEADs and ranged GETs of it
+        faults = s3_server.counters()  # opening read the .idx and the .sums: HEADs, ranged GETs
         s3_server.faults()
+        assert reader.sums is not None and len(reader.sums) == 30  # retried too
         assert [reader[i] for i in range(len(reader))] == payloads
         assert reader.keys == list(range(30))
     assert faults["slowdown"] >= 1
-    assert faults["ranged_gets"] == 1 + faults["slowdown"] + faults["cut"]
+    assert faults["ranged_gets"] == 2 + faults["slowdown"] + faults["cut"]
 
 
 @pytest.mark.timeout(60)

@@ -134,7 +134,7 @@ def test_memory_url_round_trip():
         write_all(f"{root}/m.rec", payloads)
         fs = fsspec.filesystem("memory")
         assert fs.cat_file(f"{root}/m.rec") == framed_file(payloads)[0]
-        assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(root, detail=False)) == ["m.idx", "m.rec"]
+        assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(root, detail=False)) == ["m.idx", "m.rec", "m.sums"]
         with recpipe.RecordReader(f"{root}/m.rec") as reader:
             assert reader.index_url == f"{root}/m.idx"
             assert list(reader) == payloads and reader[1] == MAGIC_BYTES * 3
@@ -200,7 +200,8 @@ def test_writer_publishes_rec_before_idx(tmp_path, monkeypatch):
 
     monkeypatch.setattr(atomic.os, "replace", replace)
     write_all(str(rec), [b"one", b"two"])
-    assert published == [("o.rec", False, False), ("o.idx", True, False)]
+    # the sidecar comes last: never a .sums beside a .rec it does not describe
+    assert published == [("o.rec", False, False), ("o.idx", True, False), ("o.sums", True, True)]
 
 
 def test_writer_temporary_files_are_hidden_until_close(tmp_path):
@@ -209,7 +210,7 @@ def test_writer_temporary_files_are_hidden_until_close(tmp_path):
     names = os.listdir(tmp_path)
     assert len(names) == 2 and all(n.startswith(".") and n.endswith(".tmp") for n in names)
     writer.close()
-    assert sorted(os.listdir(tmp_path)) == ["t.idx", "t.rec"]
+    assert sorted(os.listdir(tmp_path)) == ["t.idx", "t.rec", "t.sums"]
 
 
 def test_too_large_payload_writes_nothing(tmp_path):

@@ -230,3 +230,25 @@ def test_memory_filesystem_source_counts_requests():
         assert bytes(source.read(0, len(data))) == data
         assert source.stats()["requests"] == 1
     fs.rm("/counting", recursive=True)
+
+
+def test_damaged_record_on_s3_fails_its_checksum(s3, tmp_path):
+    """The sidecar travels with the pack: a record damaged in the S3 copy raises."""
+    from recpipe.errors import RecordFormatError
+    from recpipe.io.sums import sums_url_for
+
+    base, options = s3
+    payloads = _payloads(6)
+    url, local = _upload(base, options, payloads, tmp_path, name="summed")
+    fs, path = url_to_fs(url, options)
+    assert fs.exists(url_to_fs(sums_url_for(url), options)[1])
+    with RecordReader(url, storage_options=options) as reader:
+        offset = int(reader.offsets[3])
+    data = bytearray(fs.cat_file(path))
+    data[offset + 100] ^= 1
+    fs.pipe_file(path, bytes(data))
+    with RecordReader(url, storage_options=options) as reader:
+        assert reader.sums is not None and reader[2] == payloads[2]
+        with pytest.raises(RecordFormatError, match="checksum mismatch") as info:
+            reader[3]
+    assert (info.value.record, info.value.offset) == (3, offset)

@@ -8,6 +8,7 @@ records (MXIndexedRecordIO, ImageRecordIter) and we must read im2rec's.
 
 import contextlib
 import io
+import shutil
 
 import cv2
 import numpy as np
@@ -162,6 +163,36 @@ def test_mx_recordio_reads_what_recpipe_im2rec_wrote(runs, mx, variant):
         assert [unb64(r["payload"]) for r in theirs["records"]] == [reader.read_key(k) for k in reader.keys]
 
 
+def test_our_sidecar_describes_im2rec_pys_pass_through_output(runs, tmp_path):
+    """The .rec bytes are MXNet's, so the sidecar recpipe im2rec wrote checks MXNet's file."""
+    for name in ("data.rec", "data.idx"):
+        shutil.copy(runs["base"] / "mx" / "pass_through" / name, tmp_path / name)
+    shutil.copy(runs["base"] / "ours" / "pass_through" / "data.sums", tmp_path / "data.sums")
+    with recpipe.RecordReader(str(tmp_path / "data.rec")) as reader:
+        assert reader.sums is not None and len(reader.sums) == len(reader) > 0
+        assert all(reader[i] for i in range(len(reader)))  # every sum matches
+
+
+def test_mxnet_reads_a_recpipe_pack_with_its_sidecar(mx, tmp_path):
+    from recpipe.packing.packer import pack_dataset
+
+    from .._damage import textured_jpeg
+
+    for i in range(6):
+        folder = tmp_path / "src" / "ab"[i % 2]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i}.jpg").write_bytes(textured_jpeg(i, (30 + i, 40)))
+    pack_dataset(str(tmp_path / "src"), str(tmp_path / "p"), pass_through=True, workers=0)
+    rec = tmp_path / "p.rec"
+    assert (tmp_path / "p.sums").exists()
+    theirs, = mx("read-indexed", {"files": [[str(rec), str(tmp_path / "p.idx")]]})["files"]
+    with recpipe.RecordReader(str(rec)) as reader:
+        assert reader.sums is not None
+        assert theirs["keys"] == list(reader.keys) and theirs["sequential"] == len(reader)
+        assert [unb64(r["payload"]) for r in theirs["records"]] == \
+            [reader.read_key(k) for k in reader.keys]
+
+
 def expected_from_list(lst_path, label_width):
     rows = [line.split("\t") for line in lst_path.read_text().splitlines()]
     return [[float(x) for x in row[1:1 + label_width]] for row in rows]
@@ -182,6 +213,7 @@ def test_image_record_iter_reads_recpipe_im2rec_output(runs, mx):
         dict(common, path_imgrec=str(multi / "data.rec"), path_imgidx=str(multi / "data.idx"),
              label_width=LABEL_WIDTH),
     ]
+    assert (single / "data.sums").exists() and (multi / "data.sums").exists()  # MXNet ignores it
     results = mx("iter", {"runs": iter_runs})["runs"]
     expectations = [(single, 1), (single, 1), (multi, LABEL_WIDTH)]
     for result, (folder, width) in zip(results, expectations):

@@ -1,0 +1,241 @@
+"""Quarantine that lasts: records found bad while loading, remembered across epochs and runs.
+
+A quarantine file lists the records of one version of one ``.rec`` (``sources.
+source_identity``: real path, size, modification time, inode; a remote file's URL, size and
+ETag) that failed a checksum, could not be read (framing) or did not decode. Loaders skip them
+in later epochs and later runs without reading them again (``on_error='skip'``/``'replace'``),
+or raise an error naming the quarantined record (``on_error='raise'``). ``recpipe verify``
+lists them and removes the entries whose record now passes what it failed.
+
+Files live in ``$RECPIPE_QUARANTINE_DIR``, else ``$XDG_CACHE_HOME/recpipe/quarantine``, else
+``~/.cache/recpipe/quarantine``, one per dataset version (``<sha256 of the identity>.txt``),
+shared by the ranks of a node. Each entry is one line, ``offset<TAB>record<TAB>kind<TAB>reason``,
+written with a single ``write`` on an ``O_APPEND`` descriptor and shorter than PIPE_BUF, so
+concurrent writers never interleave. The folder must be a real folder owned by this user and
+the files regular files owned by this user, opened without following symlinks; anything else
+is ignored with a warning (a shared or hostile cache never decides what is skipped). Errors
+that depend on settings (the ``max_pixels`` limit) are not quarantined.
+"""
+
+import hashlib
+import logging
+import os
+import stat
+import uuid
+from typing import Dict, NamedTuple, Optional
+
+import numpy as np
+
+from ..errors import DecodeError, RecordFormatError
+from .sources import open_source, source_identity
+
+__all__ = ["QUARANTINE_ENV", "QuarantineEntry", "QuarantineFile", "RecordQuarantine",
+           "quarantine_dir", "error_kind", "quarantine_of"]
+
+log = logging.getLogger(__name__)
+
+QUARANTINE_ENV = "RECPIPE_QUARANTINE_DIR"
+KINDS = ("sum", "format", "decode")
+_REASON_CHARS = 400  # a line stays far below PIPE_BUF (4096)
+_MAX_FILE = 64 << 20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+QUARANTINED = "quarantined"
+
+
+def quarantine_dir():
+    """Where quarantine files live (``$RECPIPE_QUARANTINE_DIR`` or the user's cache)."""
+    configured = os.environ.get(QUARANTINE_ENV)
+    if configured:
+        return configured
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "recpipe", "quarantine")
+
+
+class QuarantineEntry(NamedTuple):
+    offset: int
+    record: int
+    kind: str  # 'sum' | 'format' | 'decode'
+    reason: str
+
+    def line(self):
+        reason = " ".join(self.reason.split())[:_REASON_CHARS]
+        return f"{self.offset}\t{self.record}\t{self.kind}\t{reason}\n".encode("utf-8", "replace")
+
+
+def error_kind(exc):
+    """The quarantine kind of a record's error, or None for errors not to quarantine."""
+    reason = getattr(exc, "reason", "")
+    if reason.startswith(QUARANTINED) or "max_pixels" in reason:
+        return None
+    if isinstance(exc, RecordFormatError):
+        return "sum" if "checksum" in reason else "format"
+    if isinstance(exc, DecodeError):
+        return "decode"
+    return None
+
+
+def _own(st, want):
+    return want(st.st_mode) and st.st_uid == os.geteuid()
+
+
+class QuarantineFile:
+    """The quarantine file of the dataset version named ``identity``."""
+
+    def __init__(self, identity, directory=None):
+        self.identity = identity
+        self.directory = directory or quarantine_dir()
+        name = hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()[:32]
+        self.path = os.path.join(self.directory, f"{name}.txt")
+
+    def _folder_ok(self, create):
+        try:
+            if create:
+                os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            st = os.lstat(self.directory)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("quarantine folder %s unusable (%s): bad records are not remembered",
+                        self.directory, exc)
+            return False
+        if not _own(st, stat.S_ISDIR):
+            log.warning("quarantine folder %s is not a folder owned by this user: ignored",
+                        self.directory)
+            return False
+        return True
+
+    def _open(self, flags):
+        """A descriptor on the file, or None when it is missing or not ours to trust."""
+        try:
+            fd = os.open(self.path, flags | _NOFOLLOW, 0o600)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # ELOOP: a symlink; EACCES: someone else's
+            log.warning("quarantine file %s unusable (%s): ignored", self.path, exc)
+            return None
+        if not _own(os.fstat(fd), stat.S_ISREG):
+            os.close(fd)
+            log.warning("quarantine file %s is not a regular file owned by this user: ignored",
+                        self.path)
+            return None
+        return fd
+
+    def entries(self) -> Dict[int, QuarantineEntry]:
+        """The entries by offset (a repeated offset: the last line wins)."""
+        if not self._folder_ok(create=False):
+            return {}
+        fd = self._open(os.O_RDONLY | os.O_NONBLOCK)
+        if fd is None:
+            return {}
+        try:
+            data = os.read(fd, _MAX_FILE)
+        finally:
+            os.close(fd)
+        found = {}
+        for line in data.decode("utf-8", "replace").split("\n"):
+            entry = _parse(line)
+            if entry is not None:
+                found[entry.offset] = entry
+        return found
+
+    def add(self, entry: QuarantineEntry) -> bool:
+        """Append ``entry`` (one atomic write); False when the quarantine is unusable."""
+        if not self._folder_ok(create=True):
+            return False
+        fd = self._open(os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        if fd is None:
+            return False
+        try:
+            os.write(fd, entry.line())
+        except OSError as exc:
+            log.warning("cannot write the quarantine file %s: %s", self.path, exc)
+            return False
+        finally:
+            os.close(fd)
+        return True
+
+    def rewrite(self, entries) -> None:
+        """Replace the file by ``entries`` (removed when empty), atomically."""
+        if not self._folder_ok(create=False):
+            return
+        if not entries:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            return
+        temp = os.path.join(self.directory, f".{uuid.uuid4().hex}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+        try:
+            os.write(fd, b"".join(entry.line() for entry in entries))
+        finally:
+            os.close(fd)
+        os.replace(temp, self.path)
+
+
+def quarantine_of(url, storage_options=None):
+    """The ``QuarantineFile`` of the file at ``url`` as it is now."""
+    with open_source(url, storage_options) as source:
+        return QuarantineFile(source_identity(source))
+
+
+def _parse(line):
+    parts = line.split("\t", 3)
+    if len(parts) != 4 or parts[2] not in KINDS:
+        return None
+    try:
+        return QuarantineEntry(int(parts[0]), int(parts[1]), parts[2], parts[3])
+    except ValueError:
+        return None
+
+
+class RecordQuarantine:
+    """A loader's view of the quarantine of its reader: which positions are known bad
+    (``mask``), the error that names one (``error``) and ``record(exc)`` for a new bad one."""
+
+    def __init__(self, reader, file: Optional[QuarantineFile]):
+        self.reader = reader
+        self.file = file
+        self.entries = file.entries() if file is not None else {}
+        offsets = reader.offsets.array
+        self.bad = np.isin(offsets, np.fromiter(self.entries, np.int64, len(self.entries)))
+
+    @classmethod
+    def of(cls, reader, enabled=True):
+        return cls(reader, QuarantineFile(reader.identity) if enabled else None)
+
+    def mask(self, positions):
+        """Bool array: which of ``positions`` are quarantined."""
+        return self.bad[positions]
+
+    def error(self, position):
+        """The error raised for a quarantined record: a DecodeError for one that did not
+        decode, else a RecordFormatError (the types its first failure had)."""
+        offset = int(self.reader.offsets[position])
+        entry = self.entries.get(offset)
+        why = f"{entry.kind}: {entry.reason}" if entry else "found bad in this run"
+        message = (f"{QUARANTINED} (found bad earlier at byte offset {offset}, {why}); not read "
+                   f"again: `recpipe verify` re-checks it and clears the entry when it passes "
+                   f"(quarantine {self.file_path})")
+        if entry is not None and entry.kind == "decode":
+            return DecodeError(message, path=self.reader.url, record=position)
+        return RecordFormatError(message, path=self.reader.url, offset=offset, record=position)
+
+    @property
+    def file_path(self):
+        return self.file.path if self.file is not None else None
+
+    def record(self, exc):
+        """Remember the record that raised ``exc`` (when it is a record's own fault)."""
+        kind = error_kind(exc)
+        position = getattr(exc, "record", None)
+        if kind is None or not isinstance(position, int) or not 0 <= position < len(self.bad):
+            return
+        if self.bad[position]:
+            return
+        self.bad[position] = True
+        offset = int(self.reader.offsets[position])
+        entry = QuarantineEntry(offset, position, kind, getattr(exc, "reason", str(exc)))
+        self.entries[offset] = entry
+        if self.file is not None and self.file.add(entry):
+            log.warning("quarantined record %d of %s (%s)", position, self.reader.url, kind)

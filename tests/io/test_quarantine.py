@@ -1,0 +1,214 @@
+"""The quarantine file (concurrent writers, hostile folders) and ``recpipe verify`` with sums:
+checking without decoding, ``--decode --write-sums`` for files made elsewhere, listing and
+clearing quarantined records."""
+
+import json
+import multiprocessing
+import os
+import shutil
+
+import pytest
+
+import recpipe
+from recpipe.cli import main
+from recpipe.decode.loader import ImageLoader
+from recpipe.io.quarantine import (QuarantineEntry, QuarantineFile, quarantine_dir,
+                                   quarantine_of)
+from recpipe.io.sums import sums_url_for
+from recpipe.io.verify import verify
+
+from .._damage import damage, textured_jpeg, write_pack
+from ..test_face_layout import write_faces
+
+
+def _append_many(directory, identity, writer, count):
+    file = QuarantineFile(identity, directory)
+    for i in range(count):
+        file.add(QuarantineEntry(writer * 100000 + i, i, "decode", f"w{writer} " + "x" * 3000))
+
+
+def test_concurrent_writers_never_interleave(tmp_path):
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_append_many, args=(str(tmp_path), "ds", w, 150))
+               for w in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    entries = QuarantineFile("ds", str(tmp_path)).entries()
+    assert len(entries) == 8 * 150
+    assert all(len(e.line()) < 4096 for e in entries.values())
+    assert {e.reason[:3] for e in entries.values()} == {f"w{w} " for w in range(8)}
+    assert {e.reason[3:] for e in entries.values()} == {"x" * 397}  # truncated, whole lines
+
+
+def test_default_folder_is_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("RECPIPE_QUARANTINE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert quarantine_dir() == str(tmp_path / "recpipe" / "quarantine")
+
+
+def test_symlinked_file_is_neither_followed_nor_trusted(tmp_path):
+    file = QuarantineFile("ds", str(tmp_path))
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("5\t1\tsum\tplanted\n")
+    os.symlink(target, file.path)
+    assert file.entries() == {}
+    assert not file.add(QuarantineEntry(7, 2, "sum", "bad"))
+    assert target.read_text() == "5\t1\tsum\tplanted\n"
+
+
+def test_symlinked_folder_is_ignored(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "link")
+    file = QuarantineFile("ds", str(tmp_path / "link"))
+    assert not file.add(QuarantineEntry(7, 2, "sum", "bad"))
+    assert os.listdir(real) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file of another user")
+def test_files_of_another_user_are_not_trusted(tmp_path):
+    file = QuarantineFile("ds", str(tmp_path))
+    with open(file.path, "w") as f:
+        f.write("5\t1\tsum\tplanted\n")
+    os.chown(file.path, 65534, 65534)
+    assert file.entries() == {}
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    os.chown(folder, 65534, 65534)
+    assert not QuarantineFile("ds", str(folder)).add(QuarantineEntry(7, 2, "sum", "bad"))
+
+
+def test_torn_and_foreign_lines_are_ignored(tmp_path):
+    file = QuarantineFile("ds", str(tmp_path))
+    file.add(QuarantineEntry(8, 1, "format", "bad magic"))
+    with open(file.path, "a") as f:
+        f.write("garbage line\n12\tx\tsum\tno\n40\t3\tsu")
+    assert list(file.entries()) == [8]
+
+
+# -- verify --------------------------------------------------------------------------------------
+
+
+def _damaged_in_place(rec, position, how="flip"):
+    """Damage record ``position`` keeping the file's identity (inode and mtime)."""
+    st = os.stat(rec)
+    with recpipe.RecordReader(rec) as reader:
+        offset = int(reader.offsets[position])
+    original = open(rec, "rb").read()
+    damage(rec, offset, how)
+    os.utime(rec, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return offset, original
+
+
+def test_verify_checks_sums_without_decoding(tmp_path):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    report = verify(rec)
+    assert report.ok and report.sums_checked == 8 and report.decoded is None
+    offset, _ = _damaged_in_place(rec, 5, "zero")
+    report = verify(rec)
+    assert not report.ok and report.counts == {"checksum-mismatch": 1}
+    assert (report.problems[0].offset, report.problems[0].record) == (offset, 5)
+    assert main(["verify", rec, "--no-progress"]) == 1
+    assert verify(rec, sums=False).ok  # a decoder does not see this damage
+
+
+def test_verify_reports_a_stale_sidecar_and_write_sums_replaces_it(tmp_path, capsys):
+    rec = write_pack(tmp_path / "d.rec", 6)
+    stale = open(sums_url_for(rec), "rb").read()
+    write_pack(tmp_path / "d.rec", 7)
+    open(sums_url_for(rec), "wb").write(stale)
+    report = verify(rec)
+    assert "sums-unusable" in report.counts and "changed" in report.problems[0].reason
+    assert main(["verify", rec, "--write-sums", "--no-progress"]) == 2
+    assert main(["verify", rec, "--decode", "--write-sums", "--no-progress"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert verify(rec).ok and verify(rec).sums_checked == 7
+
+
+def test_write_sums_protects_a_file_made_elsewhere(tmp_path):
+    rec = str(tmp_path / "mx.rec")
+    writer = recpipe.recordio.MXIndexedRecordIO(str(tmp_path / "mx.idx"), rec, "w")
+    for i in range(6):
+        writer.write_idx(i, recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), textured_jpeg(i)))
+    writer.close()
+    os.remove(sums_url_for(rec))  # as MXNet would have written it
+    assert verify(rec).sums_checked is None
+    report = verify(rec, decode=True, write_sums=True)
+    assert report.ok and report.sums_written == sums_url_for(rec)
+    _damaged_in_place(rec, 3)
+    with recpipe.RecordReader(rec) as reader:
+        with pytest.raises(recpipe.RecordFormatError, match="checksum mismatch"):
+            reader[3]
+
+
+def test_write_sums_refuses_a_file_with_a_bad_record(tmp_path):
+    rec = str(tmp_path / "mx.rec")
+    with recpipe.RecordWriter(rec, sums=False) as writer:
+        for i in range(4):
+            jpeg = textured_jpeg(i)
+            writer.write(recpipe.pack(recpipe.IRHeader(0, 0.0, i, 0),
+                                      jpeg[:len(jpeg) // 2] if i == 2 else jpeg))
+    report = verify(rec, decode=True, write_sums=True)
+    assert report.counts == {"decode-failed": 1} and report.sums_written is None
+    assert not os.path.exists(sums_url_for(rec))
+
+
+def test_write_sums_on_an_insightface_file(tmp_path):
+    rec, labels = write_faces(tmp_path)
+    os.remove(sums_url_for(rec))
+    report = verify(rec, decode=True, write_sums=True)
+    assert report.ok and report.decoded == len(labels) and report.sums_written
+
+
+def test_verify_lists_and_clears_quarantined_records(tmp_path, capsys):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    offset, original = _damaged_in_place(rec, 4)
+    with ImageLoader(rec, 4, (3, 32, 32), on_error="skip", threads=1) as loader:
+        assert sum(len(labels) for _, labels in loader) == 7
+    entries = quarantine_of(rec).entries()
+    assert [(e.offset, e.record, e.kind) for e in entries.values()] == [(offset, 4, "sum")]
+    assert main(["inspect", rec, "--no-progress"]) == 0
+    assert "QUARANTINED" in capsys.readouterr().out
+    report = verify(rec)  # still damaged: the entry stays, listed
+    assert report.counts["quarantined"] == 1 and report.counts["checksum-mismatch"] == 1
+    # the damage was on the wire, not on the disk: the bytes read back clean now
+    st = os.stat(rec)
+    with open(rec, "r+b") as f:
+        f.write(original)
+    os.utime(rec, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert main(["verify", rec, "--no-progress", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["quarantine_cleared"] == 1 and len(done["quarantined"]) == 1
+    assert quarantine_of(rec).entries() == {}
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1) as loader:
+        assert sum(len(labels) for _, labels in loader) == 8
+
+
+def test_a_quarantined_decode_failure_raises_a_decode_error_in_later_runs(tmp_path):
+    rec = str(tmp_path / "d.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(6):
+            body = b"\xff\xd8 not a jpeg" if i == 3 else textured_jpeg(i)
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), body))
+    for run in range(2):
+        with ImageLoader(rec, 3, (3, 32, 32), threads=1) as loader:
+            with pytest.raises(recpipe.DecodeError) as info:
+                list(loader)
+        assert info.value.record == 3
+        assert info.value.reason.startswith("quarantined") == (run == 1)
+    assert [e.kind for e in quarantine_of(rec).entries().values()] == ["decode"]
+
+
+def test_decode_entries_are_cleared_only_by_a_decoding_verify(tmp_path):
+    rec = write_pack(tmp_path / "d.rec", 4)
+    file = quarantine_of(rec)
+    with recpipe.RecordReader(rec) as reader:
+        offset = int(reader.offsets[1])
+    file.add(QuarantineEntry(offset, 1, "decode", "libjpeg: Corrupt JPEG data"))
+    report = verify(rec)
+    assert report.counts == {"quarantined": 1} and report.quarantine_cleared == 0
+    report = verify(rec, decode=True)
+    assert report.ok and report.quarantine_cleared == 1
