@@ -245,23 +245,31 @@ def parse_index_chunks(chunks, *, path=None):
 
 
 def local_chunks(path, chunk_bytes=CHUNK_BYTES):
-    """The bytes of a local file in chunks cut at line ends."""
+    """The bytes of a local file (a path, or a file open in binary mode) in chunks cut at line
+    ends."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        yield from _file_chunks(path, chunk_bytes)
+        return
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        carry = b""
-        while True:
-            block = f.read(max(1, min(chunk_bytes, size - f.tell())))  # no oversized buffer
-            if not block:
-                if carry:
-                    yield carry
-                return
-            block = carry + block
-            cut = block.rfind(b"\n") + 1
-            if cut == 0:
-                carry = block
-                continue
-            yield block[:cut]
-            carry = block[cut:]
+        yield from _file_chunks(f, chunk_bytes)
+
+
+def _file_chunks(f, chunk_bytes):
+    size = os.fstat(f.fileno()).st_size
+    carry = b""
+    while True:
+        block = f.read(max(1, min(chunk_bytes, size - f.tell())))  # no oversized buffer
+        if not block:
+            if carry:
+                yield carry
+            return
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            carry = block
+            continue
+        yield block[:cut]
+        carry = block[cut:]
 
 
 def memory_chunks(data, chunk_bytes=CHUNK_BYTES):
