@@ -95,6 +95,9 @@ def parse_index(text, *, path=None, key_type=int):
                 f"index line {lineno}: offset {fields[1]!r} is not an integer", path=path) from None
         if offset < 0:
             raise RecordFormatError(f"index line {lineno}: negative offset {offset}", path=path)
+        if offset >= 1 << 63:
+            raise RecordFormatError(f"index line {lineno}: offset {offset} is too large",
+                                    path=path)
         keys.append(key)
         offsets.append(offset)
     return keys, offsets

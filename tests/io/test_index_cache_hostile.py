@@ -204,3 +204,22 @@ def test_min_bytes_accepts_units_and_names_the_variable(monkeypatch):
     monkeypatch.setenv("RECPIPE_INDEX_CACHE_MIN_BYTES", "four")
     with pytest.raises(ValueError, match="RECPIPE_INDEX_CACHE_MIN_BYTES"):
         index_cache.min_cached_bytes()
+
+
+def test_keys_outside_int64_are_not_clamped(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECPIPE_INDEX_CACHE_MIN_BYTES", "4M")  # parsed, not cached
+    keys = [2 ** 63, -2 ** 63 - 1, 5, 2 ** 70]
+    rec = _rec(tmp_path / "g.rec", keys)
+    idx = rec[:-4] + ".idx"
+    with RecordReader(rec) as reader:
+        assert list(reader.keys) == keys
+        assert [reader.read_key(k) for k in keys] == [b"r0", b"r1", b"r2", b"r3"]
+        for absent in (2 ** 63 - 1, -2 ** 63, 6):
+            with pytest.raises(KeyError):
+                reader.read_key(absent)
+    text_reader = recpipe.recordio.MXIndexedRecordIO(idx, rec, "r")
+    assert text_reader.keys == keys and text_reader.read_idx(2 ** 63) == b"r0"
+    text_reader.close()
+    from recpipe.io.index_table import memory_chunks, parse_index_chunks
+    assert parse_index_chunks(memory_chunks(b"9223372036854775808\t0\n")) is None
+    assert list(parse_index_chunks(memory_chunks(b"3\t0\n4\t8\n")).keys) == [3, 4]
