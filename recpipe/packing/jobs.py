@@ -141,6 +141,16 @@ def open_job(task, checksums=False):
     return Job(shard, task.items, progress, outcome.summary), outcome
 
 
+def _as_listed(item, result):
+    """``result``, or an error when the file read was not the one listed: its size changed
+    between the listing and the read (a class folder replaced while packing)."""
+    if result.error or item.size < 0 or result.input_bytes == item.size:
+        return result
+    return result._replace(payload=None, error=(
+        f"changed since it was listed ({item.size} bytes then, {result.input_bytes} when read): "
+        "the source changed during the pack; pack it again"))
+
+
 def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_options,
                 advance=None, checksums=False, defer_empty=False):
     """Write ``job``'s remaining items from ``results`` (``ItemResult`` in item order) and
@@ -153,7 +163,7 @@ def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_o
     report = outcome.report
     try:
         for item in job.todo:
-            result = next(results)
+            result = _as_listed(item, next(results))
             report.add(item.path, result.reasons, result.error)
             outcome.input_bytes += result.input_bytes
             if result.error:
