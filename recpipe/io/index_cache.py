@@ -125,7 +125,7 @@ def _identity(info):
 def _edge_hash(fd, size):
     """blake2b of the first and last MiB of the open file ``fd``."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(os.pread(fd, _HASH_SPAN, 0))
+    digest.update(os.pread(fd, min(_HASH_SPAN, size), 0))  # no 1 MiB buffer for a small file
     if size > _HASH_SPAN:
         start = max(_HASH_SPAN, size - _HASH_SPAN)
         digest.update(os.pread(fd, size - start, start))
@@ -250,14 +250,17 @@ def _parse_open_index(f, url):
     return table
 
 
-def _parse_local(path, url):
-    """``(table, fingerprint)``: the parse of the file at ``path`` and the identity of that very
-    file, equal before and after the parse; ``fingerprint`` is None when the file kept changing."""
-    for _ in range(_PARSE_ATTEMPTS):
+def _parse_local(path, url, cache):
+    """``(table, fingerprint)``: the parse of the file at ``path`` and (with ``cache``) the
+    identity of that very file, equal before and after the parse; ``fingerprint`` is None
+    without ``cache`` or when the file kept changing."""
+    for _ in range(_PARSE_ATTEMPTS if cache else 1):
         with open(path, "rb") as f:
             fd = f.fileno()
             before = os.fstat(fd)
             table = _parse_open_index(f, url)
+            if not cache:
+                return table, None
             after = os.fstat(fd)
             if _identity(before)[:4] == _identity(after)[:4]:  # ctime moves on unlink too
                 return table, _identity(after) + (_edge_hash(fd, after.st_size),)
@@ -281,7 +284,7 @@ def load_index_table(url, storage_options=None, *, key_type=int, cache=True, rec
             if table is not None:
                 return table
             rec_before = _rec_identity(rec_path)
-        table, fingerprint = _parse_local(path, url)
+        table, fingerprint = _parse_local(path, url, cache)
         if cache and fingerprint is not None and rec_before == _rec_identity(rec_path):
             store_cached(path, table, fingerprint=fingerprint, rec_identity=rec_before)
         return table
