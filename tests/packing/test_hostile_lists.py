@@ -74,3 +74,26 @@ def test_a_class_folder_changed_mid_pack_is_reported(tmp_path, monkeypatch):
     assert all("changed since it was listed" in e["reason"] for e in summary.errors)
     with recpipe.RecordReader(str(tmp_path / "out.rec")) as reader:
         assert len(reader) == 3
+
+
+def test_an_image_replaced_by_one_of_the_same_size_is_reported(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    (src / "cls").mkdir(parents=True)
+    for i in range(3):
+        (src / "cls" / f"{i}.jpg").write_bytes(_jpeg(10 * i))
+    real_load = packer.load_items
+
+    def listed_then_replaced(*args, **kwargs):
+        listed = real_load(*args, **kwargs)
+        victim = src / "cls" / "1.jpg"
+        data = bytearray(victim.read_bytes())
+        data[-3] ^= 0xFF  # same size, other bytes, a later modification time
+        victim.write_bytes(bytes(data))
+        info = os.stat(victim)
+        os.utime(victim, ns=(info.st_atime_ns, info.st_mtime_ns + 10 ** 9))
+        return listed
+
+    monkeypatch.setattr(packer, "load_items", listed_then_replaced)
+    summary = pack_dataset(str(src), str(tmp_path / "out"), workers=0, pass_through=True)
+    assert [e["path"] for e in summary.errors] == ["cls/1.jpg"]
+    assert "modified after the listing" in summary.errors[0]["reason"]
