@@ -258,6 +258,21 @@ static const unsigned char *payload_of(const unsigned char *record, size_t span,
     return record + 8;
 }
 
+/* How many bytes of the ``span`` at ``start`` ``payload_of`` looks at: the record its head
+ * announces and the head after it, not the whole span (unindexed records may follow the record
+ * up to the next indexed offset). Small spans are read whole in one call; 0 on a read error. */
+static size_t record_extent(int fd, int64_t start, size_t span)
+{
+    unsigned char head[8];
+    if (span <= (64u << 10))
+        return span;
+    if (read_span(fd, head, sizeof head, start))
+        return 0;
+    size_t size = le32(head + 4) & ((1u << 29) - 1);
+    size_t extent = 8 + ((size + 3) & ~(size_t)3) + 8;
+    return extent < span ? extent : span;
+}
+
 /* Labels into ``out`` (label_width floats) by ImageRecordIter's rules; -1: Python's to say. */
 static int labels_of(const unsigned char *payload, size_t length, long label_width, float *out,
                      size_t *image_at)
@@ -367,9 +382,11 @@ static int random_resized_box(const run_options *opt, const double *u, long rows
         int base = U_RRC + 4 * i;
         double target = area * (opt->min_area + u[base] * (opt->max_area - opt->min_area));
         double ratio = exp(log_low + u[base + 1] * (log_high - log_low));
-        long w = (long)nearbyint(sqrt(target * ratio)); /* Python's round: half to even */
-        long h = (long)nearbyint(sqrt(target / ratio));
-        if (0 < w && w <= cols && 0 < h && h <= rows) {
+        double wf = nearbyint(sqrt(target * ratio)); /* Python's round: half to even */
+        double hf = nearbyint(sqrt(target / ratio));
+        /* compared as doubles first: a huge, infinite or NaN size is never cast to long */
+        if (wf > 0 && wf <= (double)cols && hf > 0 && hf <= (double)rows) {
+            long w = (long)wf, h = (long)hf;
             p->x = randint(u[base + 2], 0, cols - w);
             p->y = randint(u[base + 3], 0, rows - h);
             p->w = w;
@@ -701,9 +718,10 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         if (req->payloads != NULL) { /* fetched by the caller (a remote file): unframed */
             payload = req->payloads + start;
             length = span;
-        } else {
-            if (grow((void **)&mem->record, &mem->record_cap, span)
-                || read_span(req->fd, mem->record, span, start))
+        } else { /* a large record: only what its head announces, not the whole index span */
+            size_t wanted = record_extent(req->fd, start, span);
+            if (wanted == 0 || grow((void **)&mem->record, &mem->record_cap, wanted)
+                || read_span(req->fd, mem->record, wanted, start))
                 continue;
             payload = payload_of(mem->record, span, &length);
         }
@@ -818,7 +836,9 @@ static int parse_options(PyObject *options, run_options *opt)
         }
     }
     if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
-        || (opt->rrc && !(opt->aspect_low > 0 && opt->aspect_low <= opt->aspect_high))) {
+        || (opt->rrc && !(opt->aspect_low >= 1e-6 && opt->aspect_low <= opt->aspect_high
+                          && opt->aspect_high <= 1e6 && opt->min_area >= 0
+                          && opt->min_area <= opt->max_area && opt->max_area <= 1))) {
         PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
         return -1;
     }

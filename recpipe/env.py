@@ -32,8 +32,10 @@ VARIABLES = {
     "RECPIPE_TRACE": ("unset", "write a Chrome trace of every loader to this path at exit"),
     "RECPIPE_LOG_LEVEL": ("unset", "print recpipe's log messages at this level to stderr"),
     "RECPIPE_INDEX_CACHE": ("1", "0 turns off the memory-mapped .idx cache"),
-    "RECPIPE_INDEX_CACHE_MIN_BYTES": ("4194304", "smaller .idx files are not cached"),
-    "RECPIPE_CACHE_DIR": ("$XDG_CACHE_HOME/recpipe", "index caches of read-only folders"),
+    "RECPIPE_INDEX_CACHE_MIN_BYTES": ("4194304", "smaller .idx files are not cached (units: 4M, "
+                                                  "4MiB)"),
+    "RECPIPE_CACHE_DIR": ("$XDG_CACHE_HOME/recpipe", "index caches (in index-UID, private to "
+                                                        "the user)"),
     "RECPIPE_QUARANTINE_DIR": ("$XDG_CACHE_HOME/recpipe/quarantine",
                                "where loaders remember records found bad (see \"Integrity\")"),
     "RECPIPE_TURBOJPEG_LIB": ("found automatically", "path of libturbojpeg for the 'turbojpeg' "

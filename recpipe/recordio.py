@@ -22,6 +22,7 @@ all deliberate (see README, "Migrating from mxnet"):
 
 import logging
 import os
+import weakref
 from typing import Hashable, Optional
 
 from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
@@ -39,6 +40,18 @@ log = logging.getLogger(__name__)
 # random reads (read_idx) fetch this much around a record; sequential reads reuse the block
 _READ_BLOCK = 256 << 10
 _STATE_DROPPED = ("_source", "_window", "_writer", "_sums")
+_OPEN_WRITERS = weakref.WeakSet()  # this process's open writers, disowned in forked children
+
+
+def _disown_inherited_writers():
+    """After a fork, in the child: the writers belong to the parent; the child neither
+    publishes them at exit nor writes their buffered bytes a second time."""
+    for record_io in list(_OPEN_WRITERS):
+        record_io._disown()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_inherited_writers)
 
 
 class MXRecordIO:
@@ -47,7 +60,9 @@ class MXRecordIO:
     ``read()`` returns the next record's payload, or None at the end of the file. ``reset()``
     goes back to the start (and, for a writer, starts the file again). The object pickles
     (closing itself, re-opened on unpickling) and re-opens itself when used for reading in a
-    forked process; writing from another process raises RuntimeError, as in MXNet.
+    forked process; writing from another process raises RuntimeError, as in MXNet. A writer
+    inherited by a forked child belongs to its parent: the child never publishes it (at
+    ``close()`` or exit) nor writes its buffered records again.
     """
 
     def __init__(self, uri: str, flag: str, *, integrity: str = "auto") -> None:
@@ -79,6 +94,15 @@ class MXRecordIO:
             raise ValueError("Invalid flag %s" % self.flag)
         self.pid = os.getpid()
         self.is_open = True
+        if self.writable:
+            _OPEN_WRITERS.add(self)
+
+    def _disown(self):
+        """Let go of a writer this process inherited from its parent (see ``close``)."""
+        writer = self._writer
+        if writer is not None and self.pid != os.getpid():
+            self._writer = None
+            writer.disown()
 
     def _new_writer(self):
         return RecordWriter(self.uri, index_url=False)
@@ -115,8 +139,15 @@ class MXRecordIO:
         """Close the file; a writer publishes what it wrote."""
         if not self.is_open:
             return
+        if self.writable and self.pid != os.getpid():  # inherited by a fork: the parent's
+            self._disown()
+            self.is_open = False
+            log.debug("%s: not publishing a writer of process %s in process %s", self.uri,
+                      self.pid, os.getpid())
+            return
         self.is_open = False
         self.pid = None
+        _OPEN_WRITERS.discard(self)
         if self.writable:
             writer, self._writer = self._writer, None
             writer.close()

@@ -5,6 +5,7 @@ array. The consumer thread issues batches ahead of itself (``prefetch``), waits 
 in order, and raises worker errors with their original traceback.
 """
 
+import hashlib
 import logging
 import math
 import os
@@ -283,12 +284,16 @@ class ImageLoader:
 
     @property
     def threads(self):
-        """The current number of decode threads."""
-        return self._pool.threads
+        """The current number of decode threads (0 once closed)."""
+        pool = self._pool
+        return 0 if pool is None else pool.threads
 
     def set_threads(self, threads):
         """Change the number of decode threads while the loader runs."""
-        self._pool.resize(threads)
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("the loader is closed: set_threads() needs an open loader")
+        pool.resize(threads)
 
     def enable_autotune(self, **options):
         """Let an ``AutoTuner`` drive ``threads`` and ``prefetch`` (what ``threads="auto"``
@@ -342,19 +347,39 @@ class ImageLoader:
         return {"epoch": max(epoch, 0), "batch": done, "seed": self.seed,
                 "records": self.num_samples, "batch_size": self.batch_size,
                 "part_index": self.part_index, "num_parts": self.num_parts,
-                "shuffle": self.shuffle, "last_batch": self.last_batch}
+                "shuffle": self.shuffle, "last_batch": self.last_batch,
+                "options": self._options_digest(), "file": self._file_identity()}
+
+    def _options_digest(self):
+        """A digest of what decides the samples besides the keys ``state_dict`` lists: the
+        augmentation and its seed, the label width, the record selection, the byte runs."""
+        o = self.options
+        digest = hashlib.blake2b(digest_size=8)
+        digest.update(repr((o.augment, o.augment_seed, o.label_width, o.run_bytes)).encode())
+        if self._records is not None:
+            digest.update(np.ascontiguousarray(self._records, dtype="<i8").tobytes())
+        return digest.hexdigest()
+
+    def _file_identity(self):
+        """The ``.rec`` size and a sample of its record offsets (the same on any copy)."""
+        offsets = self.reader.table.offsets
+        sample = offsets[np.linspace(0, len(offsets) - 1, min(len(offsets), 64)).astype(np.int64)]
+        digest = hashlib.blake2b(np.ascontiguousarray(sample, dtype="<i8").tobytes(), digest_size=8)
+        return f"{self.reader.size}:{len(offsets)}:{digest.hexdigest()}"
 
     def load_state_dict(self, state):
         """Make the next ``iter(loader)`` continue from ``state`` (from ``state_dict()``):
         it yields exactly the batches an uninterrupted run would have yielded next."""
         mine = self.state_dict()
         for key in ("seed", "records", "batch_size", "part_index", "num_parts", "shuffle",
-                    "last_batch"):
-            if state.get(key) != mine[key]:
+                    "last_batch", "options", "file"):
+            if (key in state or key not in ("options", "file")) and state.get(key) != mine[key]:
                 raise ValueError(f"cannot resume: state has {key}={state.get(key)!r}, "
                                  f"this loader has {mine[key]!r}")
-        self.set_epoch(int(state["epoch"]))
-        self._resume_batch = int(state["batch"])
+        epoch = _state_int(state, "epoch", 0, None)
+        batch = _state_int(state, "batch", 0, max(len(self), 1) - 1)
+        self.set_epoch(epoch)
+        self._resume_batch = batch
 
     def __iter__(self):
         self._check_process()
@@ -472,6 +497,16 @@ class ImageLoader:
         return False
 
 
+def _state_int(state, key, low, high):
+    """``state[key]``, an integer in ``low..high`` (``high`` None: no upper bound)."""
+    value = state.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (
+            high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in {low}..{high}"
+        raise ValueError(f"cannot resume: state has {key}={value!r}, expected an integer {bounds}")
+    return int(value)
+
+
 class _Epoch:
     """The consumer side of one epoch: issues batches ahead and hands them out in order.
 
@@ -551,6 +586,7 @@ class _Epoch:
                 raise TimeoutError(f"no sample decoded for {timeout} s")
 
     def __next__(self):
+        self.loader._check_process()
         if self.next_index >= len(self.plans):
             self.reads.cancel()
             raise StopIteration
@@ -558,10 +594,11 @@ class _Epoch:
             raise RuntimeError("this epoch was superseded by a newer iter(loader)")
         t0 = time.perf_counter()
         self._issue_ahead()
-        batch = self.issued.pop(self.next_index)
+        batch = self.issued[self.next_index]
         t1 = time.perf_counter()
-        self._wait(batch)
+        self._wait(batch)  # interrupted (Ctrl-C, timeout): the batch stays, next() waits again
         waited = time.perf_counter() - t1
+        del self.issued[self.next_index]
         self.next_index += 1
         stats = self.parts.stats
         if batch.error is not None:

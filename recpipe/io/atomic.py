@@ -92,6 +92,26 @@ class AtomicOutput:
         except FileNotFoundError:
             pass
 
+    def disown(self):
+        """In a forked child: let go of the inherited temporary file without writing, publishing
+        or removing anything (the parent owns it). Bytes still buffered here are sent to
+        ``os.devnull``, so they are not written twice."""
+        if self.done:
+            return
+        self.done = True
+        if self.local:
+            if not self.file.closed:
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(null, self.file.fileno())  # this process's descriptor only
+                finally:
+                    os.close(null)
+        else:
+            try:
+                self.file.closed = True  # fsspec files upload when closed or collected
+            except AttributeError:
+                pass
+
     def __enter__(self):
         return self
 

@@ -10,6 +10,8 @@ with the same retries, timeouts and errors.
 """
 
 import logging
+import math
+import re
 from typing import List, NamedTuple, Optional, Tuple
 
 from fsspec.implementations.local import LocalFileSystem
@@ -95,6 +97,9 @@ def parse_index(text, *, path=None, key_type=int):
                 f"index line {lineno}: offset {fields[1]!r} is not an integer", path=path) from None
         if offset < 0:
             raise RecordFormatError(f"index line {lineno}: negative offset {offset}", path=path)
+        if offset >= 1 << 63:
+            raise RecordFormatError(f"index line {lineno}: offset {offset} is too large",
+                                    path=path)
         keys.append(key)
         offsets.append(offset)
     return keys, offsets
@@ -130,11 +135,39 @@ def _text_lines(text):
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def parse_list(text, *, path=None):
+_LIST_INDEX = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_LIST_LABEL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_NON_FINITE = re.compile(r"[+-]?(?:nan|inf|infinity)", re.ASCII | re.IGNORECASE)
+
+
+def _list_index(text):
+    if not _LIST_INDEX.fullmatch(text):
+        raise ValueError(f"index {text!r} is not a decimal integer")
+    return int(text)
+
+
+def _list_label(text, allow_nonfinite):
+    """A label written as a plain decimal number (not ``1_0``, other scripts' digits, or
+    numbers that overflow to infinity); ``nan``/``inf`` only with ``allow_nonfinite``."""
+    if _LIST_LABEL.fullmatch(text):
+        value = float(text)
+        if math.isfinite(value) or allow_nonfinite:
+            return value
+        raise ValueError(f"label {text!r} overflows a float (allow_nonfinite=True accepts it)")
+    if _NON_FINITE.fullmatch(text):
+        if allow_nonfinite:
+            return float(text)
+        raise ValueError(f"label {text!r} is not finite (allow_nonfinite=True accepts it)")
+    raise ValueError(f"label {text!r} is not a decimal number")
+
+
+def parse_list(text, *, path=None, allow_nonfinite=False):
     """Parse ``.lst`` text with im2rec's rules; return ``(entries, skipped_line_numbers)``.
 
     A line needs at least three tab-separated fields (index, one or more labels, path); lines that
-    do not parse are skipped and their numbers returned, as im2rec skips them.
+    do not parse are skipped and their numbers returned, as im2rec skips them. Indexes and labels
+    must be plain ASCII decimal numbers (Python's ``float`` would also take ``1_0``, other
+    scripts' digits and ``1e309``); labels must be finite unless ``allow_nonfinite``.
     """
     entries = []
     skipped = []
@@ -147,7 +180,9 @@ def parse_list(text, *, path=None):
                 skipped.append(lineno)
             continue
         try:
-            entry = ListEntry(int(fields[0]), tuple(float(x) for x in fields[1:-1]), fields[-1])
+            entry = ListEntry(_list_index(fields[0]),
+                              tuple(_list_label(x, allow_nonfinite) for x in fields[1:-1]),
+                              fields[-1])
         except ValueError as e:
             log.warning("%s: line %d does not parse (%s), skipped: %r", path, lineno, e, line)
             skipped.append(lineno)
@@ -156,11 +191,18 @@ def parse_list(text, *, path=None):
     return entries, skipped
 
 
-def read_list(url: str, storage_options: Optional[dict] = None) -> Tuple[List[ListEntry], List[int]]:
-    """Read a ``.lst`` file; return ``(entries, skipped_line_numbers)``."""
-    return parse_list(read_text(url, storage_options), path=str(url))
+def read_list(url: str, storage_options: Optional[dict] = None, *,
+              allow_nonfinite: bool = False) -> Tuple[List[ListEntry], List[int]]:
+    """Read a ``.lst`` file; return ``(entries, skipped_line_numbers)`` (see ``parse_list``)."""
+    return parse_list(read_text(url, storage_options), path=str(url),
+                      allow_nonfinite=allow_nonfinite)
 
 
 def format_list_line(index, labels, path):
-    """One ``.lst`` line exactly as im2rec writes it."""
+    """One ``.lst`` line exactly as im2rec writes it. A path that would not read back as
+    itself (a tab, newline or carriage return in it, or surrounding spaces, which readers
+    strip) raises ValueError naming it, as writing it would shift the columns."""
+    if "\t" in path or "\n" in path or "\r" in path or path != path.strip():
+        raise ValueError(f"file name {path!r} cannot be written to a .lst line (it has a tab, "
+                         "newline or carriage return, or surrounding spaces): rename it")
     return "%d\t" % index + "".join("%f\t" % label for label in labels) + path + "\n"

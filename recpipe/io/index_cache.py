@@ -2,40 +2,61 @@
 
 Parsing a 17M-line ``.idx`` takes about a second even with numpy; the cache makes every later
 open a few milliseconds, and because its arrays are a read-only ``mmap`` of one file, every
-DataLoader worker and every rank on a node shares the same pages (no copy per process).
+DataLoader worker and every rank of one user on a node shares the same pages (no copy per
+process).
 
-The cache lives beside the ``.idx`` (``.NAME.idx.recpipe-cache``) when that folder is writable,
-else under ``$RECPIPE_CACHE_DIR`` or ``$XDG_CACHE_HOME/recpipe`` (``~/.cache/recpipe``). It
-records the ``.idx``'s size, modification time and a hash of its first and last MiB, and is
-used only when all three still match; a stale, truncated or corrupt cache is ignored (logged)
-and rebuilt, written atomically (temporary file + rename). ``RECPIPE_INDEX_CACHE=0`` turns it
-off; indexes under ``RECPIPE_INDEX_CACHE_MIN_BYTES`` (4 MiB) are not cached.
+Datasets often sit in folders other users can write (``/scratch``, ``/tmp``, a team share), so
+the cache never lives there: it is kept in a folder of the user's own,
+``$RECPIPE_CACHE_DIR/index-UID`` or ``$XDG_CACHE_HOME/recpipe/index-UID``
+(``~/.cache/recpipe/index-UID``), created mode 0700. A cache is trusted only when that folder
+and the file are owned by the current user and writable by nobody else, the file is a regular
+file (opened without following links and without blocking: a FIFO or a link at the cache name
+is ignored), and it describes the very ``.idx`` and ``.rec`` being opened: their device, inode,
+size, modification and change times (the change time cannot be set by anyone), and a hash of
+the first and last MiB of the ``.idx``. The identity of the ``.idx`` is taken from the open
+file that was parsed, before and after the parse: an index replaced during the parse is parsed
+again, and never cached under the new file's identity. A cache is written to a unique
+temporary file (``mkstemp``: exclusive, no links followed) and renamed into place, so
+concurrent builders, even with the same pid in different containers, never share a temporary
+and readers never see a partial cache; caches are only ever replaced, never truncated, so a
+mapping stays valid. ``RECPIPE_INDEX_CACHE=0`` turns it off; indexes under
+``RECPIPE_INDEX_CACHE_MIN_BYTES`` (4 MiB; units like ``4M``, ``4MiB``) are not cached.
 
-Layout (little-endian): a 64-byte header ``b"RPIDX\\x00\\x01\\x00"``, record count, flags (bit 0:
-keys present), ``.idx`` size, ``.idx`` mtime in ns, 16-byte blake2b of the ``.idx``'s head and
-tail, 8 reserved bytes; then the int64 offsets, then the int64 keys when present.
+Layout (little-endian): a 128-byte header ``b"RPIDX\\x00\\x02\\x00"``, record count, flags
+(bit 0: keys present), the ``.idx`` identity (device, inode, size, mtime ns, ctime ns, 16-byte
+blake2b of its head and tail), the ``.rec`` identity (device, inode, size, mtime ns, ctime ns;
+zeros when not bound), 8 reserved bytes; then the int64 offsets, then the int64 keys when present.
 """
 
 import hashlib
 import logging
+import mmap
 import os
+import re
+import stat
 import struct
+import tempfile
 
 import numpy as np
 
 from ..errors import RecordFormatError
-from .index import parse_index, read_index, read_index_bytes
+from .index import parse_index, read_index_bytes
 from .index_table import IndexTable, local_chunks, memory_chunks, parse_index_chunks
 from .sources import local_path
 
 __all__ = ["cache_path", "enabled", "load_cached", "load_index_table", "min_cached_bytes",
-           "store_cached"]
+           "parse_byte_size", "store_cached"]
 
 log = logging.getLogger(__name__)
 
-_MAGIC = b"RPIDX\x00\x01\x00"
-_HEADER = struct.Struct("<8sQQQQ16s8x")
+_MAGIC = b"RPIDX\x00\x02\x00"
+_HEADER = struct.Struct("<8sQQ" "QQQqq16s" "QQQqq" "8x")
 _HASH_SPAN = 1 << 20
+_PARSE_ATTEMPTS = 3
+_NO_REC = (0, 0, 0, 0, 0)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0))
 
 
 def enabled():
@@ -43,143 +64,229 @@ def enabled():
                                                                              "off")
 
 
+def parse_byte_size(text, *, name="size"):
+    """``"4M"``, ``"4MiB"``, ``"4MB"``, ``"4194304"`` -> 4194304 (binary units K, M, G, T;
+    ``B``/``iB`` optional). ValueError naming ``name`` otherwise."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:I?B)?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"{name}={text!r} is not a byte size (use e.g. 4194304, 4M or 4MiB)")
+    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+
+
 def min_cached_bytes():
     """Smaller ``.idx`` files are not cached (they parse in milliseconds):
     ``$RECPIPE_INDEX_CACHE_MIN_BYTES``, default 4 MiB (about 250,000 records)."""
-    return int(os.environ.get("RECPIPE_INDEX_CACHE_MIN_BYTES", 4 << 20))
+    text = os.environ.get("RECPIPE_INDEX_CACHE_MIN_BYTES")
+    if text is None or not text.strip():
+        return 4 << 20
+    return parse_byte_size(text, name="RECPIPE_INDEX_CACHE_MIN_BYTES")
 
 
 def _user_cache_dir():
     base = os.environ.get("RECPIPE_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "recpipe")
-    return os.path.join(base, "index")
+    return os.path.join(base, f"index-{os.geteuid()}")
 
 
-def _beside(idx_path):
-    folder, name = os.path.split(os.path.abspath(idx_path))
-    return os.path.join(folder, f".{name}.recpipe-cache")
-
-
-def _in_user_cache(idx_path):
+def cache_path(idx_path):
+    """Where the cache of ``idx_path`` is, or would be written (in the user's own folder)."""
     digest = hashlib.blake2b(os.path.abspath(idx_path).encode(), digest_size=12).hexdigest()
     return os.path.join(_user_cache_dir(), f"{digest}.recpipe-cache")
 
 
-def cache_path(idx_path):
-    """Where the cache of ``idx_path`` is (the existing one first), or would be written."""
-    beside = _beside(idx_path)
-    if os.path.exists(beside) or os.access(os.path.dirname(beside), os.W_OK):
-        return beside
-    return _in_user_cache(idx_path)
+def _private(info):
+    """True when ``info`` (an ``os.stat_result``) is owned by us and writable by nobody else."""
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _fingerprint(idx_path):
-    """``(size, mtime_ns, hash of the first and last MiB)`` of the ``.idx``."""
-    info = os.stat(idx_path)
-    digest = hashlib.blake2b(digest_size=16)
-    with open(idx_path, "rb") as f:
-        digest.update(f.read(_HASH_SPAN))
-        if info.st_size > _HASH_SPAN:
-            f.seek(max(_HASH_SPAN, info.st_size - _HASH_SPAN))
-            digest.update(f.read(_HASH_SPAN))
-    return info.st_size, info.st_mtime_ns, digest.digest()
-
-
-def load_cached(idx_path):
-    """The cached ``IndexTable`` of ``idx_path`` (arrays mapped read-only), or None."""
-    if not enabled():
-        return None
-    for path in (_beside(idx_path), _in_user_cache(idx_path)):
-        if os.path.exists(path):
-            table = _load(path, idx_path)
-            if table is not None:
-                return table
-    return None
-
-
-def _load(path, idx_path):
+def _private_folder(folder, create):
+    """True when ``folder`` is a real folder of ours that only we can write (made when asked)."""
+    if create:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError as e:
+            log.info("cannot create the index cache folder %s (%s)", folder, e)
+            return False
     try:
-        with open(path, "rb") as f:
-            header = f.read(_HEADER.size)
-        file_size = os.path.getsize(path)
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    if stat.S_ISDIR(info.st_mode) and _private(info):
+        return True
+    log.warning("index cache folder %s is not a folder only this user can write: "
+                "the index cache is not used", folder)
+    return False
+
+
+def _identity(info):
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+def _edge_hash(fd, size):
+    """blake2b of the first and last MiB of the open file ``fd``."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(os.pread(fd, min(_HASH_SPAN, size), 0))  # no 1 MiB buffer for a small file
+    if size > _HASH_SPAN:
+        start = max(_HASH_SPAN, size - _HASH_SPAN)
+        digest.update(os.pread(fd, size - start, start))
+    return digest.digest()
+
+
+def _idx_fingerprint(idx_path):
+    """``(dev, ino, size, mtime_ns, ctime_ns, edge hash)`` of the file now at ``idx_path``."""
+    fd = os.open(idx_path, _OPEN_FLAGS)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{idx_path} is not a regular file")
+        return _identity(info) + (_edge_hash(fd, info.st_size),)
+    finally:
+        os.close(fd)
+
+
+def _rec_identity(rec_path):
+    return _NO_REC if rec_path is None else _identity(os.stat(rec_path))
+
+
+def load_cached(idx_path, rec_path=None):
+    """The cached ``IndexTable`` of ``idx_path`` (arrays mapped read-only), or None when there
+    is no cache this user can trust for this ``.idx`` (and ``.rec``, when given)."""
+    if not enabled() or not _private_folder(_user_cache_dir(), create=False):
+        return None
+    path = cache_path(idx_path)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # a link at the cache name (ELOOP), no permission...
+        log.warning("index cache %s not opened (%s): parsing %s", path, e, idx_path)
+        return None
+    try:
+        return _load(fd, path, idx_path, rec_path)
     except OSError as e:
         log.warning("index cache %s unreadable (%s): parsing %s", path, e, idx_path)
         return None
+    finally:
+        os.close(fd)
+
+
+def _load(fd, path, idx_path, rec_path):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or not _private(info):
+        log.warning("index cache %s is not a regular file that only this user can write: "
+                    "ignored", path)
+        return None
+    header = os.pread(fd, _HEADER.size, 0)
     if len(header) != _HEADER.size:
         log.warning("index cache %s is truncated: rebuilding it", path)
         return None
-    magic, count, flags, size, mtime_ns, digest = _HEADER.unpack(header)
+    magic, count, flags, *fields = _HEADER.unpack(header)
     if magic != _MAGIC:
         log.warning("index cache %s is not a recpipe index cache: rebuilding it", path)
         return None
-    if (size, mtime_ns, digest) != _fingerprint(idx_path):
-        log.info("index cache %s is stale (%s changed): rebuilding it", path, idx_path)
+    if tuple(fields[:6]) != _idx_fingerprint(idx_path) or (
+            rec_path is not None and tuple(fields[6:]) != _rec_identity(rec_path)):
+        log.info("index cache %s is stale (%s or its .rec changed): rebuilding it", path, idx_path)
         return None
     has_keys = bool(flags & 1)
-    if file_size != _HEADER.size + 8 * count * (2 if has_keys else 1):
+    if info.st_size != _HEADER.size + 8 * count * (2 if has_keys else 1):
         log.warning("index cache %s has %d bytes, not what its header says: rebuilding it", path,
-                    file_size)
+                    info.st_size)
         return None
     if count == 0:
         return IndexTable(np.zeros(0, np.int64))
-    offsets = np.memmap(path, dtype="<i8", mode="r", offset=_HEADER.size, shape=(count,))
+    mapping = mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ)  # ours: never truncated
+    offsets = np.frombuffer(mapping, dtype="<i8", count=count, offset=_HEADER.size)
     keys = None
     if has_keys:
-        keys = np.memmap(path, dtype="<i8", mode="r", offset=_HEADER.size + 8 * count,
-                         shape=(count,))
-    table = IndexTable(offsets, keys)
-    if count and (int(offsets.min()) < 0):
+        keys = np.frombuffer(mapping, dtype="<i8", count=count, offset=_HEADER.size + 8 * count)
+    if int(offsets.min()) < 0:
         log.warning("index cache %s holds negative offsets: rebuilding it", path)
         return None
-    return table
+    return IndexTable(offsets, keys)
 
 
-def store_cached(idx_path, table):
-    """Write the cache of ``table`` for ``idx_path`` atomically; failures only log."""
+def store_cached(idx_path, table, *, fingerprint=None, rec_identity=_NO_REC):
+    """Write the cache of ``table`` for ``idx_path`` atomically; failures only log.
+    ``fingerprint`` is the identity of the ``.idx`` file that was parsed into ``table``."""
     if not enabled() or isinstance(table.keys, list):
         return None
+    folder = _user_cache_dir()
+    if not _private_folder(folder, create=True):
+        return None
     path = cache_path(idx_path)
-    temp = f"{path}.{os.getpid()}.tmp"
+    temp = None
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        size, mtime_ns, digest = _fingerprint(idx_path)
+        fingerprint = fingerprint or _idx_fingerprint(idx_path)
         keys = None if table.identity else np.asarray(table.keys, dtype="<i8")
-        with open(temp, "wb") as f:
-            f.write(_HEADER.pack(_MAGIC, len(table), 0 if keys is None else 1, size, mtime_ns,
-                                 digest))
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")  # O_EXCL, mode 0600
+        with os.fdopen(fd, "wb") as f:
+            f.write(_HEADER.pack(_MAGIC, len(table), 0 if keys is None else 1, *fingerprint,
+                                 *rec_identity))
             np.ascontiguousarray(table.offsets, dtype="<i8").tofile(f)
             if keys is not None:
                 keys.tofile(f)
-        os.replace(temp, path)
+        os.replace(temp, path)  # replaces whatever is at the name (a link is not followed)
     except OSError as e:
         log.info("could not write the index cache %s (%s): later opens parse %s again", path, e,
                  idx_path)
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        if temp is not None:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
         return None
     log.debug("wrote index cache %s", path)
     return path
 
 
-def load_index_table(url, storage_options=None, *, key_type=int, cache=True):
-    """The ``IndexTable`` of the ``.idx`` at ``url``: from the memory-mapped cache beside it
-    when valid (local files, integer keys), else parsed (and cached)."""
+def _parse_open_index(f, url):
+    """The ``IndexTable`` of the open ``.idx`` file ``f`` (integer keys)."""
+    table = parse_index_chunks(local_chunks(f), path=str(url))
+    if table is None:
+        f.seek(0)
+        keys, offsets = parse_index(_decode(f.read(), url), path=str(url), key_type=int)
+        table = IndexTable.from_lists(keys, offsets)
+    return table
+
+
+def _parse_local(path, url, cache):
+    """``(table, fingerprint)``: the parse of the file at ``path`` and (with ``cache``) the
+    identity of that very file, equal before and after the parse; ``fingerprint`` is None
+    without ``cache`` or when the file kept changing."""
+    for _ in range(_PARSE_ATTEMPTS if cache else 1):
+        with open(path, "rb") as f:
+            fd = f.fileno()
+            before = os.fstat(fd)
+            table = _parse_open_index(f, url)
+            if not cache:
+                return table, None
+            after = os.fstat(fd)
+            if _identity(before)[:4] == _identity(after)[:4]:  # ctime moves on unlink too
+                return table, _identity(after) + (_edge_hash(fd, after.st_size),)
+        log.warning("%s changed while it was parsed: parsing it again", url)
+    log.warning("%s kept changing while it was parsed: not caching it", url)
+    return table, None
+
+
+def load_index_table(url, storage_options=None, *, key_type=int, cache=True, rec_url=None):
+    """The ``IndexTable`` of the ``.idx`` at ``url``: from the memory-mapped cache when valid
+    (local files, integer keys; bound to the ``.rec`` at ``rec_url`` when given), else parsed
+    (and cached)."""
     path = local_path(url, storage_options)
     if key_type is int and path is not None:
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no such file: {url}")
-        cache = cache and os.path.getsize(path) >= min_cached_bytes()
+        rec_path = local_path(rec_url, storage_options) if rec_url is not None else None
+        cache = cache and enabled() and os.path.getsize(path) >= min_cached_bytes()
         if cache:
-            table = load_cached(path)
+            table = load_cached(path, rec_path)
             if table is not None:
                 return table
-        table = parse_index_chunks(local_chunks(path), path=str(url))
-        if table is None:
-            table = _text_table(url, storage_options, key_type)
-        if cache:
-            store_cached(path, table)
+            rec_before = _rec_identity(rec_path)
+        table, fingerprint = _parse_local(path, url, cache)
+        if cache and fingerprint is not None and rec_before == _rec_identity(rec_path):
+            store_cached(path, table, fingerprint=fingerprint, rec_identity=rec_before)
         return table
     data = read_index_bytes(url, storage_options)
     table = parse_index_chunks(memory_chunks(data), path=str(url)) if key_type is int else None
@@ -189,14 +296,8 @@ def load_index_table(url, storage_options=None, *, key_type=int, cache=True):
     return table
 
 
-def _text_table(url, storage_options, key_type):
-    keys, offsets = read_index(url, storage_options, key_type=key_type)
-    return IndexTable.from_lists(keys, offsets)
-
-
 def _decode(data, url):
     try:
         return bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         raise RecordFormatError(f"not a text file ({e.reason})", path=str(url), offset=e.start) from e
-

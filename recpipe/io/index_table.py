@@ -3,7 +3,7 @@ record, shared between processes through a memory-mapped cache (``index_cache``)
 
 ``IndexTable`` holds ``offsets`` (int64) and the keys: none at all when they are ``0..N-1`` in
 order (the common case: im2rec, recpipe pack, InsightFace), an int64 array, or a list of strings
-(``key_type=str``). Record ends (the next indexed offset) come from the sorted offsets, which are
+(``key_type=str``) or of integers outside int64 (never clamped). Record ends (the next indexed offset) come from the sorted offsets, which are
 the offsets themselves when the index is in file order.
 """
 
@@ -21,6 +21,7 @@ __all__ = ["Column", "IndexTable", "parse_index_chunks", "local_chunks", "memory
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 32 << 20
+_INT64 = np.iinfo(np.int64)
 
 
 class Column(Sequence):
@@ -92,6 +93,8 @@ class IndexTable:
         """From ``parse_index``'s lists (string or int keys)."""
         if keys and not isinstance(keys[0], (int, np.integer)):
             return cls(np.array(offsets, dtype=np.int64), list(keys))
+        if keys and not _INT64.min <= min(keys) <= max(keys) <= _INT64.max:
+            return cls(np.array(offsets, dtype=np.int64), list(keys))  # no int64 clamping
         return cls(np.array(offsets, dtype=np.int64), np.array(keys, dtype=np.int64))
 
     def __len__(self):
@@ -213,6 +216,8 @@ def _chunk_pairs(chunk):
         return None
     if values.size != 2 * lines:
         return None
+    if bool(np.any((values == _INT64.max) | (values == _INT64.min))):
+        return None  # numpy clamps numbers outside int64 to these: the text parse decides
     return values[0::2].copy(), values[1::2].copy()
 
 
@@ -245,23 +250,31 @@ def parse_index_chunks(chunks, *, path=None):
 
 
 def local_chunks(path, chunk_bytes=CHUNK_BYTES):
-    """The bytes of a local file in chunks cut at line ends."""
+    """The bytes of a local file (a path, or a file open in binary mode) in chunks cut at line
+    ends."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        yield from _file_chunks(path, chunk_bytes)
+        return
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        carry = b""
-        while True:
-            block = f.read(max(1, min(chunk_bytes, size - f.tell())))  # no oversized buffer
-            if not block:
-                if carry:
-                    yield carry
-                return
-            block = carry + block
-            cut = block.rfind(b"\n") + 1
-            if cut == 0:
-                carry = block
-                continue
-            yield block[:cut]
-            carry = block[cut:]
+        yield from _file_chunks(f, chunk_bytes)
+
+
+def _file_chunks(f, chunk_bytes):
+    size = os.fstat(f.fileno()).st_size
+    carry = b""
+    while True:
+        block = f.read(max(1, min(chunk_bytes, size - f.tell())))  # no oversized buffer
+        if not block:
+            if carry:
+                yield carry
+            return
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            carry = block
+            continue
+        yield block[:cut]
+        carry = block[cut:]
 
 
 def memory_chunks(data, chunk_bytes=CHUNK_BYTES):

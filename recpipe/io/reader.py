@@ -63,7 +63,7 @@ class RecordReader:
         self.index_url = str(index_url) if index_url else None
         if self.index_url:
             self._table = load_index_table(self.index_url, storage_options, key_type=key_type,
-                                           cache=index_cache)
+                                           cache=index_cache, rec_url=self.url)
             self._check_offsets()
         else:
             offsets = [pos for pos, _ in iter_records(self._source, keep_payload=False)]

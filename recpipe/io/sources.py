@@ -209,6 +209,7 @@ def open_source(url, storage_options=None):
         raise FileNotFoundError(f"no such file: {url}") from None
     if info.get("type") == "directory":
         raise IsADirectoryError(f"not a file: {url}")
-    return RemoteSource(open_ranges(fs, path, _protocol(url), options), str(url), int(info["size"]),
+    return RemoteSource(open_ranges(fs, path, _protocol(url), options, info), str(url),
+                        int(info["size"]),
                         options, identity=_identity(url, info), storage_options=storage_options,
                         reopen=open_source)

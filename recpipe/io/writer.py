@@ -90,6 +90,13 @@ class RecordWriter:
             self.abort()
             raise
 
+    def disown(self) -> None:
+        """In a forked child that inherited this writer: forget it without writing, publishing
+        or removing anything; the parent still owns and publishes it."""
+        self._rec.disown()
+        if self._idx is not None:
+            self._idx.disown()
+
     def abort(self) -> None:
         """Discard whatever was written; nothing is published."""
         self._rec.discard()

@@ -9,6 +9,8 @@ import logging
 import posixpath
 from typing import NamedTuple, Tuple
 
+from fsspec.implementations.local import LocalFileSystem
+
 from ..io.index import read_list
 from ..io.sources import url_to_fs
 
@@ -22,12 +24,14 @@ DEFAULT_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 class PackItem(NamedTuple):
     """One image to pack: its record index (header id and ``.idx`` key), labels and path
-    relative to the root; ``size`` is the file size in bytes, or -1 when not looked up."""
+    relative to the root; ``size`` is the file size in bytes, or -1 when not looked up;
+    ``mtime`` its modification time when listed from a local folder, else -1."""
 
     index: int
     labels: Tuple[float, ...]
     path: str
     size: int = -1
+    mtime: float = -1.0
 
 
 def join_url(root, path):
@@ -55,6 +59,7 @@ def items_from_folder(src, extensions=DEFAULT_EXTENSIONS, storage_options=None):
     class name -> label. Images directly in ``src`` are an error (they would have no class)."""
     fs, root = url_to_fs(src, storage_options)
     root = root.rstrip("/")
+    local = isinstance(fs, LocalFileSystem)
     if not fs.isdir(root):
         raise FileNotFoundError(f"no such folder: {src}")
     entries = fs.ls(root, detail=True)
@@ -76,7 +81,9 @@ def items_from_folder(src, extensions=DEFAULT_EXTENSIONS, storage_options=None):
             relpath = path[len(root) + 1:] if path.startswith(root + "/") else path
             if _hidden(relpath) or not _has_extension(path, extensions):
                 continue
-            items.append(PackItem(len(items), (float(label),), relpath, int(found[path]["size"])))
+            mtime = float(found[path].get("mtime", -1.0)) if local else -1.0
+            items.append(PackItem(len(items), (float(label),), relpath, int(found[path]["size"]),
+                                  mtime))
     if not items:
         raise ValueError(f"{src}: no images with extensions {', '.join(extensions)}")
     return items, {name: label for label, name in enumerate(class_names)}

@@ -142,6 +142,30 @@ def open_job(task, checksums=False):
     return Job(shard, task.items, progress, outcome.summary), outcome
 
 
+def _as_listed(item, result, root):
+    """``result``, or an error when the file read was not the one listed (a class folder
+    replaced while packing): its size differs from the listing's, or (local folders) its
+    modification time now does."""
+    if result.error:
+        return result
+    if item.size >= 0 and result.input_bytes != item.size:
+        change = f"{item.size} bytes then, {result.input_bytes} when read"
+    elif item.mtime >= 0 and _mtime(join_url(root, item.path), item.mtime) != item.mtime:
+        change = "modified after the listing"
+    else:
+        return result
+    return result._replace(payload=None, error=(
+        f"changed since it was listed ({change}): the source changed during the pack; "
+        "pack it again"))
+
+
+def _mtime(path, default):
+    try:
+        return os.stat(path).st_mtime
+    except (OSError, ValueError):
+        return default  # not a local path here (a Dask worker elsewhere): nothing to compare
+
+
 def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_options,
                 advance=None, checksums=False, defer_empty=False):
     """Write ``job``'s remaining items from ``results`` (``ItemResult`` in item order) and
@@ -154,7 +178,7 @@ def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_o
     report = outcome.report
     try:
         for item in job.todo:
-            result = next(results)
+            result = _as_listed(item, next(results), root)
             report.add(item.path, result.reasons, result.error, result.action)
             outcome.input_bytes += result.input_bytes
             if result.error:

@@ -66,7 +66,7 @@ def test_the_cache_is_used_then_invalidated_when_the_idx_changes(tmp_path, caplo
     with RecordReader(rec):
         pass
     cache = index_cache.cache_path(idx)
-    assert os.path.exists(cache) and cache.startswith(str(tmp_path))  # beside the .idx
+    assert os.path.exists(cache) and cache.startswith(str(tmp_path / "user-cache"))
     table = index_cache.load_cached(idx)
     assert not table.offsets.flags.writeable  # a read-only mapping of the cache file, shared
     assert not table.offsets.flags.owndata

@@ -3,6 +3,7 @@ defaults (plus ``dtype``, ``layout`` and ``dct_scaling``), parsed from MXNet-sty
 validated the way MXNet's CHECKs fail (see the package docstring for what each step does)."""
 
 import difflib
+import math
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
@@ -11,6 +12,9 @@ __all__ = ["AugmentConfig", "AUGMENT_KEYWORDS", "UNSUPPORTED_KEYWORDS", "aspect_
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("NCHW", "NHWC")
 _INTER_METHODS = (0, 1, 2, 3, 4, 9, 10)
+# bounds that keep every size computed from the options inside C's long and double ranges
+_ASPECT_LIMITS = (1e-6, 1e6)
+_MAX_SIDE = 65535  # JPEG's largest side; outputs, resizes and pads beyond it are mistakes
 
 # ImageRecordIter keywords we know but do not implement: raise, never ignore
 UNSUPPORTED_KEYWORDS = {
@@ -168,9 +172,24 @@ def _coerce(key, value, default):
 
 
 def _validate(c):
+    _validate_finite(c)
     _validate_shape_and_types(c)
     _validate_crop(c)
     _validate_colour(c)
+
+
+def _validate_finite(c):
+    """Every number finite (``nan``/``inf`` pass most comparisons' negations unseen) and the
+    sizes within ``_MAX_SIDE``."""
+    for f in fields(c):
+        value = getattr(c, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, got {value}")
+    for key in ("resize", "pad", "max_crop_size", "min_crop_size"):
+        if getattr(c, key) > _MAX_SIDE:
+            raise ValueError(f"{key} must be at most {_MAX_SIDE}, got {getattr(c, key)}")
+    if max(c.data_shape) > _MAX_SIDE:
+        raise ValueError(f"data_shape sides must be at most {_MAX_SIDE}, got {c.data_shape}")
 
 
 def _validate_shape_and_types(c):
@@ -219,6 +238,9 @@ def _validate_crop(c):
             raise ValueError(f"aspect ratio range [{low}, {high}] is invalid: need "
                              "0 < min_aspect_ratio <= max_aspect_ratio (or 0 <= max_aspect_ratio "
                              "< 1 without min_aspect_ratio)")
+        if low < _ASPECT_LIMITS[0] or high > _ASPECT_LIMITS[1]:
+            raise ValueError(f"aspect ratio range [{low}, {high}] is outside "
+                             f"[{_ASPECT_LIMITS[0]}, {_ASPECT_LIMITS[1]}]")
     if c.min_random_scale > c.max_random_scale or c.min_random_scale <= 0:
         raise ValueError("need 0 < min_random_scale <= max_random_scale")
     if c.max_crop_size != -1 or c.min_crop_size != -1:

@@ -10,11 +10,11 @@ thread-safe), anything else -> ``FsspecRanges``. ``register_ranges`` adds a prot
 """
 
 from ..hdfs import hdfs_impl
-from .fsspec import FsspecRanges, ThreadLocalRanges
+from .fsspec import FsspecRanges, ObjectChangedError, ThreadLocalRanges
 from .hdfs import hdfs_ranges
 from .s3 import s3_ranges
 
-__all__ = ["RANGE_READERS", "open_ranges", "register_ranges"]
+__all__ = ["ObjectChangedError", "RANGE_READERS", "open_ranges", "register_ranges"]
 
 
 def _s3(fs, path, options):
@@ -46,6 +46,11 @@ def register_ranges(protocol, factory):
     RANGE_READERS[protocol] = factory
 
 
-def open_ranges(fs, path, protocol, options):
-    """The range reader of ``path`` on ``fs`` for URL ``protocol`` (``RemoteOptions`` options)."""
-    return RANGE_READERS.get(protocol, _fsspec)(fs, path, options)
+def open_ranges(fs, path, protocol, options, info=None):
+    """The range reader of ``path`` on ``fs`` for URL ``protocol`` (``RemoteOptions`` options),
+    pinned to the object version ``info`` (``fs.info(path)`` at open) describes, where the
+    reader can (``pin``: S3's ETag with If-Match; a version id on version-aware filesystems)."""
+    ranges = RANGE_READERS.get(protocol, _fsspec)(fs, path, options)
+    if info is not None and hasattr(ranges, "pin"):
+        ranges.pin(info)
+    return ranges

@@ -7,7 +7,17 @@ import threading
 
 from fsspec.asyn import AsyncFileSystem
 
-__all__ = ["FsspecRanges", "ThreadLocalRanges"]
+__all__ = ["FsspecRanges", "ObjectChangedError", "ThreadLocalRanges"]
+
+
+class ObjectChangedError(ValueError):
+    """A remote object was replaced while a reader had it open (its ETag or version changed):
+    the rest of the reads would come from another version. Permanent (never retried)."""
+
+    def __init__(self, message, *, url=None, offset=None):
+        super().__init__(message)
+        self.url = url
+        self.offset = offset
 
 
 class FsspecRanges:
@@ -17,11 +27,20 @@ class FsspecRanges:
         self.fs = fs
         self.path = path
         self._timeout_kw = isinstance(fs, AsyncFileSystem)
+        self._version = {}
+
+    def pin(self, info):
+        """Read the version ``info`` (``fs.info`` at open) names, when the filesystem takes a
+        ``version_id`` (s3fs with ``version_aware=True``); otherwise reads are not pinned."""
+        version = info.get("VersionId")
+        if version and getattr(self.fs, "version_aware", False):
+            self._version = {"version_id": version}
 
     def fetch(self, start, end, timeout):
         if self._timeout_kw:  # fsspec's sync() cancels the request after ``timeout`` seconds
-            return self.fs.cat_file(self.path, start=start, end=end, timeout=timeout)
-        return self.fs.cat_file(self.path, start=start, end=end)
+            return self.fs.cat_file(self.path, start=start, end=end, timeout=timeout,
+                                    **self._version)
+        return self.fs.cat_file(self.path, start=start, end=end, **self._version)
 
     def close(self):
         pass

@@ -29,7 +29,7 @@ import urllib.parse
 
 from ..buffers import shared_pool
 from ..retry import ShortReadError
-from .fsspec import FsspecRanges
+from .fsspec import FsspecRanges, ObjectChangedError
 
 __all__ = ["S3_RANGES", "S3HttpRanges", "StatusError", "s3_http_context", "s3_ranges",
            "status_error"]
@@ -93,6 +93,7 @@ class S3HttpRanges:
         self._open = set()
         self._proven = False  # a request of ours succeeded
         self._pid = os.getpid()
+        self.etag = None  # pinned by ``pin``: every GET carries If-Match
         self.fell_back = False
         self.presigned = 0
         self.connections = 0
@@ -100,6 +101,14 @@ class S3HttpRanges:
         self.buffers_reused = 0
         self.buffers_new = 0
         self._presign()  # fail now (in open_source) rather than in the first read
+
+    def pin(self, info):
+        """Read only the version of the object that ``info`` (``fs.info`` at open) describes:
+        every ranged GET carries ``If-Match: <ETag>``, and a changed object (412, or another
+        ETag in a response) raises ``ObjectChangedError`` naming the URL."""
+        self.etag = info.get("ETag") or info.get("etag") or None
+        if self.fallback is not None and hasattr(self.fallback, "pin"):
+            self.fallback.pin(info)
 
     # -- URL and connections -----------------------------------------------------------------
 
@@ -211,8 +220,10 @@ class S3HttpRanges:
             conn.sock.settimeout(left())
         else:
             conn.timeout = left()
-        conn.request("GET", url.target, headers={"Range": f"bytes={start}-{end - 1}",
-                                                 "Accept-Encoding": "identity"})
+        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+        if self.etag:
+            headers["If-Match"] = self.etag
+        conn.request("GET", url.target, headers=headers)
         sock = conn.sock  # the response keeps it when the server closes the connection after it
         sock.settimeout(left())
         response = conn.getresponse()
@@ -222,8 +233,25 @@ class S3HttpRanges:
             exc.after_status = True  # the request was answered: not a stale connection
             raise
 
+    def _changed(self, response, start):
+        """``ObjectChangedError`` when the response says the object is not the pinned one."""
+        etag = response.getheader("ETag")
+        if response.status == 412 or (etag and _unquoted(etag) != _unquoted(self.etag)):
+            if not response.isclosed():
+                response.read(self.ERROR_BODY_LIMIT)
+            return ObjectChangedError(
+                f"s3://{self.path} changed after it was opened (ETag {self.etag} at open, "
+                f"{etag or 'another'} now): reading on would mix two versions of it; open it "
+                f"again", url=f"s3://{self.path}", offset=start)
+        return None
+
     def _body(self, sock, response, start, end, left):
         length = end - start
+        if self.etag:
+            changed = self._changed(response, start)
+            if changed is not None:
+                self._drop()
+                raise changed
         if response.status == 206:
             expected = f"bytes {start}-{end - 1}/"
             if not (response.getheader("Content-Range") or "").startswith(expected):
@@ -295,6 +323,10 @@ async def _as_sigv4(client, url, expires):
     except Exception as exc:  # botocore internals changed: SigV2 it is
         log.debug("cannot sign %s for SigV4, keeping SigV2: %r", parts.path, exc)
         return url
+
+
+def _unquoted(etag):
+    return (etag or "").strip().strip('"')
 
 
 class StatusError(Exception):
