@@ -25,6 +25,7 @@ from .decoders import get_decoder
 from .options import ON_ERROR, LoaderOptions
 from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
+from .provenance import ProvenanceLog
 from .records import RecordDecoder
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
@@ -75,6 +76,7 @@ class _EpochParts:
     dtype: np.dtype
     label_width: int
     timeout: float
+    provenance: Optional[ProvenanceLog] = None  # writes a line per batch handed out
 
     def record_positions(self, samples):
         samples = np.asarray(samples, dtype=np.int64)
@@ -208,7 +210,9 @@ class ImageLoader:
             self._parts = _EpochParts(self._pool, self._buffers, self._stats, self._observers,
                                       self.reader, self._records, self._runs,
                                       self.augmenter.out_shape, self.augmenter.dtype,
-                                      o.label_width, o.timeout)
+                                      o.label_width, o.timeout,
+                                      o.provenance and ProvenanceLog(o.provenance, o, self.reader,
+                                                                     storage_options))
             if auto:
                 self.enable_autotune()
         except BaseException:
@@ -379,6 +383,8 @@ class ImageLoader:
         self._current = self._next = None
         pool, self._pool = self._pool, None
         self._finalizer.detach()
+        if self._parts.provenance is not None:
+            self._parts.provenance.close()
         shut_down(pool, self.reader)
 
     def __enter__(self):
@@ -530,10 +536,14 @@ class _Epoch:
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
-        positions = self.parts.record_positions(batch.positions)
+        samples = np.asarray(batch.positions, dtype=np.int64)
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
-            images, labels, positions = images[keep], labels[keep], positions[keep]
+            images, labels, samples = images[keep], labels[keep], samples[keep]
+        positions = self.parts.record_positions(samples)
+        if self.parts.provenance is not None:
+            self.parts.provenance.record(self.epoch, self.next_index - 1, positions, samples,
+                                         batch.pad)
         self.loader.last_pad = batch.pad
         self.loader.last_positions = positions
         stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
