@@ -94,7 +94,7 @@ def main():
             print(f"round {round_}: off {rates['off'][-1]:.0f} img/s, on {rates['on'][-1]:.0f} "
                   "img/s", file=sys.stderr)
         result = {
-            "rec": args.rec or "photos (10 classes, ~1060 JPEGs)", "rounds": args.rounds,
+            "rec": args.rec or "photos (10 classes, 1000 JPEGs)", "rounds": args.rounds,
             "batches": args.batches, "batch_size": args.batch_size, "size": args.size,
             "threads": args.threads, "rates": rates,
             "median_off": statistics.median(rates["off"]),

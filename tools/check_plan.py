@@ -72,7 +72,7 @@ def main():
                 print(f"round {round_}: {cores} core(s): {rate:.0f} img/s with {share:.0%} of "
                       f"them (predicted {predicted[cores].images_per_s:.0f} with all)",
                       file=sys.stderr)
-    result = {"rec": args.rec or "photos (10 classes, ~1060 JPEGs)", "config": args.config,
+    result = {"rec": args.rec or "photos (10 classes, 1000 JPEGs)", "config": args.config,
               "rounds": args.rounds, "seconds": args.seconds,
               "workload": {"cpu_ms_per_image": workload.cpu_seconds * 1e3,
                            "gil_us_per_image": workload.gil_seconds * 1e6,
