@@ -212,8 +212,13 @@ class _Extractor:
                 self.progress(nbytes)
 
     def records(self, start, stop):
-        for position in self.positions[start:stop].tolist():
-            yield _read_record(self.reader, position, self.keys[position])
+        positions = self.positions[start:stop]
+        reads = self.reader.prefetch(positions)  # remote: coalesced range requests ahead
+        try:
+            for position in positions.tolist():
+                yield _read_record(self.reader, position, self.keys[position])
+        finally:
+            reads.cancel()
 
     def run(self, number, start, stop):
         """Extract records ``[start, stop)`` of the plan as chunk ``number``; publish its
