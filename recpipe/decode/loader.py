@@ -141,6 +141,9 @@ class ImageLoader:
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
     ``stats()``.
+    ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
+    record positions, seeds, digests of the options and the file): ``recpipe.replay`` rebuilds
+    any logged batch from it (``recpipe.decode.provenance``).
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -211,8 +214,8 @@ class ImageLoader:
                                       self.reader, self._records, self._runs,
                                       self.augmenter.out_shape, self.augmenter.dtype,
                                       o.label_width, o.timeout,
-                                      o.provenance and ProvenanceLog(o.provenance, o, self.reader,
-                                                                     storage_options))
+                                      ProvenanceLog(o.provenance, o, self.reader, storage_options)
+                                      if o.provenance else None)
             if auto:
                 self.enable_autotune()
         except BaseException:

@@ -128,7 +128,8 @@ def _validate(o):
         value = getattr(o, name)
         if value is not None and value < 0:
             raise ValueError(f"{name}={value} must be >= 0")
-    if o.provenance is not None and not isinstance(o.provenance, (str, os.PathLike)):
+    if o.provenance is not None and (not isinstance(o.provenance, (str, os.PathLike))
+                                     or not os.fspath(o.provenance)):
         raise ValueError(f"provenance={o.provenance!r}: expected a file path or None")
     check_batching(o.batch_size, o.last_batch)
     check_parts(o.part_index, o.num_parts)

@@ -30,7 +30,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from ..io.atomic import publish, temporary_name
+from ..io.atomic import AtomicOutput, publish, temporary_name
 from ..io.header import unpack_header
 from ..io.index import format_list_line
 from ..io.layout import image_positions
@@ -246,9 +246,11 @@ class _Extractor:
 
     def _tar(self, number, start, stop):
         relpath = f"shard-{number:06d}.tar"
-        buffer = io.BytesIO()
+        self.out.path_of(relpath)
         nbytes = 0
-        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        # streamed to a temporary name, renamed when whole: memory stays one record
+        with AtomicOutput(self.out.url_of(relpath), self.out.storage_options) as shard, \
+                tarfile.open(fileobj=shard, mode="w|", format=tarfile.USTAR_FORMAT) as tar:
             for record in self.records(start, stop):
                 stem = record.stem
                 meta = {"key": str(record.key), "id": record.index, "position": record.position,
@@ -262,7 +264,6 @@ class _Extractor:
                     tar.addfile(info, io.BytesIO(data))
                 nbytes += len(record.image)
                 self._advance(len(record.image))
-        self.out.publish(relpath, buffer.getvalue())  # the shard whole, or nothing
         return [], nbytes, relpath
 
 
@@ -281,6 +282,31 @@ def _check_plan(out, plan):
         return True
     out.publish(relpath, json.dumps(plan).encode("utf-8"))
     return False
+
+
+def _collect(output, chunks, summary, list_name):
+    """Add the chunks' markers up into ``summary`` and, for the folder format, write the list
+    ``list_name`` from them, one marker in memory at a time."""
+    listing = None
+    if list_name is not None:
+        output.path_of(list_name)
+        listing = AtomicOutput(output.url_of(list_name), output.storage_options)
+    try:
+        for number in range(chunks):
+            marker = json.loads(output.read_text(_marker(number)))
+            summary.images += marker["images"]
+            summary.bytes += marker["bytes"]
+            if marker["shard"]:
+                summary.shards.append(output.url_of(marker["shard"]))
+            if listing is not None:
+                listing.write("".join(marker["lines"]).encode("utf-8"))
+    except BaseException:
+        if listing is not None:
+            listing.discard()
+        raise
+    if listing is not None:
+        listing.commit()
+        summary.list_file = listing.url
 
 
 def _run_all(extractor, tasks, workers):
@@ -327,15 +353,8 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
                 if not (resumed and output.exists(_marker(n)))]
         summary.chunks, summary.resumed_chunks = len(chunks), len(chunks) - len(todo)
         _run_all(extractor, todo, workers)
-        markers = [json.loads(output.read_text(_marker(n))) for n in range(len(chunks))]
-    summary.images = sum(m["images"] for m in markers)
-    summary.bytes = sum(m["bytes"] for m in markers)
-    if format == "tar":
-        summary.shards = [output.url_of(m["shard"]) for m in markers]
-    else:
-        stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
-        lines = "".join(line for m in markers for line in m["lines"])
-        summary.list_file = output.publish(f"{stem}.lst", lines.encode("utf-8"))
+    stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
+    _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
     summary.seconds = time.perf_counter() - started
     log.info("extracted %d images (%d bytes) of %s into %s", summary.images, summary.bytes,
              src, out)
