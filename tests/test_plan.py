@@ -40,6 +40,11 @@ def test_plan_cores_and_threads_per_rank():
     row48 = next(r for r in plan["table"] if r["cores"] == 48)
     assert row48["images_per_s"] == pytest.approx(24000)
     assert "48 cores" in plan["advice"][0]
+    by_ranks = {row["ranks"]: row for row in plan["by_ranks"]}
+    assert sorted(by_ranks) == [1, 2, 4, 8, 16]
+    assert by_ranks[1]["cores_needed"] is None  # one process: the GIL allows 20000/s
+    assert by_ranks[1]["max_images_per_s"] == pytest.approx(20000)
+    assert by_ranks[2]["cores_needed"] == 48 and by_ranks[2]["threads_per_rank"] == 24
 
 
 def test_plan_says_when_the_gil_or_storage_caps_it():

@@ -71,5 +71,9 @@ def _print_plan(plan, out):
         mark = " <- meets the demand" if row["images_per_s"] >= plan["demand_images_per_s"] else ""
         print(f"{row['cores']:>6g} {row['threads_per_rank']:>12} {row['images_per_s']:>10.0f}  "
               f"{row['limit']}{mark}", file=out)
+    print("ranks per node: " + ", ".join(
+        f"{row['ranks']}: " + (f"{row['cores_needed']} cores ({row['threads_per_rank']} threads "
+                               "each)" if row["cores_needed"] else "capped below the demand")
+        for row in plan["by_ranks"]), file=out)
     for sentence in plan["advice"]:
         print(f"- {sentence}", file=out)
