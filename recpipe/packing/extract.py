@@ -162,6 +162,14 @@ class _Output:
         self.path_of(relpath)
         return publish(self.url_of(relpath), data, self.storage_options)
 
+    def remove_leftovers(self):
+        """Remove the temporary files an interrupted run left (``.<name>.<tag>.tmp`` in OUT,
+        its label folders and the state folder)."""
+        for pattern in ("/.*.tmp", "/*/.*.tmp"):
+            for path in self.fs.glob(self.root + pattern):
+                log.info("removing %s, left by an interrupted run", path)
+                self.fs.rm(path)
+
     def exists(self, relpath):
         return self.fs.exists(self.path_of(relpath))
 
@@ -348,6 +356,8 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
         plan = {"source_bytes": reader.size, "records": len(reader), "images": len(positions),
                 "format": format, "chunks": [list(c) for c in chunks]}
         resumed = _check_plan(output, plan)
+        if resumed:
+            output.remove_leftovers()
         extractor = _Extractor(reader, positions, output, format, progress)
         todo = [(n, a, b) for n, (a, b) in enumerate(chunks)
                 if not (resumed and output.exists(_marker(n)))]

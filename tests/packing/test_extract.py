@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from recpipe.cli import main
+from recpipe.errors import RecordFormatError
 from recpipe.io.header import IRHeader, pack, unpack
 from recpipe.io.reader import RecordReader
 from recpipe.io.writer import RecordWriter
@@ -142,7 +143,9 @@ def test_resume_skips_done_chunks_and_refuses_another_file(tmp_path):
     assert first.chunks > 1
     victim = out / "0" / "0.jpg"  # record 0: in chunk 0, which is done
     stamp = victim.stat().st_mtime_ns
+    (out / "2" / ".5.jpg.0123abcd.tmp").write_bytes(b"half an image")  # the stopped run's
     again = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500)
+    assert not list(out.rglob("*.tmp"))
     assert again.resumed_chunks == first.chunks - 1 and again.images == first.images
     assert victim.stat().st_mtime_ns == stamp
     write_labelled(str(tmp_path / "other.rec"), count=5)
@@ -168,3 +171,19 @@ def test_cli_json(tmp_path, capsys):
                  "--format", "tar", "--shard-size", "1KB"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["images"] == 4 and summary["shards"]
+
+
+def test_a_bad_record_stops_the_extract_without_publishing_a_list(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=12)
+    data = bytearray((tmp_path / "data.rec").read_bytes())
+    with RecordReader(str(tmp_path / "data.rec")) as reader:
+        start, _ = reader.span(9)
+    data[start:start + 4] = b"XXXX"  # record 9 loses its magic number
+    (tmp_path / "data.rec").write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with pytest.raises(RecordFormatError, match=r"bad magic.*record 9, byte offset"):
+        extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500, workers=1)
+    assert not (out / "data.lst").exists()
+    markers = list((out / ".recpipe-extract").glob("chunk-*.json"))
+    assert markers and len(markers) < len(json.loads(
+        (out / ".recpipe-extract" / "plan.json").read_text())["chunks"])
