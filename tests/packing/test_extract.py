@@ -187,3 +187,14 @@ def test_a_bad_record_stops_the_extract_without_publishing_a_list(tmp_path):
     markers = list((out / ".recpipe-extract").glob("chunk-*.json"))
     assert markers and len(markers) < len(json.loads(
         (out / ".recpipe-extract" / "plan.json").read_text())["chunks"])
+
+
+def test_folder_extract_between_memory_urls():
+    src = "memory://extract-src2/data.rec"
+    records = write_labelled(src, count=6, multi=True)
+    summary = extract_records(src, "memory://extract-out2/out", shard_size=3000, workers=2)
+    fs = fsspec.filesystem("memory")
+    lines = fs.cat(summary.list_file).decode().splitlines()
+    assert summary.list_file.endswith("/out/data.lst") and len(lines) == 6
+    for line, payload in zip(lines, records):
+        assert fs.cat("memory://extract-out2/out/" + line.split("\t")[-1]) == unpack(payload)[1]
