@@ -93,6 +93,7 @@ class _Batch:
         self.labels = labels
         self.failed = []
         self.replaced = 0
+        self.substitutes = {}  # slot -> the sample that replaced its failed one
         self.error = None
         self.cancelled = False
         self._remaining = len(plan.positions)
@@ -449,6 +450,7 @@ class ImageLoader:
                 continue
             log.warning("replaced with record %d: %s", other, exc)
             batch.replaced += 1
+            batch.substitutes[slot] = other
             return True
         return False
 
@@ -539,7 +541,9 @@ class _Epoch:
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
-        samples = np.asarray(batch.positions, dtype=np.int64)
+        samples = np.array(batch.positions, dtype=np.int64)  # a copy: substitutes go in
+        for slot, other in batch.substitutes.items():
+            samples[slot] = other
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
             images, labels, samples = images[keep], labels[keep], samples[keep]
