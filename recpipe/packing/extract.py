@@ -13,7 +13,8 @@ about ``shard_size`` bytes, extracted in parallel; a chunk is done when its mark
 ``OUT/.recpipe-extract/chunk-NNNNNN.json`` is published (atomically), so a run that stops is
 continued by running it again. Nothing is written outside OUT whatever labels or keys say:
 folder names come from numbers, file names from keys that are single safe path components
-(else ``record-<position>``), and every path is checked with ``check_inside``.
+(else, or when keys repeat, ``record-<position>``), and every path is checked with
+``check_inside``.
 """
 
 import io
@@ -188,9 +189,9 @@ class _Record:
     labels: tuple
     image: memoryview
 
-    @property
-    def stem(self):
-        return record_name(self.key, self.position)
+    def stem(self, by_key):
+        """The file stem: by key (``record_name``) when ``by_key``, else by position."""
+        return record_name(self.key, self.position) if by_key else f"record-{self.position}"
 
 
 def _read_record(reader, position, key):
@@ -209,6 +210,8 @@ class _Extractor:
         self.reader = reader
         self.positions = positions
         self.keys = reader.keys
+        # repeated keys would give two records one name: then every name is by position
+        self.by_key = reader.table.identity or _unique(self.keys.array)
         self.out = out
         self.format = fmt
         self.progress = progress
@@ -234,8 +237,7 @@ class _Extractor:
         if self.format == "tar":
             lines, nbytes, shard = self._tar(number, start, stop)
         else:
-            lines, nbytes, shard = self._folder(start, stop), None, None
-            nbytes = lines.pop()
+            (lines, nbytes), shard = self._folder(start, stop), None
         marker = {"chunk": number, "start": start, "stop": stop, "images": stop - start,
                   "bytes": nbytes, "lines": lines, "shard": shard}
         self.out.publish(_marker(number), json.dumps(marker).encode("utf-8"))
@@ -244,13 +246,13 @@ class _Extractor:
     def _folder(self, start, stop):
         lines, nbytes = [], 0
         for record in self.records(start, stop):
-            relpath = (f"{label_folder(record.labels[0])}/{record.stem}"
+            relpath = (f"{label_folder(record.labels[0])}/{record.stem(self.by_key)}"
                        f"{image_extension(record.image)}")
             self.out.write(relpath, record.image)
             lines.append(format_list_line(record.index, record.labels, relpath))
             nbytes += len(record.image)
             self._advance(len(record.image))
-        return lines + [nbytes]
+        return lines, nbytes
 
     def _tar(self, number, start, stop):
         relpath = f"shard-{number:06d}.tar"
@@ -260,7 +262,7 @@ class _Extractor:
         with AtomicOutput(self.out.url_of(relpath), self.out.storage_options) as shard, \
                 tarfile.open(fileobj=shard, mode="w|", format=tarfile.USTAR_FORMAT) as tar:
             for record in self.records(start, stop):
-                stem = record.stem
+                stem = record.stem(self.by_key)
                 meta = {"key": str(record.key), "id": record.index, "position": record.position,
                         "labels": list(record.labels)}
                 members = ((image_extension(record.image), record.image),
@@ -273,6 +275,11 @@ class _Extractor:
                 nbytes += len(record.image)
                 self._advance(len(record.image))
         return [], nbytes, relpath
+
+
+def _unique(keys):
+    keys = np.asarray(keys)
+    return len(np.unique(keys)) == len(keys)
 
 
 def _marker(number):

@@ -198,3 +198,15 @@ def test_folder_extract_between_memory_urls():
     assert summary.list_file.endswith("/out/data.lst") and len(lines) == 6
     for line, payload in zip(lines, records):
         assert fs.cat("memory://extract-out2/out/" + line.split("\t")[-1]) == unpack(payload)[1]
+
+
+def test_repeated_keys_name_files_by_position(tmp_path):
+    url = str(tmp_path / "dup.rec")
+    images = [_jpeg(i) for i in range(4)]
+    with RecordWriter(url) as writer:
+        for key, image in zip((5, 6, 6, 7), images):
+            writer.write(pack(IRHeader(0, 1.0, key, 0), image), key=key)
+    extract_records(url, str(tmp_path / "out"))
+    assert sorted(p.name for p in (tmp_path / "out" / "1").iterdir()) == [
+        f"record-{i}.jpg" for i in range(4)]
+    assert [(tmp_path / "out" / "1" / f"record-{i}.jpg").read_bytes() for i in range(4)] == images
