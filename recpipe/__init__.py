@@ -34,6 +34,7 @@ __all__ = [
     "pack_img",
     "read_index",
     "read_list",
+    "replay",
     "unpack",
     "unpack_img",
 ]
@@ -53,6 +54,10 @@ def __getattr__(name):
         from . import decode
 
         return getattr(decode, name)
+    if name == "replay":
+        from .decode.replay import replay
+
+        return replay
     if name in _SUBMODULES:
         return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

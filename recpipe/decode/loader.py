@@ -27,6 +27,7 @@ from .decoders import get_decoder
 from .options import ON_ERROR, LoaderOptions
 from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
+from .provenance import ProvenanceLog
 from .records import RecordDecoder
 from .stats import PipelineStats
 from .tuning_window import AutoTuner, initial_threads
@@ -81,6 +82,7 @@ class _EpochParts:
     label_width: int
     timeout: float
     native: bool = False  # runs go to recpipe._batch: spans are looked up once per batch
+    provenance: Optional[ProvenanceLog] = None  # writes a line per batch handed out
 
     def record_positions(self, samples):
         samples = np.asarray(samples, dtype=np.int64)
@@ -102,6 +104,7 @@ class _Batch:
         self.labels = labels
         self.failed = []
         self.replaced = 0
+        self.substitutes = {}  # slot -> the sample that replaced its failed one
         self.error = None
         self.cancelled = False
         self._remaining = len(plan.positions)
@@ -155,6 +158,9 @@ class ImageLoader:
     remember records found bad (checksum, framing, decode) in a quarantine file that later
     epochs and runs skip without reading them (``recpipe.io.quarantine``; ``recpipe verify``
     clears entries that pass); 'off': neither.
+    ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
+    record positions, seeds, digests of the options and the file): ``recpipe.replay`` rebuilds
+    any logged batch from it (``recpipe.decode.provenance``).
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -225,7 +231,9 @@ class ImageLoader:
             self._parts = _EpochParts(self._pool, self._buffers, self._stats, self._observers,
                                       self.reader, self._records, self._runs,
                                       self.augmenter.out_shape, self.augmenter.dtype,
-                                      o.label_width, o.timeout, self.records.native)
+                                      o.label_width, o.timeout, self.records.native,
+                                      ProvenanceLog(o.provenance, o, self.reader, storage_options)
+                                      if o.provenance else None)
             if auto:
                 self.enable_autotune()
         except BaseException:
@@ -417,6 +425,8 @@ class ImageLoader:
         self._current = self._next = None
         pool, self._pool = self._pool, None
         self._finalizer.detach()
+        if self._parts.provenance is not None:
+            self._parts.provenance.close()
         shut_down(pool, self.reader)
 
     def __enter__(self):
@@ -493,6 +503,7 @@ class ImageLoader:
                 continue
             log.warning("replaced with record %d: %s", other, exc)
             batch.replaced += 1
+            batch.substitutes[slot] = other
             return True
         return False
 
@@ -606,10 +617,16 @@ class _Epoch:
             self.cancel()
             raise batch.error
         images, labels = batch.images, batch.labels
-        positions = batch.records
+        samples = np.array(batch.positions, dtype=np.int64)  # a copy: substitutes go in
+        for slot, other in batch.substitutes.items():
+            samples[slot] = other
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
-            images, labels, positions = images[keep], labels[keep], positions[keep]
+            images, labels, samples = images[keep], labels[keep], samples[keep]
+        positions = self.parts.record_positions(samples)
+        if self.parts.provenance is not None:
+            self.parts.provenance.record(self.epoch, self.next_index - 1, positions, samples,
+                                         batch.pad)
         self.loader.last_pad = batch.pad
         self.loader.last_positions = positions
         stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)

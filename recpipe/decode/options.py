@@ -10,6 +10,7 @@ instead of keeping their own keyword lists (``LOADER_KEYWORDS`` says which keywo
 
 import dataclasses
 import difflib
+import os
 from dataclasses import dataclass, field
 from typing import Hashable, Optional, Sequence, Union
 
@@ -53,6 +54,8 @@ class LoaderOptions:
     keys: Optional[Sequence[Hashable]] = field(default=None, compare=False, repr=False)
     max_pixels: Optional[int] = DEFAULT_MAX_PIXELS
     integrity: str = "auto"
+    # a file the loader appends one JSON line to per delivered batch (recpipe.decode.provenance)
+    provenance: Optional[str] = None
 
     def __post_init__(self):
         _validate(self)
@@ -125,5 +128,8 @@ def _validate(o):
         value = getattr(o, name)
         if value is not None and value < 0:
             raise ValueError(f"{name}={value} must be >= 0")
+    if o.provenance is not None and (not isinstance(o.provenance, (str, os.PathLike))
+                                     or not os.fspath(o.provenance)):
+        raise ValueError(f"provenance={o.provenance!r}: expected a file path or None")
     check_batching(o.batch_size, o.last_batch)
     check_parts(o.part_index, o.num_parts)

@@ -1,0 +1,174 @@
+"""Provenance: one JSON line per delivered batch, enough to rebuild that batch exactly.
+
+``ImageLoader(..., provenance=PATH)`` appends to PATH (JSON lines, one ``write`` each, flushed):
+
+- once per loader, before its first batch, a ``"loader"`` line: the ``.rec``/``.idx`` URLs, the
+  options (``LoaderOptions`` as JSON, without ``keys``), ``options`` (a digest of what changes
+  pixels or order: threads, prefetch, timeout... are left out) and ``file`` (a digest of the size,
+  modification time and a hash of the first 64 KiB of the ``.rec`` and of the ``.idx``, with the
+  parts themselves under ``file_parts``);
+- per batch handed out: ``epoch``, ``batch`` (its index in the epoch), ``positions`` (the record
+  positions of its samples), ``samples`` (their sample numbers, which key the augmentation's
+  random stream, ``recpipe.decode.augment.rng``; only when they differ from the positions, e.g.
+  in InsightFace's layout), ``pad``, ``seed``, ``aug_seed`` and the ``options``/``file`` digests.
+
+Index arrays are compact: ``[[start, stop], ...]`` when they are runs of consecutive numbers,
+else ``"u4:<base64 of little-endian uint32>"`` (``u8:`` past 2**32). A shuffled batch of 128
+costs about 800 bytes. The consumer thread writes, when ``__next__`` hands a batch out.
+``recpipe.decode.replay`` reads the log back.
+"""
+
+import base64
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+
+import numpy as np
+
+from ..io.sources import url_to_fs
+
+__all__ = ["ProvenanceLog", "decode_indices", "encode_indices", "file_fingerprint",
+           "fingerprint_digest", "options_digest", "options_from_json", "options_to_json"]
+
+log = logging.getLogger(__name__)
+
+HEAD_BYTES = 64 << 10
+# LoaderOptions fields that change neither which records a batch holds nor its pixels
+_RUNTIME_FIELDS = ("threads", "prefetch", "timeout", "trace", "lookahead", "keys", "provenance")
+
+
+def encode_indices(values):
+    """A compact JSON form of a 1-d array of non-negative integers (see the module docstring)."""
+    values = np.asarray(values, dtype=np.int64).ravel()
+    if len(values) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    if len(breaks) < 4:  # a few runs: [[start, stop], ...]
+        starts = np.concatenate(([0], breaks))
+        stops = np.concatenate((breaks, [len(values)]))
+        return [[int(values[a]), int(values[b - 1]) + 1] for a, b in zip(starts, stops)]
+    kind = "u4" if values.max() < (1 << 32) else "u8"
+    raw = values.astype("<" + kind).tobytes()
+    return f"{kind}:{base64.b64encode(raw).decode('ascii')}"
+
+
+def decode_indices(encoded):
+    """The int64 array ``encode_indices`` encoded."""
+    if isinstance(encoded, str):
+        kind, _, text = encoded.partition(":")
+        if kind not in ("u4", "u8"):
+            raise ValueError(f"not an encoded index array: {encoded[:20]!r}")
+        return np.frombuffer(base64.b64decode(text), dtype="<" + kind).astype(np.int64)
+    if not encoded:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in encoded])
+
+
+def options_to_json(options):
+    """``LoaderOptions`` as a JSON-able dict (``keys`` and ``provenance`` left out)."""
+    data = dataclasses.asdict(options.replace(keys=None))
+    data.pop("keys", None)
+    data.pop("provenance", None)
+    return data
+
+
+def options_from_json(data):
+    """The ``LoaderOptions`` of ``options_to_json`` (fields this version lacks are ignored)."""
+    from .augment import AugmentConfig
+    from .options import LoaderOptions
+
+    names = {f.name for f in dataclasses.fields(LoaderOptions)} - {"augment"}
+    augment_names = {f.name for f in dataclasses.fields(AugmentConfig)}
+    augment = AugmentConfig(**{k: v for k, v in data["augment"].items() if k in augment_names})
+    return LoaderOptions(augment=augment, **{k: v for k, v in data.items() if k in names})
+
+
+def _digest(data):
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def options_digest(options):
+    """A digest of the options that decide a batch's records and pixels."""
+    data = options_to_json(options)
+    for name in _RUNTIME_FIELDS:
+        data.pop(name, None)
+    return _digest(data)
+
+
+def _one_file(url, storage_options):
+    fs, path = url_to_fs(url, storage_options)
+    info = fs.info(path)
+    mtime = info.get("mtime", info.get("LastModified", info.get("created")))
+    if hasattr(mtime, "isoformat"):
+        mtime = mtime.isoformat()
+    size = int(info.get("size") or 0)
+    head = fs.cat_file(path, 0, min(size, HEAD_BYTES)) if size else b""
+    return {"url": str(url), "size": size, "mtime": None if mtime is None else str(mtime),
+            "head": hashlib.sha256(head).hexdigest()[:16]}
+
+
+def file_fingerprint(url, index_url=None, storage_options=None):
+    """Size, modification time and a hash of the first 64 KiB of the ``.rec`` (and ``.idx``)."""
+    parts = {"rec": _one_file(url, storage_options)}
+    if index_url:
+        parts["idx"] = _one_file(index_url, storage_options)
+    return parts
+
+
+def fingerprint_digest(parts):
+    """The digest of ``file_fingerprint`` parts (URLs left out: a moved file is the same file)."""
+    return _digest({name: {k: v for k, v in part.items() if k != "url"}
+                    for name, part in parts.items()})
+
+
+class ProvenanceLog:
+    """Appends a loader's provenance lines to ``path`` (see the module docstring)."""
+
+    def __init__(self, path, options, reader, storage_options=None):
+        self.path = os.fspath(path)
+        self.options = options
+        self.reader = reader
+        self.storage_options = storage_options
+        self.options_digest = options_digest(options)
+        self.file_parts = None
+        self.file_digest = None
+        self._file = None
+        self._fixed = {}
+
+    def _open(self):
+        self.file_parts = file_fingerprint(self.reader.url, self.reader.index_url,
+                                           self.storage_options)
+        self.file_digest = fingerprint_digest(self.file_parts)
+        o = self.options
+        self._fixed = {"seed": o.seed, "aug_seed": o.augment_seed,
+                       "options": self.options_digest, "file": self.file_digest}
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._write({"kind": "loader", "url": self.reader.url,
+                     "index_url": self.reader.index_url, "pid": os.getpid(),
+                     "options": self.options_digest, "file": self.file_digest,
+                     "file_parts": self.file_parts, "loader_options": options_to_json(o)})
+
+    def _write(self, entry):
+        self._file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def record(self, epoch, batch, positions, samples, pad):
+        """Append the line of batch ``batch`` of ``epoch`` (``samples``: the sample numbers,
+        ``positions``: their records)."""
+        if self._file is None:
+            self._open()
+        entry = {"epoch": int(epoch), "batch": int(batch),
+                 "positions": encode_indices(positions)}
+        if not np.array_equal(positions, samples):
+            entry["samples"] = encode_indices(samples)
+        entry["pad"] = int(pad)
+        entry.update(self._fixed)
+        self._write(entry)
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,378 @@
+"""Leaving a ``.rec``: every image record once, its bytes unchanged, into files or tar shards.
+
+``extract_records(src, out)`` writes ``OUT/<label>/<key>.<ext>`` (the folder is the record's
+first label; the image bytes are the record's, never re-encoded) and ``OUT/<stem>.lst``, an
+im2rec list with all labels that ``recpipe pack OUT/<stem>.lst NEW --pass-through --pack-label``
+packs back into an equivalent ``.rec``. ``format="tar"`` writes WebDataset-style shards
+``OUT/shard-000000.tar`` instead: ``<key>.<ext>`` (the image), ``<key>.cls`` (the first label)
+and ``<key>.json`` (all labels, the key, the header id and the record position).
+
+Structure is not an image: a file in InsightFace's layout (``recpipe.io.layout``) has its header
+record and identity records left out. The records are cut into chunks (a tar shard each) of
+about ``shard_size`` bytes, extracted in parallel; a chunk is done when its marker
+``OUT/.recpipe-extract/chunk-NNNNNN.json`` is published (atomically), so a run that stops is
+continued by running it again. Nothing is written outside OUT whatever labels or keys say:
+folder names come from numbers, file names from keys that are single safe path components
+(else, or when keys repeat, ``record-<position>``), and every path is checked with
+``check_inside``.
+"""
+
+import io
+import json
+import logging
+import os
+import re
+import tarfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+import numpy as np
+
+from ..io.atomic import AtomicOutput, publish, temporary_name
+from ..io.header import unpack_header
+from ..io.index import format_list_line
+from ..io.layout import image_positions
+from ..io.reader import RecordReader
+from ..io.sources import url_to_fs
+from .inputs import check_inside
+
+__all__ = ["EXTRACT_FORMATS", "ExtractSummary", "extract_records", "label_folder", "record_name",
+           "image_extension", "plan_chunks"]
+
+log = logging.getLogger(__name__)
+
+EXTRACT_FORMATS = ("folder", "tar")
+STATE_FOLDER = ".recpipe-extract"
+DEFAULT_SHARD_BYTES = 256 << 20
+_MAX_CHUNK_RECORDS = 10000  # folder format: markers stay small, workers stay busy
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
+_SIGNATURES = ((b"\xff\xd8\xff", ".jpg"), (b"\x89PNG\r\n\x1a\n", ".png"), (b"GIF8", ".gif"),
+               (b"BM", ".bmp"), (b"II*\x00", ".tif"), (b"MM\x00*", ".tif"))
+
+
+@dataclass
+class ExtractSummary:
+    """What ``extract_records`` did: images written (this run and kept from an earlier one),
+    their bytes, the chunks, the ``.lst`` (folder format) and the seconds taken."""
+
+    src: str
+    out: str
+    format: str
+    images: int = 0
+    bytes: int = 0
+    chunks: int = 0
+    resumed_chunks: int = 0
+    skipped_records: int = 0  # header and identity records of an InsightFace layout
+    list_file: Optional[str] = None
+    shards: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self):
+        return asdict(self)
+
+
+def image_extension(data):
+    """The file extension of image bytes by their signature (``.bin`` when unknown)."""
+    head = bytes(data[:12])
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return ".webp"
+    for magic, extension in _SIGNATURES:
+        if head.startswith(magic):
+            return extension
+    return ".bin"
+
+
+def label_folder(label):
+    """The folder of a label: ``"%d"`` for a whole number, else its shortest float text
+    (``0.5``, ``nan``); never a path separator or ``..``."""
+    value = float(label)
+    if value.is_integer():
+        return "%d" % value
+    return repr(value)
+
+
+def record_name(key, position):
+    """The file stem of a record: its index key when that is a short safe name (letters,
+    digits, ``_``, ``-``), else ``record-<position>``."""
+    text = str(key)
+    return text if _SAFE_NAME.match(text) else f"record-{position}"
+
+
+def plan_chunks(sizes, shard_size, max_records=None):
+    """Cut records of byte sizes ``sizes`` into ``[start, stop)`` chunks of about
+    ``shard_size`` bytes (and at most ``max_records`` records)."""
+    bounds, start, total = [], 0, 0
+    for i, size in enumerate(np.asarray(sizes, dtype=np.int64).tolist()):
+        total += size
+        if total >= shard_size or (max_records and i + 1 - start >= max_records):
+            bounds.append((start, i + 1))
+            start, total = i + 1, 0
+    if start < len(sizes):
+        bounds.append((start, len(sizes)))
+    return bounds
+
+
+class _Output:
+    """OUT: its filesystem, the confined paths under it, and atomic writes."""
+
+    def __init__(self, out, storage_options):
+        self.url = str(out).rstrip("/")
+        self.fs, self.root = url_to_fs(self.url, storage_options)
+        self.root = self.root.rstrip("/")
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple)
+                                else (self.fs.protocol,))
+        self.storage_options = storage_options
+        self._made = set()
+        self._lock = threading.Lock()
+
+    def url_of(self, relpath):
+        return f"{self.url}/{relpath}"
+
+    def path_of(self, relpath):
+        """The filesystem path of ``relpath`` under OUT, refused (UnsafeInput) when it leaves
+        OUT (``..``, absolute, a symlinked folder pointing out)."""
+        check_inside(self.root, relpath, local=self.local)
+        return f"{self.root}/{relpath}"
+
+    def makedirs(self, relfolder):
+        with self._lock:  # held while making it: no other thread writes into it before
+            if relfolder not in self._made:
+                self.fs.makedirs(self.path_of(relfolder) if relfolder else self.root,
+                                 exist_ok=True)
+                self._made.add(relfolder)
+
+    def write(self, relpath, data):
+        """Write ``data`` to ``relpath``: under a temporary name, then renamed (locally), or
+        one whole-object put (object stores), so a file is never seen half written."""
+        path = self.path_of(relpath)
+        folder = relpath.rsplit("/", 1)[0] if "/" in relpath else ""
+        self.makedirs(folder)
+        if self.local:
+            temp = temporary_name(path)
+            with open(temp, "wb") as f:
+                f.write(data)
+            os.replace(temp, path)
+        else:
+            self.fs.pipe_file(path, bytes(data))
+
+    def publish(self, relpath, data):
+        """Write ``data`` atomically (fsynced locally): for markers and the list."""
+        self.path_of(relpath)
+        return publish(self.url_of(relpath), data, self.storage_options)
+
+    def remove_leftovers(self):
+        """Remove the temporary files an interrupted run left (``.<name>.<tag>.tmp`` in OUT,
+        its label folders and the state folder)."""
+        for pattern in ("/.*.tmp", "/*/.*.tmp"):
+            for path in self.fs.glob(self.root + pattern):
+                log.info("removing %s, left by an interrupted run", path)
+                self.fs.rm(path)
+
+    def exists(self, relpath):
+        return self.fs.exists(self.path_of(relpath))
+
+    def read_text(self, relpath):
+        with self.fs.open(self.path_of(relpath), "rb") as f:
+            return f.read().decode("utf-8")
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One image record, ready to write."""
+
+    position: int
+    key: object
+    index: int
+    labels: tuple
+    image: memoryview
+
+    def stem(self, by_key):
+        """The file stem: by key (``record_name``) when ``by_key``, else by position."""
+        return record_name(self.key, self.position) if by_key else f"record-{self.position}"
+
+
+def _read_record(reader, position, key):
+    payload = reader[position]
+    header, start = unpack_header(payload, path=reader.url, record=position)
+    label = header.label
+    labels = tuple(float(v) for v in np.atleast_1d(label)) if header.flag else (float(label),)
+    index = key if isinstance(key, (int, np.integer)) else header.id
+    return _Record(position, key, int(index), labels, memoryview(payload)[start:])
+
+
+class _Extractor:
+    """Writes chunks of records to OUT, one ``run(chunk)`` per worker task."""
+
+    def __init__(self, reader, positions, out, fmt, progress):
+        self.reader = reader
+        self.positions = positions
+        self.keys = reader.keys
+        # repeated keys would give two records one name: then every name is by position
+        self.by_key = reader.table.identity or _unique(self.keys.array)
+        self.out = out
+        self.format = fmt
+        self.progress = progress
+        self._lock = threading.Lock()
+
+    def _advance(self, nbytes):
+        if self.progress is not None:
+            with self._lock:
+                self.progress(nbytes)
+
+    def records(self, start, stop):
+        positions = self.positions[start:stop]
+        reads = self.reader.prefetch(positions)  # remote: coalesced range requests ahead
+        try:
+            for position in positions.tolist():
+                yield _read_record(self.reader, position, self.keys[position])
+        finally:
+            reads.cancel()
+
+    def run(self, number, start, stop):
+        """Extract records ``[start, stop)`` of the plan as chunk ``number``; publish its
+        marker last; return ``(images, bytes)``."""
+        if self.format == "tar":
+            lines, nbytes, shard = self._tar(number, start, stop)
+        else:
+            (lines, nbytes), shard = self._folder(start, stop), None
+        marker = {"chunk": number, "start": start, "stop": stop, "images": stop - start,
+                  "bytes": nbytes, "lines": lines, "shard": shard}
+        self.out.publish(_marker(number), json.dumps(marker).encode("utf-8"))
+        return stop - start, nbytes
+
+    def _folder(self, start, stop):
+        lines, nbytes = [], 0
+        for record in self.records(start, stop):
+            relpath = (f"{label_folder(record.labels[0])}/{record.stem(self.by_key)}"
+                       f"{image_extension(record.image)}")
+            self.out.write(relpath, record.image)
+            lines.append(format_list_line(record.index, record.labels, relpath))
+            nbytes += len(record.image)
+            self._advance(len(record.image))
+        return lines, nbytes
+
+    def _tar(self, number, start, stop):
+        relpath = f"shard-{number:06d}.tar"
+        self.out.path_of(relpath)
+        nbytes = 0
+        # streamed to a temporary name, renamed when whole: memory stays one record
+        with AtomicOutput(self.out.url_of(relpath), self.out.storage_options) as shard, \
+                tarfile.open(fileobj=shard, mode="w|", format=tarfile.USTAR_FORMAT) as tar:
+            for record in self.records(start, stop):
+                stem = record.stem(self.by_key)
+                meta = {"key": str(record.key), "id": record.index, "position": record.position,
+                        "labels": list(record.labels)}
+                members = ((image_extension(record.image), record.image),
+                           (".cls", label_folder(record.labels[0]).encode("ascii")),
+                           (".json", json.dumps(meta).encode("utf-8")))
+                for extension, data in members:
+                    info = tarfile.TarInfo(stem + extension)
+                    info.size, info.mode, info.mtime = len(data), 0o644, 0
+                    tar.addfile(info, io.BytesIO(data))
+                nbytes += len(record.image)
+                self._advance(len(record.image))
+        return [], nbytes, relpath
+
+
+def _unique(keys):
+    keys = np.asarray(keys)
+    return len(np.unique(keys)) == len(keys)
+
+
+def _marker(number):
+    return f"{STATE_FOLDER}/chunk-{number:06d}.json"
+
+
+def _check_plan(out, plan):
+    """Record the plan on a first run; on a later one, refuse a different source or plan."""
+    relpath = f"{STATE_FOLDER}/plan.json"
+    if out.exists(relpath):
+        earlier = json.loads(out.read_text(relpath))
+        if earlier != plan:
+            raise ValueError(f"{out.url} holds an extract of another file or with other "
+                             f"options ({earlier}); use an empty OUT or the same command")
+        return True
+    out.publish(relpath, json.dumps(plan).encode("utf-8"))
+    return False
+
+
+def _collect(output, chunks, summary, list_name):
+    """Add the chunks' markers up into ``summary`` and, for the folder format, write the list
+    ``list_name`` from them, one marker in memory at a time."""
+    listing = None
+    if list_name is not None:
+        output.path_of(list_name)
+        listing = AtomicOutput(output.url_of(list_name), output.storage_options)
+    try:
+        for number in range(chunks):
+            marker = json.loads(output.read_text(_marker(number)))
+            summary.images += marker["images"]
+            summary.bytes += marker["bytes"]
+            if marker["shard"]:
+                summary.shards.append(output.url_of(marker["shard"]))
+            if listing is not None:
+                listing.write("".join(marker["lines"]).encode("utf-8"))
+    except BaseException:
+        if listing is not None:
+            listing.discard()
+        raise
+    if listing is not None:
+        listing.commit()
+        summary.list_file = listing.url
+
+
+def _run_all(extractor, tasks, workers):
+    """Run the chunk tasks on ``workers`` threads; the first failure cancels what has not
+    started and is raised (its chunk, and those not run, have no marker)."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="extract")
+    try:
+        for future in [pool.submit(extractor.run, *task) for task in tasks]:
+            future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
+                    format: str = "folder", shard_size: int = DEFAULT_SHARD_BYTES,
+                    workers: int = 4, storage_options: Optional[dict] = None,
+                    progress=None) -> ExtractSummary:
+    """Write every image record of ``src`` once into ``out`` (see the module docstring).
+
+    ``format``: 'folder' (a folder per label, plus ``OUT/<stem>.lst``) or 'tar' (WebDataset
+    shards of about ``shard_size`` bytes); ``workers``: chunks extracted at once;
+    ``storage_options`` are used on both sides; ``progress(bytes)`` is called per image.
+    Running it again after an interruption continues where it stopped."""
+    if format not in EXTRACT_FORMATS:
+        raise ValueError(f"format={format!r}: expected one of {EXTRACT_FORMATS}")
+    if shard_size < 1 or workers < 1:
+        raise ValueError(f"shard_size={shard_size} and workers={workers} must be >= 1")
+    started = time.perf_counter()
+    summary = ExtractSummary(str(src), str(out), format)
+    with RecordReader(src, index_url, storage_options) as reader:
+        chosen = image_positions(reader)
+        positions = np.arange(len(reader), dtype=np.int64) if chosen is None else chosen
+        summary.skipped_records = len(reader) - len(positions)
+        starts, ends = reader.spans(positions)
+        chunks = plan_chunks(ends - starts, shard_size,
+                             _MAX_CHUNK_RECORDS if format == "folder" else None)
+        output = _Output(out, storage_options)
+        output.makedirs("")
+        plan = {"source_bytes": reader.size, "records": len(reader), "images": len(positions),
+                "format": format, "chunks": [list(c) for c in chunks]}
+        resumed = _check_plan(output, plan)
+        if resumed:
+            output.remove_leftovers()
+        extractor = _Extractor(reader, positions, output, format, progress)
+        todo = [(n, a, b) for n, (a, b) in enumerate(chunks)
+                if not (resumed and output.exists(_marker(n)))]
+        summary.chunks, summary.resumed_chunks = len(chunks), len(chunks) - len(todo)
+        _run_all(extractor, todo, workers)
+    stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
+    _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
+    summary.seconds = time.perf_counter() - started
+    log.info("extracted %d images (%d bytes) of %s into %s", summary.images, summary.bytes,
+             src, out)
+    return summary

@@ -1,0 +1,212 @@
+"""``recpipe extract``: records out as files or tar shards, bytes unchanged, resumable, confined."""
+
+import io
+import json
+import os
+import tarfile
+
+import cv2
+import fsspec
+import numpy as np
+import pytest
+
+from recpipe.cli import main
+from recpipe.errors import RecordFormatError
+from recpipe.io.header import IRHeader, pack, unpack
+from recpipe.io.reader import RecordReader
+from recpipe.io.writer import RecordWriter
+from recpipe.packing.extract import (extract_records, image_extension, label_folder,
+                                     plan_chunks, record_name)
+from recpipe.packing.inputs import UnsafeInput
+
+
+def _jpeg(seed, shape=(20, 24)):
+    rng = np.random.default_rng(seed)
+    return cv2.imencode(".jpg", rng.integers(0, 255, shape + (3,), dtype=np.uint8))[1].tobytes()
+
+
+def _png(seed):
+    rng = np.random.default_rng(seed)
+    return cv2.imencode(".png", rng.integers(0, 255, (9, 7, 3), dtype=np.uint8))[1].tobytes()
+
+
+def write_labelled(url, count=12, multi=False):
+    """A .rec of ``count`` images (JPEG, every 4th PNG) with labels i % 3 (and two more)."""
+    records = []
+    with RecordWriter(url) as writer:
+        for i in range(count):
+            image = _png(i) if i % 4 == 3 else _jpeg(i)
+            label = [float(i % 3), i * 0.5, -float(i)] if multi else float(i % 3)
+            payload = pack(IRHeader(0, label, i, 0), image)
+            writer.write(payload, key=i)
+            records.append(payload)
+    return records
+
+
+def write_faces(url, per_id=(2, 1, 3)):
+    """InsightFace's layout: key 0 header, image keys 1..N, identity records after."""
+    images, first = [], sum(per_id) + 1
+    with RecordWriter(url) as writer:
+        writer.write(pack(IRHeader(2, [first, first + len(per_id)], 0, 0), b""), key=0)
+        key = 1
+        for identity, count in enumerate(per_id):
+            for _ in range(count):
+                image = _jpeg(key)
+                writer.write(pack(IRHeader(0, float(identity), key, 0), image), key=key)
+                images.append((key, identity, image))
+                key += 1
+        start = 1
+        for identity, count in enumerate(per_id):
+            writer.write(pack(IRHeader(2, [start, start + count], 0, 0), b""), key=first + identity)
+            start += count
+    return images
+
+
+def test_names_are_confined():
+    assert label_folder(3.0) == "3" and label_folder(-1.0) == "-1" and label_folder(0.5) == "0.5"
+    assert record_name(17, 4) == "17"
+    for key in ("../x", "/etc/passwd", "a/b", ".hidden", "", "x" * 200):
+        assert record_name(key, 4) == "record-4"
+    assert image_extension(_jpeg(0)) == ".jpg" and image_extension(_png(0)) == ".png"
+    assert image_extension(b"junk") == ".bin"
+    assert plan_chunks([5, 5, 5, 5, 5], 10) == [(0, 2), (2, 4), (4, 5)]
+    assert plan_chunks([1] * 5, 100, max_records=2) == [(0, 2), (2, 4), (4, 5)]
+
+
+def test_folder_extract_keeps_bytes_and_lists_labels(tmp_path):
+    records = write_labelled(str(tmp_path / "data.rec"), multi=True)
+    out = tmp_path / "out"
+    summary = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=2000, workers=3)
+    assert summary.images == len(records) and summary.chunks > 2
+    lines = (out / "data.lst").read_text().splitlines()
+    assert len(lines) == len(records)
+    for line, payload in zip(lines, records):
+        header, image = unpack(payload)
+        fields = line.split("\t")
+        assert int(fields[0]) == header.id
+        assert [float(v) for v in fields[1:-1]] == pytest.approx(header.label.tolist())
+        assert fields[-1].split("/")[0] == "%d" % header.label[0]
+        assert (out / fields[-1]).read_bytes() == image
+    files = [p for p in out.rglob("*") if p.is_file() and ".recpipe-extract" not in str(p)]
+    assert len(files) == len(records) + 1  # the images and the list, nothing else
+
+
+def test_round_trip_through_pack(tmp_path):
+    records = write_labelled(str(tmp_path / "data.rec"), multi=True)
+    extract_records(str(tmp_path / "data.rec"), str(tmp_path / "out"))
+    assert main(["pack", str(tmp_path / "out" / "data.lst"), str(tmp_path / "again"),
+                 "--pass-through", "--pack-label", "--no-progress", "--workers", "1"]) == 0
+    with RecordReader(str(tmp_path / "again.rec")) as reader:
+        assert list(reader) == records
+
+
+def test_insightface_structure_is_left_out(tmp_path):
+    images = write_faces(str(tmp_path / "faces.rec"))
+    summary = extract_records(str(tmp_path / "faces.rec"), str(tmp_path / "out"))
+    assert summary.images == len(images) and summary.skipped_records == 1 + 3
+    for key, identity, image in images:
+        assert (tmp_path / "out" / str(identity) / f"{key}.jpg").read_bytes() == image
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        ".recpipe-extract", "0", "1", "2", "faces.lst"]
+
+
+def test_tar_shards_on_memory_urls(tmp_path):
+    src = "memory://extract-src/data.rec"
+    records = write_labelled(src, count=10)
+    summary = extract_records(src, "memory://extract-out/shards", format="tar", shard_size=1500)
+    assert len(summary.shards) > 1 and summary.list_file is None
+    fs = fsspec.filesystem("memory")
+    seen = []
+    for shard in summary.shards:
+        with tarfile.open(fileobj=io.BytesIO(fs.cat(shard))) as tar:
+            names = tar.getnames()
+            for name in names:
+                if name.endswith(".json"):
+                    meta = json.loads(tar.extractfile(name).read())
+                    stem = name[:-5]
+                    image_name = next(n for n in names if n.startswith(stem + ".")
+                                      and n.split(".", 1)[1] not in ("json", "cls"))
+                    cls = tar.extractfile(stem + ".cls").read().decode()
+                    seen.append((meta["position"], tar.extractfile(image_name).read(), cls))
+    assert [s[0] for s in sorted(seen)] == list(range(10))
+    for position, image, cls in seen:
+        header, expected = unpack(records[position])
+        assert image == expected and cls == "%d" % header.label
+
+
+def test_resume_skips_done_chunks_and_refuses_another_file(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=12)
+    out = tmp_path / "out"
+    first = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500)
+    markers = sorted((out / ".recpipe-extract").glob("chunk-*.json"))
+    markers[-1].unlink()  # as if the run stopped before the last chunk finished
+    assert first.chunks > 1
+    victim = out / "0" / "0.jpg"  # record 0: in chunk 0, which is done
+    stamp = victim.stat().st_mtime_ns
+    (out / "2" / ".5.jpg.0123abcd.tmp").write_bytes(b"half an image")  # the stopped run's
+    again = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500)
+    assert not list(out.rglob("*.tmp"))
+    assert again.resumed_chunks == first.chunks - 1 and again.images == first.images
+    assert victim.stat().st_mtime_ns == stamp
+    write_labelled(str(tmp_path / "other.rec"), count=5)
+    with pytest.raises(ValueError, match="another file"):
+        extract_records(str(tmp_path / "other.rec"), str(out))
+
+
+def test_symlinked_label_folder_cannot_lead_outside(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=3)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(outside, out / "1")  # a label folder pointing out of OUT
+    with pytest.raises(UnsafeInput, match="outside"):
+        extract_records(str(tmp_path / "data.rec"), str(out), workers=1)
+    assert list(outside.iterdir()) == []
+
+
+def test_cli_json(tmp_path, capsys):
+    write_labelled(str(tmp_path / "data.rec"), count=4)
+    assert main(["extract", str(tmp_path / "data.rec"), str(tmp_path / "out"), "--json",
+                 "--format", "tar", "--shard-size", "1KB"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["images"] == 4 and summary["shards"]
+
+
+def test_a_bad_record_stops_the_extract_without_publishing_a_list(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=12)
+    data = bytearray((tmp_path / "data.rec").read_bytes())
+    with RecordReader(str(tmp_path / "data.rec")) as reader:
+        start, _ = reader.span(9)
+    data[start:start + 4] = b"XXXX"  # record 9 loses its magic number
+    (tmp_path / "data.rec").write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with pytest.raises(RecordFormatError, match=r"bad magic.*record 9, byte offset"):
+        extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500, workers=1)
+    assert not (out / "data.lst").exists()
+    markers = list((out / ".recpipe-extract").glob("chunk-*.json"))
+    assert markers and len(markers) < len(json.loads(
+        (out / ".recpipe-extract" / "plan.json").read_text())["chunks"])
+
+
+def test_folder_extract_between_memory_urls():
+    src = "memory://extract-src2/data.rec"
+    records = write_labelled(src, count=6, multi=True)
+    summary = extract_records(src, "memory://extract-out2/out", shard_size=3000, workers=2)
+    fs = fsspec.filesystem("memory")
+    lines = fs.cat(summary.list_file).decode().splitlines()
+    assert summary.list_file.endswith("/out/data.lst") and len(lines) == 6
+    for line, payload in zip(lines, records):
+        assert fs.cat("memory://extract-out2/out/" + line.split("\t")[-1]) == unpack(payload)[1]
+
+
+def test_repeated_keys_name_files_by_position(tmp_path):
+    url = str(tmp_path / "dup.rec")
+    images = [_jpeg(i) for i in range(4)]
+    with RecordWriter(url) as writer:
+        for key, image in zip((5, 6, 6, 7), images):
+            writer.write(pack(IRHeader(0, 1.0, key, 0), image), key=key)
+    extract_records(url, str(tmp_path / "out"))
+    assert sorted(p.name for p in (tmp_path / "out" / "1").iterdir()) == [
+        f"record-{i}.jpg" for i in range(4)]
+    assert [(tmp_path / "out" / "1" / f"record-{i}.jpg").read_bytes() for i in range(4)] == images
