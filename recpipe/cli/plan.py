@@ -24,10 +24,12 @@ def register(subparsers):
                    help="images/s one GPU consumes (its training step rate x batch size)")
     p.add_argument("--ranks", type=int, default=None,
                    help="processes per node (default: one per GPU)")
-    p.add_argument("--config", default="train", help="recipe: train, val or faces (as bench)")
+    p.add_argument("--config", default="train", help="recipe: train, val or faces, as in bench (default: train)")
     p.add_argument("--images", type=int, default=256, help="images to measure (default 256)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"])
+    p.add_argument("--batch-size", type=int, default=32,
+                   help="samples per batch in the measured sample (default: 32)")
+    p.add_argument("--dtype", default="uint8", choices=["uint8", "float32", "float16"],
+                   help="output element type of the recipe (default: uint8)")
     p.add_argument("--storage-mbps", type=float, default=None,
                    help="the storage read rate in MB/s (default: measured on a sample of "
                         "records; a cached local file reads far faster than a cold one)")

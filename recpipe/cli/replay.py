@@ -22,7 +22,8 @@ def register(subparsers):
     p.add_argument("--options", default=None, metavar="DIGEST",
                    help="the options digest of one loader, when several logged the batch")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--image-format", choices=("png", "jpg"), default="png")
+    p.add_argument("--image-format", choices=("png", "jpg"), default="png",
+                   help="file format of the per-sample images (default: png)")
     p.add_argument("--no-check", action="store_true",
                    help="replay even when the file changed since the log was written")
     add_storage_options(p)
