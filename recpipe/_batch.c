@@ -22,11 +22,12 @@
  * raises its precise error; nothing is reported from here.
  *
  * ``options``: (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets,
- * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc, min_area,
- * max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as recpipe's
- * Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
- * aspect range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
- * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
+ * label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest, max_scans,
+ * resize, rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation,
+ * scales), as recpipe's Augmenter and Decoder have them (check_rest, max_scans: as
+ * recpipe._jpegroi's; resize -1: none; rrc: random-resized crop with that area and aspect
+ * range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2, 1/4, 1/8
+ * the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
  * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
  * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
@@ -64,7 +65,8 @@ typedef struct {
     int nchw, rand_crop, mirror, rand_mirror, is_float;
     float gains[3], offsets[3];
     long label_width;
-    int fast_dct, fast_upsample, strict;
+    int fast_dct, fast_upsample, strict, check_rest;
+    unsigned int max_scans;
     unsigned long long max_pixels, max_bytes;
     long resize;
     int rrc, scales;
@@ -603,6 +605,8 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     job->fast_dct = opt->fast_dct;
     job->fast_upsample = opt->fast_upsample;
     job->strict = job->err.strict = opt->strict;
+    job->check_rest = opt->check_rest;
+    job->max_scans = opt->max_scans;
     job->max_bytes = opt->max_bytes;
     if (roi_guarded(job, roi_header) != 0 || job->depth != 3)
         goto done;
@@ -700,13 +704,14 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 static int parse_options(PyObject *options, run_options *opt)
 {
     PyObject *gains, *offsets;
-    if (!PyArg_ParseTuple(options, "llppppOOlpppKKlpdddddddi:options", &opt->out_h,
+    if (!PyArg_ParseTuple(options, "llppppOOlpppKKpIlpdddddddi:options", &opt->out_h,
                           &opt->out_w, &opt->nchw, &opt->rand_crop, &opt->mirror,
                           &opt->rand_mirror, &gains, &offsets, &opt->label_width,
                           &opt->fast_dct, &opt->fast_upsample, &opt->strict, &opt->max_pixels,
-                          &opt->max_bytes, &opt->resize, &opt->rrc, &opt->min_area,
-                          &opt->max_area, &opt->aspect_low, &opt->aspect_high, &opt->colour[0],
-                          &opt->colour[1], &opt->colour[2], &opt->scales))
+                          &opt->max_bytes, &opt->check_rest, &opt->max_scans, &opt->resize,
+                          &opt->rrc, &opt->min_area, &opt->max_area, &opt->aspect_low,
+                          &opt->aspect_high, &opt->colour[0], &opt->colour[1], &opt->colour[2],
+                          &opt->scales))
         return -1;
     if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
         || (opt->rrc && !(opt->aspect_low > 0 && opt->aspect_low <= opt->aspect_high))) {

@@ -123,7 +123,11 @@ class ImageLoader:
     ``max_pixels``: images declaring more pixels are refused before decoding (a DecodeError
     under ``on_error``; default 89.5 MP, Pillow's limit; None: no limit). Work and memory per
     sample are bounded by it and by the output size (an image far smaller than the output is
-    cropped before it is upscaled).
+    cropped before it is upscaled). ``max_scans``: JPEGs of more scans (default 100; None: no
+    limit) are refused before their extra scans are decoded (a progressive "scan bomb").
+    ``integrity``: 'off', 'auto' (the default: libjpeg's corrupt-data warnings in the rows
+    decoded are errors) or 'strict' (region decodes also entropy-decode the rest of the scan,
+    so every record a full decode would flag is a DecodeError; see BENCHMARKS.md for its cost).
     ``aug_seed``: keys the augmentation's random stream (default: ``seed``, which also keys
     the shuffle).
     ``keys``: index keys of the records to serve (default: every record, or only the images of
@@ -166,7 +170,8 @@ class ImageLoader:
         self.config = o.augment
         self.augmenter = Augmenter(self.config)
         self.decoder = get_decoder(o.decoder, fast_dct=o.fast_dct, fast_upsample=o.fast_upsample,
-                                   max_pixels=o.max_pixels)
+                                   max_pixels=o.max_pixels, integrity=o.integrity,
+                                   max_scans=o.max_scans)
         self._pid = os.getpid()
         self._pool = None
         self.reader = RecordReader(url, index_url, storage_options)
