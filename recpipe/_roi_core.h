@@ -130,8 +130,43 @@ static JDIMENSION clip_dimension(long value, JDIMENSION limit)
     return (JDIMENSION)value;
 }
 
+/* The scans of the stream, counting up to ``stop`` + 1: 1 (the scan whose header was just read)
+ * plus the SOS segments after ``from`` (its entropy-coded data), found without decoding by
+ * walking the markers (FF bytes inside entropy-coded data are stuffed; segments are skipped by
+ * their lengths, so table bytes are never taken for markers). */
+static unsigned long count_scans(const unsigned char *data, size_t size, size_t from,
+                                 unsigned long stop)
+{
+    unsigned long scans = 1;
+    size_t pos = from;
+    while (pos + 1 < size && scans <= stop) {
+        const unsigned char *ff = memchr(data + pos, 0xFF, size - pos);
+        if (ff == NULL)
+            break;
+        pos = (size_t)(ff - data);
+        if (pos + 1 >= size)
+            break;
+        unsigned char marker = data[pos + 1];
+        if (marker == 0xFF) { /* fill byte */
+            pos += 1;
+            continue;
+        }
+        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {
+            pos += 2; /* stuffing, restarts, standalone markers */
+            continue;
+        }
+        if (marker == 0xD9 || pos + 4 > size)
+            break;
+        if (marker == 0xDA)
+            scans++;
+        pos += 2 + ((size_t)data[pos + 2] << 8 | data[pos + 3]);
+    }
+    return scans;
+}
+
 /* Phase 1a (no GIL): read the header (cinfo.image_width/height then hold the declared size)
- * and choose the output colour space. Returns 0; libjpeg errors longjmp to roi_guarded(). */
+ * and choose the output colour space. Returns 0, or -1 with err.message set (too many scans);
+ * libjpeg errors longjmp to roi_guarded(). */
 static int roi_header(roi_job *job)
 {
     struct jpeg_decompress_struct *cinfo = &job->cinfo;
@@ -149,6 +184,17 @@ static int roi_header(roi_job *job)
     }
     jpeg_mem_src(cinfo, (unsigned char *)job->data, (unsigned long)job->size);
     jpeg_read_header(cinfo, TRUE);
+    /* a multi-scan stream's scans are counted before any is decoded (a bomb is refused in
+     * microseconds, not after max_scans passes); the progress monitor stays the backstop */
+    if (job->max_scans && jpeg_has_multiple_scans(cinfo)
+        && cinfo->src->next_input_byte >= job->data
+        && count_scans(job->data, job->size, (size_t)(cinfo->src->next_input_byte - job->data),
+                       job->max_scans) > job->max_scans) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX,
+                 "JPEG has more than %u scans (a progressive scan bomb?); raise max_scans to "
+                 "decode it", job->max_scans);
+        return -1;
+    }
 
     switch (cinfo->jpeg_color_space) {
     case JCS_CMYK:
@@ -228,7 +274,8 @@ static int roi_begin(roi_job *job)
 /* Phase 1 (no GIL): roi_header then roi_begin. */
 static inline int roi_start(roi_job *job)
 {
-    roi_header(job);
+    if (roi_header(job) != 0)
+        return -1;
     return roi_begin(job);
 }
 

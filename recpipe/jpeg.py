@@ -58,7 +58,8 @@ def count_scans(data, at_least=None):
     is an FF DA pair (FF bytes inside entropy-coded data are stuffed), so when ``data`` holds
     no more than ``at_least`` of them that count is returned at once (an upper bound); else
     the markers after the first scan are walked (segments skipped by their lengths, so table
-    bytes or an embedded thumbnail are not counted) for the exact number."""
+    bytes or an embedded thumbnail are not counted) for the exact number, or until it is over
+    ``at_least``."""
     buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
     start = None
     try:
@@ -72,13 +73,14 @@ def count_scans(data, at_least=None):
     bound = 1 + buf.count(b"\xff\xda", start)
     if at_least is not None and bound <= at_least:
         return bound
-    return 1 + _scans_after(buf, start)
+    return 1 + _scans_after(buf, start, at_least)
 
 
-def _scans_after(buf, pos):
-    """SOS segments after ``pos`` (inside the first scan's entropy-coded data)."""
+def _scans_after(buf, pos, stop):
+    """SOS segments after ``pos`` (inside the first scan's entropy-coded data), counting no
+    further than ``stop`` + 1 (None: all)."""
     count, size = 0, len(buf)
-    while True:
+    while stop is None or count <= stop:
         pos = buf.find(b"\xff", pos)
         if pos < 0 or pos + 1 >= size:
             return count
@@ -94,3 +96,4 @@ def _scans_after(buf, pos):
         if marker == SOS:
             count += 1
         pos += 2 + struct.unpack_from(">H", buf, pos + 2)[0]
+    return count

@@ -192,7 +192,7 @@ def test_scans_are_counted_without_decoding():
     # FF DA bytes inside a segment (a comment, a thumbnail) are not scans
     comment = b"\xff\xfe" + struct.pack(">H", 2 + 400) + b"\xff\xda" * 200
     padded = bomb[:2] + comment + bomb[2:]
-    assert count_scans(padded, at_least=10) == 300
+    assert count_scans(padded) == 300 and 10 < count_scans(padded, at_least=10) < 300
     baseline = _jpeg(_image(64, 64, 0))
     assert count_scans(baseline[:2] + comment + baseline[2:], at_least=10) == 1
 
@@ -208,7 +208,7 @@ def test_a_scan_bomb_is_refused_quickly_by_every_backend(name):
         with pytest.raises(DecodeError, match=f"more than {DEFAULT_MAX_SCANS} scans"):
             call()
         elapsed = time.perf_counter() - start
-        assert elapsed < 60, elapsed  # a hang guard only: ~0.1 s; the whole bomb takes ~10x
+        assert elapsed < 60, elapsed  # a hang guard only: < 0.1 s; the whole bomb takes ~2 s
 
 
 @pytest.mark.parametrize("name", available_decoders())
