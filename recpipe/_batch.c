@@ -29,10 +29,11 @@
  *
  * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS,
  * parsed by OPTION_TABLE below): (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains,
- * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, resize, rrc,
- * min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation, scales), as
- * recpipe's Augmenter and Decoder have them (resize -1: none; rrc: random-resized crop with that area and
- * aspect range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
+ * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest,
+ * max_scans, resize, rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast,
+ * saturation, scales), as recpipe's Augmenter and Decoder have them (check_rest, max_scans: as
+ * recpipe._jpegroi's; resize -1: none; rrc: random-resized crop with that area and aspect
+ * range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
  * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
@@ -74,7 +75,8 @@ typedef struct {
     int nchw, rand_crop, mirror, rand_mirror, is_float;
     float gains[3], offsets[3];
     long label_width;
-    int fast_dct, fast_upsample, strict;
+    int fast_dct, fast_upsample, strict, check_rest;
+    int max_scans; /* 0: no limit */
     unsigned long long max_pixels, max_bytes;
     long resize;
     int rrc, scales;
@@ -630,6 +632,8 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     job->fast_dct = opt->fast_dct;
     job->fast_upsample = opt->fast_upsample;
     job->strict = job->err.strict = opt->strict;
+    job->check_rest = opt->check_rest;
+    job->max_scans = (unsigned)opt->max_scans;
     job->max_bytes = opt->max_bytes;
     if (roi_guarded(job, roi_header) != 0 || job->depth != 3)
         goto done;
@@ -769,6 +773,8 @@ static const option_field OPTION_TABLE[] = {
     OPTION("strict", OPT_BOOL, strict),
     OPTION("max_pixels", OPT_ULL, max_pixels),
     OPTION("max_bytes", OPT_ULL, max_bytes),
+    OPTION("check_rest", OPT_BOOL, check_rest),
+    OPTION("max_scans", OPT_INT, max_scans),
     OPTION("resize", OPT_LONG, resize),
     OPTION("rrc", OPT_BOOL, rrc),
     OPTION("min_area", OPT_DOUBLE, min_area),
@@ -840,6 +846,10 @@ static int parse_options(PyObject *options, run_options *opt)
                           && opt->aspect_high <= 1e6 && opt->min_area >= 0
                           && opt->min_area <= opt->max_area && opt->max_area <= 1))) {
         PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
+        return -1;
+    }
+    if (opt->max_scans < 0) {
+        PyErr_SetString(PyExc_ValueError, "max_scans must be >= 0 (0: no limit)");
         return -1;
     }
     if (opt->out_h < 1 || opt->out_w < 1 || opt->out_h > 65535 || opt->out_w > 65535

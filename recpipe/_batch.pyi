@@ -10,10 +10,11 @@ from typing_extensions import Buffer
 OPTION_FIELDS: Tuple[str, ...]
 DRAW_SLOTS: Dict[str, int]
 
-def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffer, samples: Buffer, slots: Buffer,
-         images: Buffer, labels: Buffer, status: Buffer, key_lo: int, key_hi: int, epoch: int,
+def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffer,
+         samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
+         key_lo: int, key_hi: int, epoch: int,
          options: Tuple[int, int, bool, bool, bool, bool, Tuple[float, float, float],
-                        Tuple[float, float, float], int, bool, bool, bool, int, int, int, bool,
-                        float, float, float, float, float, float, float, int],
+                        Tuple[float, float, float], int, bool, bool, bool, int, int, bool, int,
+                        int, bool, float, float, float, float, float, float, float, int],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...

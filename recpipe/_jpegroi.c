@@ -2,7 +2,8 @@
  * recpipe._jpegroi: region-of-interest and DCT-scaled JPEG decoding with libjpeg(-turbo).
  *
  * decode(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample,
- *        strict, max_bytes) -> (buffer, height, width, depth, x, y, full_height, full_width)
+ *        strict, max_bytes[, check_rest, max_scans])
+ *     -> (buffer, height, width, depth, x, y, full_height, full_width)
  *
  * ``data`` is any C-contiguous buffer (bytes, bytearray, memoryview slice): it is not copied.
  * The image is decoded at scale ``scale_num/scale_denom``; (x0, y0, x1, y1) is the wanted
@@ -19,7 +20,10 @@
  * Errors (libjpeg's error_exit, longjmp'd back here) raise ValueError with libjpeg's message; in
  * strict mode corrupt-data warnings (emit_message level -1) are errors too, and a stream that
  * stops before its EOI marker raises "Premature end of JPEG file" even when decoding stopped
- * above the missing part. The GIL is released while libjpeg runs; the output is allocated with
+ * above the missing part. ``check_rest`` (default False): a region decode that stops above the
+ * last row entropy-decodes the rest of the scan to EOI (no IDCT), so that what a full decode
+ * would warn about raises too (with ``strict``). ``max_scans`` (default 0: no limit): a stream
+ * with more scans raises "JPEG has more than N scans" before decoding the next. The GIL is released while libjpeg runs; the output is allocated with
  * the GIL held between the two released phases. Everything is freed on every path.
  */
 #define PY_SSIZE_T_CLEAN
@@ -32,15 +36,17 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     Py_buffer view;
     unsigned int num, den;
     long x0, y0, x1, y1;
-    int channels, fast_dct, fast_upsample, strict;
+    int channels, fast_dct, fast_upsample, strict, check_rest = 0;
+    unsigned int max_scans = 0;
     unsigned long long max_bytes;
     roi_job *job;
     PyObject *out = NULL, *result = NULL;
     int status;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "y*IIllllipppK:decode", &view, &num, &den, &x0, &y0, &x1, &y1,
-                          &channels, &fast_dct, &fast_upsample, &strict, &max_bytes))
+    if (!PyArg_ParseTuple(args, "y*IIllllipppK|pI:decode", &view, &num, &den, &x0, &y0, &x1,
+                          &y1, &channels, &fast_dct, &fast_upsample, &strict, &max_bytes,
+                          &check_rest, &max_scans))
         return NULL;
     if (channels != 1 && channels != 3) {
         PyBuffer_Release(&view);
@@ -70,6 +76,8 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     job->fast_upsample = fast_upsample;
     job->strict = job->err.strict = strict;
     job->max_bytes = max_bytes;
+    job->check_rest = check_rest;
+    job->max_scans = max_scans;
     roi_init_errors(job);
 
     if (job->size == 0) {
@@ -115,7 +123,8 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
 static PyMethodDef roi_methods[] = {
     {"decode", roi_decode, METH_VARARGS,
      "decode(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample, "
-     "strict, max_bytes) -> (bytearray, height, width, depth, x, y, full_height, full_width)"},
+     "strict, max_bytes[, check_rest, max_scans]) -> (bytearray, height, width, depth, x, y, "
+     "full_height, full_width)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef roi_module = {

@@ -9,4 +9,5 @@ JPEG_LIB_VERSION: int
 
 def decode(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int, y1: int,
            channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
-           max_bytes: int) -> Tuple[bytearray, int, int, int, int, int, int, int]: ...
+           max_bytes: int, check_rest: bool = ...,
+           max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]: ...

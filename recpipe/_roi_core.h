@@ -8,6 +8,12 @@
  * roi_guarded(job, roi_begin) -> job->out_* say which window will be decoded; the caller
  * points job->pixels at out_h x out_w x depth bytes and job->rows at out_h row pointers;
  * roi_guarded(job, roi_read); roi_free(job) on every path.
+ *
+ * Integrity: with ``strict`` libjpeg's corrupt-data warnings are errors in whatever is decoded;
+ * with ``check_rest`` too, a region decode that stops above the last row entropy-decodes the
+ * rest of the scan (jpeg_skip_scanlines: Huffman decoding without IDCT) and reads to EOI, so a
+ * warning a full decode would give is an error here too. ``max_scans`` (0: none) stops a
+ * stream after that many scans (a progressive "scan bomb" costs a full pass per scan).
  */
 #ifndef RECPIPE_ROI_CORE_H
 #define RECPIPE_ROI_CORE_H
@@ -39,8 +45,10 @@ typedef struct {
     size_t size;
     unsigned int scale_num, scale_den;
     long x0, y0, x1, y1;
-    int channels, fast_dct, fast_upsample, strict;
+    int channels, fast_dct, fast_upsample, strict, check_rest;
+    unsigned int max_scans;
     unsigned long long max_bytes;
+    struct jpeg_progress_mgr progress; /* counts scans when max_scans > 0 */
     /* result of phase 1 */
     int depth;
     JDIMENSION full_w, full_h, out_x, out_w, out_y, out_h;
@@ -48,6 +56,7 @@ typedef struct {
     unsigned char *pixels;
     JSAMPROW *rows;
     int borrowed_rows; /* rows belong to the caller: roi_free leaves them */
+    unsigned char *spare_row; /* check_rest's last row (PyMem_RawMalloc'd, freed by roi_free) */
 } roi_job;
 
 static void roi_error_exit(j_common_ptr cinfo)
@@ -73,6 +82,21 @@ static void roi_emit_message(j_common_ptr cinfo, int level)
 static void roi_output_message(j_common_ptr cinfo)
 {
     (void)cinfo; /* never print to stderr */
+}
+
+/* libjpeg calls this before each iMCU row it reads (and between scans): a stream past its
+ * max_scans-th scan stops here, before that scan costs anything. ``cinfo`` is the job's first
+ * member. */
+static void roi_progress(j_common_ptr cinfo)
+{
+    roi_job *job = (roi_job *)cinfo;
+    int scans = job->cinfo.input_scan_number;
+    if (job->max_scans && scans > 0 && (unsigned int)scans > job->max_scans) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX,
+                 "JPEG has more than %u scans (a progressive scan bomb?); raise max_scans to "
+                 "decode it", job->max_scans);
+        longjmp(job->err.jump, 1);
+    }
 }
 
 /* True when an EOI marker (FF D9) follows the first scan header. FF D9 cannot occur inside
@@ -106,8 +130,43 @@ static JDIMENSION clip_dimension(long value, JDIMENSION limit)
     return (JDIMENSION)value;
 }
 
+/* The scans of the stream, counting up to ``stop`` + 1: 1 (the scan whose header was just read)
+ * plus the SOS segments after ``from`` (its entropy-coded data), found without decoding by
+ * walking the markers (FF bytes inside entropy-coded data are stuffed; segments are skipped by
+ * their lengths, so table bytes are never taken for markers). */
+static unsigned long count_scans(const unsigned char *data, size_t size, size_t from,
+                                 unsigned long stop)
+{
+    unsigned long scans = 1;
+    size_t pos = from;
+    while (pos + 1 < size && scans <= stop) {
+        const unsigned char *ff = memchr(data + pos, 0xFF, size - pos);
+        if (ff == NULL)
+            break;
+        pos = (size_t)(ff - data);
+        if (pos + 1 >= size)
+            break;
+        unsigned char marker = data[pos + 1];
+        if (marker == 0xFF) { /* fill byte */
+            pos += 1;
+            continue;
+        }
+        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {
+            pos += 2; /* stuffing, restarts, standalone markers */
+            continue;
+        }
+        if (marker == 0xD9 || pos + 4 > size)
+            break;
+        if (marker == 0xDA)
+            scans++;
+        pos += 2 + ((size_t)data[pos + 2] << 8 | data[pos + 3]);
+    }
+    return scans;
+}
+
 /* Phase 1a (no GIL): read the header (cinfo.image_width/height then hold the declared size)
- * and choose the output colour space. Returns 0; libjpeg errors longjmp to roi_guarded(). */
+ * and choose the output colour space. Returns 0, or -1 with err.message set (too many scans);
+ * libjpeg errors longjmp to roi_guarded(). */
 static int roi_header(roi_job *job)
 {
     struct jpeg_decompress_struct *cinfo = &job->cinfo;
@@ -119,8 +178,23 @@ static int roi_header(roi_job *job)
     if (job->max_bytes)
         cinfo->mem->max_memory_to_use =
             job->max_bytes > (unsigned long long)LONG_MAX ? LONG_MAX : (long)job->max_bytes;
+    if (job->max_scans) {
+        job->progress.progress_monitor = roi_progress;
+        cinfo->progress = &job->progress;
+    }
     jpeg_mem_src(cinfo, (unsigned char *)job->data, (unsigned long)job->size);
     jpeg_read_header(cinfo, TRUE);
+    /* a multi-scan stream's scans are counted before any is decoded (a bomb is refused in
+     * microseconds, not after max_scans passes); the progress monitor stays the backstop */
+    if (job->max_scans && jpeg_has_multiple_scans(cinfo)
+        && cinfo->src->next_input_byte >= job->data
+        && count_scans(job->data, job->size, (size_t)(cinfo->src->next_input_byte - job->data),
+                       job->max_scans) > job->max_scans) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX,
+                 "JPEG has more than %u scans (a progressive scan bomb?); raise max_scans to "
+                 "decode it", job->max_scans);
+        return -1;
+    }
 
     switch (cinfo->jpeg_color_space) {
     case JCS_CMYK:
@@ -200,8 +274,40 @@ static int roi_begin(roi_job *job)
 /* Phase 1 (no GIL): roi_header then roi_begin. */
 static inline int roi_start(roi_job *job)
 {
-    roi_header(job);
+    if (roi_header(job) != 0)
+        return -1;
     return roi_begin(job);
+}
+
+/* check_rest: entropy-decode the rows below the region (skipping them decodes no pixels),
+ * read the last row into a spare buffer (skipping to the bottom would stop without decoding),
+ * then read to EOI, so every warning of a full decode is raised. 0, or -1 with err.message. */
+static int roi_read_rest(roi_job *job, size_t stride)
+{
+    struct jpeg_decompress_struct *cinfo = &job->cinfo;
+    JDIMENSION last = cinfo->output_height - 1;
+    JSAMPROW row;
+
+    while (cinfo->output_scanline < last) {
+        if (jpeg_skip_scanlines(cinfo, last - cinfo->output_scanline) == 0) {
+            snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_skip_scanlines made no progress");
+            return -1;
+        }
+    }
+    job->spare_row = (unsigned char *)PyMem_RawMalloc(stride ? stride : 1);
+    if (job->spare_row == NULL) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX, "out of memory");
+        return -1;
+    }
+    row = job->spare_row;
+    while (cinfo->output_scanline < cinfo->output_height) {
+        if (jpeg_read_scanlines(cinfo, &row, 1) == 0) {
+            snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_read_scanlines made no progress");
+            return -1;
+        }
+    }
+    jpeg_finish_decompress(cinfo);
+    return 0;
 }
 
 /* Phase 2 (no GIL): skip, read the rows into job->pixels, stop. */
@@ -232,6 +338,8 @@ static int roi_read(roi_job *job)
     }
     if (cinfo->output_scanline >= cinfo->output_height && !jpeg_input_complete(cinfo)) {
         jpeg_finish_decompress(cinfo); /* reads the rest up to EOI (warns when truncated) */
+    } else if (job->check_rest && cinfo->output_scanline < cinfo->output_height) {
+        return roi_read_rest(job, stride);
     } else if (job->strict && !jpeg_input_complete(cinfo)
                && !has_eoi_after(resume_point(job), job->data + job->size)) {
         snprintf(job->err.message, JMSG_LENGTH_MAX,
@@ -258,6 +366,8 @@ static void roi_free(roi_job *job)
     if (!job->borrowed_rows)
         PyMem_RawFree(job->rows);
     job->rows = NULL;
+    PyMem_RawFree(job->spare_row);
+    job->spare_row = NULL;
 }
 
 /* Sets up the error manager of a zeroed job. */

@@ -13,10 +13,10 @@ import numpy as np
 
 from .._optional import extension
 from ..errors import DecodeError
-from ..jpeg import SOF_MARKERS, JpegHeaderError, segments
+from ..jpeg import SOF_MARKERS, JpegHeaderError, count_scans, segments
 
-__all__ = ["DEFAULT_MAX_PIXELS", "Decoder", "EIGHTHS", "MAX_REGION_BYTES", "Window",
-           "check_jpeg_complete", "cmyk_to_rgb", "image_size", "is_jpeg", "load_roi",
+__all__ = ["DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SCANS", "Decoder", "EIGHTHS", "INTEGRITY_MODES",
+           "MAX_REGION_BYTES", "Window", "check_jpeg_complete", "cmyk_to_rgb", "image_size", "is_jpeg", "load_roi",
            "opencv_decode", "reduce_scale", "roi_decode", "scaled_size", "to_gray"]
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,17 @@ MAX_REGION_BYTES = 1 << 31
 
 # images declaring more pixels are refused before decoding (Pillow's MAX_IMAGE_PIXELS)
 DEFAULT_MAX_PIXELS = 89_478_485
+# JPEGs with more scans are refused (libjpeg-turbo's -maxscans idea): a progressive scan costs a
+# pass over every block of its component, so a small file of thousands of scans is a CPU bomb.
+# Encoders write 1 (baseline), 6-10 (libjpeg's progressive scripts) to ~20 (mozjpeg's optimised
+# ones); 100 leaves room for odd scripts and bounds the work to ~100 passes of max_pixels.
+DEFAULT_MAX_SCANS = 100
+
+# what a decode checks (LoaderOptions.integrity): "off" and "auto" decode what is needed, with
+# libjpeg's corrupt-data warnings as errors (``strict``); "strict" also entropy-decodes the rest
+# of a region decode's scan to EOI, so nothing a full decode would warn about gets through
+INTEGRITY_MODES = ("off", "auto", "strict")
+
 # formats other than JPEG/PNG are sized by decoding them: OpenCV's own limit bounds that work
 os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
 
@@ -148,20 +159,31 @@ class Decoder:
     scales = ((1, 1),)
     roi = False  # True when decode_region decodes only the region
     _roi = None  # the recpipe._jpegroi module, for backends that decode regions with it
+    counts_scans = False  # True when _decode_jpeg enforces max_scans itself (libjpeg's monitor)
 
     def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True,
-                 max_pixels=DEFAULT_MAX_PIXELS):
+                 max_pixels=DEFAULT_MAX_PIXELS, integrity="auto", max_scans=DEFAULT_MAX_SCANS):
         if max_pixels is not None and max_pixels < 1:
             raise ValueError(f"max_pixels={max_pixels!r} must be >= 1 (or None: no limit)")
+        if max_scans is not None and (not isinstance(max_scans, int) or isinstance(max_scans, bool)
+                                      or not 1 <= max_scans < 1 << 31):
+            raise ValueError(f"max_scans={max_scans!r} must be a number >= 1 (or None: no limit)")
+        if integrity not in INTEGRITY_MODES:
+            raise ValueError(f"integrity={integrity!r}: expected one of {INTEGRITY_MODES}")
         self.fast_dct = bool(fast_dct)
         self.fast_upsample = bool(fast_upsample)
-        self.strict = bool(strict)
+        self.integrity = integrity
+        # "strict" integrity: warnings are errors, and region decodes read their scan to the end
+        self.strict = bool(strict) or integrity == "strict"
+        self.check_rest = integrity == "strict"
         self.max_pixels = max_pixels
+        self.max_scans = max_scans
 
     def __repr__(self):
         return (f"{type(self).__name__}(fast_dct={self.fast_dct}, "
                 f"fast_upsample={self.fast_upsample}, strict={self.strict}, "
-                f"max_pixels={self.max_pixels})")
+                f"max_pixels={self.max_pixels}, integrity={self.integrity!r}, "
+                f"max_scans={self.max_scans})")
 
     def size(self, data):
         """(height, width) read from the header without decoding; DecodeError on garbage or
@@ -171,13 +193,14 @@ class Decoder:
         return height, width
 
     def region_options(self):
-        """``(fast_dct, fast_upsample, strict, max_pixels, max_region_bytes)`` as this backend
-        decodes JPEG regions with ``recpipe._jpegroi`` (``max_pixels`` 0: no limit), for a
-        native caller that must decode exactly as it does; None when it does not use it."""
+        """``(fast_dct, fast_upsample, strict, max_pixels, max_region_bytes, check_rest,
+        max_scans)`` as this backend decodes JPEG regions with ``recpipe._jpegroi``
+        (``max_pixels``, ``max_scans`` 0: no limit), for a native caller that must decode
+        exactly as it does; None when it does not use it."""
         if self._roi is None or not self.roi:
             return None
         return (self.fast_dct, self.fast_upsample, self.strict, self.max_pixels or 0,
-                MAX_REGION_BYTES)
+                MAX_REGION_BYTES, self.check_rest, self.max_scans or 0)
 
     def _check_pixels(self, height, width):
         if self.max_pixels is not None and height * width > self.max_pixels:
@@ -189,6 +212,13 @@ class Decoder:
         """Refuse a JPEG/PNG whose header declares more than ``max_pixels`` (before decoding)."""
         if self.max_pixels is not None and (is_jpeg(data) or bytes(data[:8]) == _PNG_SIGNATURE):
             self._check_pixels(*image_size(data))
+
+    def _check_scans(self, data):
+        """Refuse a JPEG of more than ``max_scans`` scans, counted without decoding (for the
+        backends whose library cannot be told to stop)."""
+        if self.max_scans is not None and count_scans(data, self.max_scans) > self.max_scans:
+            raise DecodeError(f"JPEG has more than {self.max_scans} scans (a progressive scan "
+                              "bomb?); raise max_scans to decode it")
 
     def decode(self, data, *, scale=(1, 1), channels=3):
         """RGB (``channels=3``) or gray (``channels=1``) uint8 array ``(H, W, channels)``."""
@@ -203,6 +233,8 @@ class Decoder:
         if scale not in self.scales:
             raise ValueError(f"{self.name} cannot decode at scale {scale}: "
                              f"supported {list(self.scales)}")
+        if not self.counts_scans:
+            self._check_scans(data)
         return self._decode_jpeg(data, scale, channels)
 
     def decode_region(self, data, box, *, scale=(1, 1), channels=3):
@@ -231,7 +263,8 @@ def roi_decode(decoder, data, box, scale, channels):
     try:
         buf, height, width, depth, x, y, full_h, full_w = decoder._roi.decode(
             data, scale[0], scale[1], x0, y0, x1, y1, channels, decoder.fast_dct,
-            decoder.fast_upsample, decoder.strict, MAX_REGION_BYTES)
+            decoder.fast_upsample, decoder.strict, MAX_REGION_BYTES, decoder.check_rest,
+            decoder.max_scans or 0)
     except ValueError as e:
         raise DecodeError(f"libjpeg: {e}") from None
     img = np.frombuffer(buf, dtype=np.uint8).reshape(height, width, depth)

@@ -25,6 +25,10 @@ Shared behaviour of every backend:
   A truncated JPEG (libjpeg "Premature end of JPEG file" and other recoverable *warnings*)
   raises too when ``strict=True`` (the default); with ``strict=False`` the backend's partial
   image (grey/garbage at the bottom) is returned, as libjpeg and ``cv2.imdecode`` do.
+- A JPEG of more than ``max_scans`` scans (default 100; None: no limit) raises
+  ``recpipe.DecodeError`` before its extra scans cost anything: libjpeg's progress monitor
+  stops it in ``recpipe._jpegroi`` and ``recpipe._batch``; for the other libraries the scans
+  are counted in the stream first (``recpipe.jpeg.count_scans``, no decoding).
 - Decoders are safe to share between threads (libjpeg-turbo keeps one handle per thread) and
   release the GIL while decoding (ctypes calls, simplejpeg's ``nogil`` and OpenCV all do).
 
@@ -38,7 +42,15 @@ others decode the whole image and return it with ``window = (0, 0, H, W)``. Insi
 pixels equal a full decode's (the extension widens libjpeg's column crop by a column each side,
 so the chroma-upsampling seam at the window's edges stays outside ``box``). With ``strict=True``
 a region decode still rejects a stream that stops before its EOI marker, but corrupt entropy data
-below the region is never decoded, so not reported.
+below the region is never decoded, so not reported. With ``integrity="strict"`` it is: after
+the region, the rest of the scan is entropy-decoded to EOI (``jpeg_skip_scanlines``: Huffman
+decoding, no IDCT), so a region decode raises on every warning a full decode gives (whole-image
+decodes read to EOI in every mode). Limits of the other backends: 'turbojpeg' full decodes stop
+on a warning (``TJFLAG_STOPONWARNING``, ``tjGetErrorCode``) and 'simplejpeg' raises on one
+(``strict=True``): both decode the whole image, so they catch what a full decode catches in
+every mode; OpenCV reports no warnings at all, so the 'opencv' backend first entropy-decodes the
+stream with ``recpipe._jpegroi`` (at 1/8 scale) when that is built, else only checks the
+stream's structure (EOI present, no invalid marker in the entropy-coded data).
 
 The 'turbojpeg' backend binds ``libturbojpeg`` directly with ctypes through the TurboJPEG 2.x
 API, which libjpeg-turbo 2.x and 3.x both export: PyTurboJPEG 2.x refuses libjpeg-turbo < 3.0
@@ -58,12 +70,14 @@ from typing import List, Optional
 import numpy as np
 
 from ..errors import DecodeError
-from .decoder_base import (DEFAULT_MAX_PIXELS, EIGHTHS, MAX_REGION_BYTES, Decoder, Window,
-                           check_jpeg_complete, cmyk_to_rgb, image_size, is_jpeg, load_roi,
-                           opencv_decode, reduce_scale, roi_decode, scaled_size, to_gray)
+from .decoder_base import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, EIGHTHS, MAX_REGION_BYTES,
+                           Decoder, Window, check_jpeg_complete, cmyk_to_rgb, image_size,
+                           is_jpeg, load_roi, opencv_decode, reduce_scale, roi_decode,
+                           scaled_size, to_gray)
 
 __all__ = [
     "DEFAULT_MAX_PIXELS",
+    "DEFAULT_MAX_SCANS",
     "Decoder",
     "available_decoders",
     "get_decoder",
@@ -114,7 +128,8 @@ def _validate_jpeg(data):
     roi = load_roi()
     if roi is not None:
         try:
-            roi.decode(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, MAX_REGION_BYTES)
+            roi.decode(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, MAX_REGION_BYTES, True,
+                       0)  # the scans were counted before
         except ValueError as e:
             raise DecodeError(f"libjpeg: {e}") from None
         return
@@ -351,6 +366,7 @@ class LibjpegDecoder(Decoder):
     name = "libjpeg"
     scales = EIGHTHS
     roi = True
+    counts_scans = True  # libjpeg's progress monitor stops at max_scans
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -417,8 +433,14 @@ def available_decoders() -> List[str]:
 
 
 def get_decoder(name: str = "auto", *, fast_dct: bool = False, fast_upsample: bool = False,
-                strict: bool = True, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> "Decoder":
+                strict: bool = True, max_pixels: Optional[int] = DEFAULT_MAX_PIXELS,
+                integrity: str = "auto",
+                max_scans: Optional[int] = DEFAULT_MAX_SCANS) -> "Decoder":
     """A ``Decoder`` by backend name, or the preferred available one for ``"auto"``.
+
+    ``integrity`` ("off", "auto", "strict"): see the module docstring (with "strict", region
+    decodes read their scan to the end; it implies ``strict=True``). ``max_scans``: JPEGs with
+    more scans raise DecodeError (None: no limit).
 
     ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, libjpeg, simplejpeg,
     opencv): a
@@ -426,7 +448,7 @@ def get_decoder(name: str = "auto", *, fast_dct: bool = False, fast_upsample: bo
     runs on the same machine always decode with the same library.
     """
     options = dict(fast_dct=fast_dct, fast_upsample=fast_upsample, strict=strict,
-                   max_pixels=max_pixels)
+                   max_pixels=max_pixels, integrity=integrity, max_scans=max_scans)
     if name == "auto":
         return _BACKENDS[available_decoders()[0]](**options)
     if name not in _BACKENDS:

@@ -137,7 +137,8 @@ class ImageLoader:
     ``max_pixels``: images declaring more pixels are refused before decoding (a DecodeError
     under ``on_error``; default 89.5 MP, Pillow's limit; None: no limit). Work and memory per
     sample are bounded by it and by the output size (an image far smaller than the output is
-    cropped before it is upscaled).
+    cropped before it is upscaled). ``max_scans``: JPEGs of more scans (default 100; None: no
+    limit) are refused before their extra scans are decoded (a progressive "scan bomb").
     ``aug_seed``: keys the augmentation's random stream (default: ``seed``, which also keys
     the shuffle).
     ``keys``: index keys of the records to serve (default: every record, or only the images of
@@ -157,7 +158,9 @@ class ImageLoader:
     sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
     remember records found bad (checksum, framing, decode) in a quarantine file that later
     epochs and runs skip without reading them (``recpipe.io.quarantine``; ``recpipe verify``
-    clears entries that pass); 'off': neither.
+    clears entries that pass); 'off': neither. In every mode libjpeg's corrupt-data warnings in
+    the rows decoded are errors; 'strict' also entropy-decodes the rest of a region decode's
+    scan, so every record a full decode would flag is a DecodeError (its cost: BENCHMARKS.md).
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
     record positions, seeds, digests of the options and the file): ``recpipe.replay`` rebuilds
     any logged batch from it (``recpipe.decode.provenance``).
@@ -188,7 +191,8 @@ class ImageLoader:
         self.config = o.augment
         self.augmenter = Augmenter(self.config)
         self.decoder = get_decoder(o.decoder, fast_dct=o.fast_dct, fast_upsample=o.fast_upsample,
-                                   max_pixels=o.max_pixels)
+                                   max_pixels=o.max_pixels, integrity=o.integrity,
+                                   max_scans=o.max_scans)
         self._pid = os.getpid()
         self._pool = None
         self.reader = RecordReader(url, index_url, storage_options, integrity=o.integrity)

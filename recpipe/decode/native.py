@@ -52,6 +52,8 @@ class RunOptions(NamedTuple):
     strict: bool
     max_pixels: int  # 0: no limit
     max_bytes: int  # largest decoded region
+    check_rest: bool  # integrity="strict": entropy-decode the rest of the scan to EOI
+    max_scans: int  # JPEGs with more scans are refused, 0: no limit
     resize: int  # shorter-edge resize, -1: none
     rrc: bool  # random-resized crop
     min_area: float
@@ -106,7 +108,7 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     region = decoder.region_options()
     if region is None:
         return None
-    fast_dct, fast_upsample, strict, max_pixels, max_bytes = region
+    fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest, max_scans = region
     if augmenter.dtype != np.uint8:
         gains, offsets = renderer.fixed_terms
     else:
@@ -121,7 +123,8 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         gains=tuple(float(g) for g in gains), offsets=tuple(float(o) for o in offsets),
         label_width=int(label_width), fast_dct=bool(fast_dct),
         fast_upsample=bool(fast_upsample), strict=bool(strict), max_pixels=int(max_pixels),
-        max_bytes=int(max_bytes), resize=int(config.resize), rrc=planner.random_resized,
+        max_bytes=int(max_bytes), check_rest=bool(check_rest), max_scans=int(max_scans),
+        resize=int(config.resize), rrc=planner.random_resized,
         min_area=float(config.min_random_area), max_area=float(config.max_random_area),
         aspect_low=float(low), aspect_high=float(high), brightness=float(config.brightness),
         contrast=float(config.contrast), saturation=float(config.saturation), scales=scales)

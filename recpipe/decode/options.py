@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Optional, Sequence, Union
 
 from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
-from .decoders import DEFAULT_MAX_PIXELS
+from .decoders import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 from .order import check_batching, check_parts
 
 __all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY"]
@@ -54,6 +54,7 @@ class LoaderOptions:
     keys: Optional[Sequence[Hashable]] = field(default=None, compare=False, repr=False)
     max_pixels: Optional[int] = DEFAULT_MAX_PIXELS
     integrity: str = "auto"
+    max_scans: Optional[int] = DEFAULT_MAX_SCANS
     # a file the loader appends one JSON line to per delivered batch (recpipe.decode.provenance)
     provenance: Optional[str] = None
 
@@ -122,6 +123,10 @@ def _validate(o):
         raise ValueError(f"run_bytes={o.run_bytes} must be at least 1")
     if o.max_pixels is not None and o.max_pixels < 1:
         raise ValueError(f"max_pixels={o.max_pixels!r} must be >= 1 (or None: no limit)")
+    if o.max_scans is not None and (isinstance(o.max_scans, bool)
+                                    or not isinstance(o.max_scans, int)
+                                    or not 1 <= o.max_scans < 1 << 31):
+        raise ValueError(f"max_scans={o.max_scans!r} must be a number >= 1 (or None: no limit)")
     if o.shuffle not in (False, True, None, "none", "full", "block"):
         raise ValueError(f"shuffle={o.shuffle!r}: expected False, True, 'full' or 'block'")
     for name in ("seed", "aug_seed"):

@@ -2,7 +2,9 @@
 
 Threads take tasks from a queue and call ``work(task, clock)``. ``resize(n)`` starts threads at
 once; surplus threads retire after their current task. ``close()`` stops and joins every thread
-within a deadline. Threads are daemons only as a safety net for a loader that is never closed
+within a deadline, and returns then even when one is still inside a long task (a decode cannot be
+interrupted): that thread ends after its task, and ``shut_down`` closes the file it reads only
+then, from a helper thread. Threads are daemons only as a safety net for a loader that is never closed
 (they would otherwise keep the interpreter alive); ``close()`` still joins them.
 """
 
@@ -96,7 +98,8 @@ class WorkerPool:
                 clock.cpu_seconds += time.thread_time() - cpu_start
 
     def close(self, timeout=10.0):
-        """Stop every thread and join it; raise RuntimeError if one does not end in ``timeout``."""
+        """Stop every thread and join it for at most ``timeout`` seconds; returns the threads
+        still inside a task then (logged; each ends when its task returns)."""
         self._stop.set()
         with self._lock:
             threads = list(self._started)
@@ -108,9 +111,11 @@ class WorkerPool:
                 continue  # closed from one of its own threads: it ends when this task returns
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
-                stuck.append(thread.name)
+                stuck.append(thread)
         if stuck:
-            raise RuntimeError(f"decode threads did not stop within {timeout} s: {stuck}")
+            log.warning("decode threads still busy %s s after close(): %s; they stop after "
+                        "their current task", timeout, [t.name for t in stuck])
+        return stuck
 
 
 def weak_method(method):
@@ -128,9 +133,22 @@ def weak_method(method):
 
 
 def shut_down(pool, closable, timeout=10.0):
-    """Close ``pool`` (when not None) then ``closable``, even if the pool does not stop in time."""
+    """Close ``pool`` (when not None) then ``closable``, within ``timeout``: when a thread is
+    still inside a task then, ``closable`` is closed by a helper thread once that task ends
+    (the task may still be reading it)."""
+    stuck = []
     try:
         if pool is not None:
-            pool.close(timeout)
+            stuck = pool.close(timeout)
     finally:
-        closable.close()
+        if not stuck:
+            closable.close()
+    if stuck:
+        threading.Thread(target=_close_after, args=(stuck, closable), daemon=True,
+                         name="recpipe-close-after").start()
+
+
+def _close_after(threads, closable):
+    for thread in threads:
+        thread.join()
+    closable.close()
