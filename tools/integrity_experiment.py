@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
-PHOTOS = os.path.join(REPO, "..", "..", "shared", "data", "photos")
+PHOTOS = os.path.join(REPO, "..", "shared", "data", "photos")
 CONFIGS = {
     "val": dict(resize=256),
     "train": dict(random_resized_crop=True, rand_mirror=True),
@@ -91,7 +91,7 @@ def damage(prefix, count, seed):
     from recpipe.io.reader import RecordReader
 
     rng = np.random.default_rng(seed)
-    with RecordReader(prefix + ".rec") as reader:
+    with RecordReader(prefix + ".rec", integrity="off") as reader:
         positions = sorted(rng.choice(len(reader), size=count, replace=False).tolist())
         spans = {p: image_span(reader, p) for p in positions}
     kinds = {}
@@ -121,7 +121,7 @@ def detectable(prefix, positions):
 
     decoder = get_decoder("libjpeg" if "libjpeg" in _available() else "turbojpeg")
     found = set()
-    with RecordReader(prefix + ".rec") as reader:
+    with RecordReader(prefix + ".rec", integrity="off") as reader:
         for position in positions:
             _, image = image_span(reader, position)
             try:
@@ -176,6 +176,9 @@ def _experiment(args, folder):
               "sums": bool(sums) and not args.drop_sums, "runs": []}
     for config in args.configs:
         for mode in MODES:
+            # each run its own quarantine: what one run found bad must not hide it from the next
+            os.environ["RECPIPE_QUARANTINE_DIR"] = os.path.join(folder,
+                                                                f"quarantine-{config}-{mode}")
             reference = read_all(clean, config, mode, args.seed, args.threads)
             got = read_all(damaged, config, mode, args.seed, args.threads)
             delivered = {p for p in kinds if p in got

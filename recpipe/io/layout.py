@@ -49,9 +49,9 @@ def detect_face_layout(reader) -> Optional[FaceLayout]:
     """
     if reader.index_url is None or len(reader) == 0:
         return None
-    try:
-        payload = reader.read_key(0)
-    except (KeyError, TypeError):
+    try:  # unchecked: a damaged record 0 is reported when it is read as a sample, not here
+        payload = reader.read(reader.position_of_key(0), checked=False)
+    except (KeyError, TypeError, RecordFormatError):
         return None
     return face_layout_of(payload, len(reader))
 

@@ -130,6 +130,11 @@ class RecordReader:
         return self._table.span(position, self.size)
 
     def __getitem__(self, position: int) -> bytes:
+        return self.read(position)
+
+    def read(self, position: int, *, checked: bool = True) -> bytes:
+        """The payload of record ``position``; ``checked=False`` skips its checksum (for a
+        look at structure, e.g. a layout header, that must not fail a whole open)."""
         position = operator.index(position)
         if not -len(self) <= position < len(self):
             raise IndexError(f"record position {position} out of range for {len(self)} records")
@@ -147,7 +152,8 @@ class RecordReader:
                 f"record ends at byte {next_pos} but no record head follows there (the next "
                 f"indexed record is at {end}): a corrupt length field?", path=self.url,
                 offset=start, record=position)
-        self.check_sum(payload, start, position)
+        if checked:
+            self.check_sum(payload, start, position)
         return payload
 
     def spans(self, positions) -> Tuple[np.ndarray, np.ndarray]:
