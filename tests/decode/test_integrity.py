@@ -159,3 +159,17 @@ def test_record_dataset_and_torch_loader_check_sums(packs):
     finally:
         loader.close()
     assert sorted(labels) == sorted(set(range(COUNT)) - BAD)
+
+
+def test_a_damaged_first_record_is_skipped_not_a_failed_open(tmp_path):
+    """Opening a loader looks at record 0 for InsightFace's header: a damaged record 0 must be
+    reported as a sample under on_error, not make the whole open fail."""
+    url = write_pack(tmp_path / "d.rec", COUNT, shape=(64, 80))
+    with recpipe.RecordReader(url) as reader:
+        first = int(reader.offsets.array[0])
+    damage(url, first, "flip", where=0.5)
+    images, stats, _ = _by_label(url, on_error="skip", threads=1)
+    assert sorted(images) == list(range(1, COUNT))
+    assert stats["skipped"] == 1
+    with pytest.raises(recpipe.RecordFormatError, match="checksum mismatch"):
+        _by_label(url, on_error="raise", threads=1)
