@@ -134,7 +134,7 @@ class VerifyReport:
         }
 
 
-def _resolve_index(url, index_url, storage_options):
+def _resolve_index(url, index_url, storage_options) -> Optional[str]:
     """The ``.idx`` to use: the given one, else the one beside the ``.rec`` if it exists."""
     if index_url is None:
         candidate = index_url_for(url)
@@ -176,9 +176,9 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool =
         raise ValueError("write_sums needs decode=True: a sidecar is written only for records "
                          "that decoded")
     url = str(url)
-    index_url = _resolve_index(url, index_url, storage_options)
+    index_path = _resolve_index(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
-        report = VerifyReport(url, index_url, source.size, limit=limit)
+        report = VerifyReport(url, index_path, source.size, limit=limit)
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
                                    write_sums=write_sums, decoded=decode)
         decoder = _ImageChecker(report) if decode else None
@@ -186,8 +186,8 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool =
         report.records = len(heads)
     heads = np.frombuffer(heads, dtype=np.int64)
     integrity.finish(heads, report.size)
-    if index_url:
-        _check_index(report, index_url, heads, report.bad_ranges, storage_options)
+    if index_path:
+        _check_index(report, index_path, heads, report.bad_ranges, storage_options)
     if decoder is not None:
         report.decoded, report.decode_failures = decoder.decoded, decoder.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
