@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 # random reads (read_idx) fetch this much around a record; sequential reads reuse the block
 _READ_BLOCK = 256 << 10
 _STATE_DROPPED = ("_source", "_window", "_writer", "_sums")
-_OPEN_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()  # this process's open writers, disowned in forked children
+# this process's open writers, disowned in forked children
+_OPEN_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
 
 def _disown_inherited_writers():
