@@ -61,7 +61,8 @@ class Skipped(NamedTuple):
 
     path: str
     reason: str
-    index: Optional[int] = None
+    # the .lst column's name; it shadows tuple.index on purpose
+    index: Optional[int] = None  # type: ignore[assignment]
 
 
 class PackResult(NamedTuple):

@@ -27,7 +27,8 @@ class PackItem(NamedTuple):
     relative to the root; ``size`` is the file size in bytes, or -1 when not looked up;
     ``mtime`` its modification time when listed from a local folder, else -1."""
 
-    index: int
+    # the .lst column's name; it shadows tuple.index on purpose
+    index: int  # type: ignore[assignment]
     labels: Tuple[float, ...]
     path: str
     size: int = -1

@@ -40,7 +40,8 @@ SHUFFLE_SEED = 100
 class ImageItem(NamedTuple):
     """One image found under the root: its ``.lst`` index, path relative to the root, label."""
 
-    index: int
+    # the .lst column's name; it shadows tuple.index on purpose
+    index: int  # type: ignore[assignment]
     path: str
     label: float
 
