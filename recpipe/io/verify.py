@@ -490,8 +490,8 @@ class _RecordStats:
         self.no_header = 0
         self.ids = array.array("q")
         self.id2_nonzero = 0
-        self.widths = collections.Counter()
-        self.labels = collections.Counter()
+        self.widths: "collections.Counter[int]" = collections.Counter()
+        self.labels: "collections.Counter[float]" = collections.Counter()
 
     def add(self, item):
         if item.error is not None:
@@ -577,10 +577,10 @@ def _sample_images(source, offsets):
     """Format, size and colour facts of the images in the records at ``offsets``."""
     from ..imageinfo import sniff
 
-    formats = collections.Counter()
-    channels = collections.Counter()
-    orientation = collections.Counter()
-    flags = collections.Counter()
+    formats: "collections.Counter[str]" = collections.Counter()
+    channels: "collections.Counter[str]" = collections.Counter()
+    orientation: "collections.Counter[str]" = collections.Counter()
+    flags: "collections.Counter[str]" = collections.Counter()
     widths, heights = [], []
     for offset in offsets:
         payload, _ = read_record(Window(source, _SAMPLE_BLOCK), offset)
