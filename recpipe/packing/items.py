@@ -7,7 +7,7 @@ indexes, labels and paths, relative to ``root`` (default: the ``.lst``'s folder)
 
 import logging
 import posixpath
-from typing import NamedTuple, Tuple
+from typing import List, NamedTuple, Tuple
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -75,7 +75,7 @@ def items_from_folder(src, extensions=DEFAULT_EXTENSIONS, storage_options=None):
             f"expected one subfolder per class, or pass an im2rec .lst file")
     if not class_names:
         raise ValueError(f"{src}: no class subfolders found; expected SRC/<class>/<image>")
-    items = []
+    items: List[PackItem] = []
     for label, name in enumerate(class_names):
         found = fs.find(f"{root}/{name}", detail=True)
         for path in sorted(found):
