@@ -32,7 +32,8 @@ class ImageArray(np.ndarray):
 
 
 def imdecode(buf: Union[bytes, bytearray, memoryview, np.ndarray], flag: int = 1,
-             to_rgb: int = 1, out: Optional[np.ndarray] = None) -> ImageArray:
+             to_rgb: int = 1, out: Optional[np.ndarray] = None) -> np.ndarray:
+    # an ImageArray, or ``out`` itself when given
     """Decode image bytes to an ``(H, W, 3)`` (``flag=1``) or ``(H, W, 1)`` (``flag=0``) uint8
     array, RGB when ``to_rgb`` (MXNet's default) else BGR. ``out`` receives the pixels when
     given (an array of the right shape). Undecodable bytes raise ``DecodeError``."""
@@ -69,7 +70,8 @@ def _decode(data, flag, to_rgb):
 
 
 def imread(filename: str, flag: int = 1, to_rgb: int = 1,
-           out: Optional[np.ndarray] = None) -> ImageArray:
+           out: Optional[np.ndarray] = None) -> np.ndarray:
+    # an ImageArray, or ``out`` itself when given
     """Read and decode an image file (any fsspec URL), like ``mx.image.imread``."""
     import fsspec
 

@@ -74,6 +74,7 @@ Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
 
 import logging
 import os
+from typing import Dict, Tuple
 
 import numpy as np
 
@@ -388,8 +389,8 @@ class _RecordIterBase:
 
 
 
-_CLASSES = {}  # (backend id, class name) -> class
-_ERROR_CLASSES = {}
+_CLASSES: Dict[Tuple[int, str], type] = {}  # (backend id, class name) -> class
+_ERROR_CLASSES: Dict[Tuple[type, type], type] = {}  # (error type, MXNetError) -> both
 
 
 def _mxnet_error(mx, exc):

@@ -3,7 +3,6 @@ how MXNet-style values (strings, ``preprocess_threads``, ``prefetch_buffer``, ``
 ``shuffle_chunk_size``, ``mean_img``) map onto ``LoaderOptions``, and what has no effect.
 Unknown keywords warn with a "did you mean"; unsupported ones raise."""
 
-import difflib
 import logging
 import warnings
 from dataclasses import fields as dataclass_fields
@@ -11,6 +10,7 @@ from typing import NamedTuple, Optional
 
 from .decode.augment import AUGMENT_KEYWORDS, AugmentConfig
 from .decode.options import LOADER_KEYWORDS
+from .spelling import did_you_mean
 
 __all__ = ["IterOptions", "LOADER_EXTRAS", "MXNET_KEYWORDS", "UnknownKeywordWarning",
            "is_validation", "translate"]
@@ -94,8 +94,7 @@ def _warn_unknown(kwargs, cls_name):
     for key in kwargs:
         if key in MXNET_KEYWORDS or key in LOADER_EXTRAS:
             continue
-        close = difflib.get_close_matches(key, sorted(MXNET_KEYWORDS | LOADER_EXTRAS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(key, MXNET_KEYWORDS | LOADER_EXTRAS)
         warnings.warn(f"{cls_name}: unknown keyword {key!r} ignored{hint}",
                       UnknownKeywordWarning, stacklevel=4)
 

@@ -23,13 +23,14 @@ all deliberate (see README, "Migrating from mxnet"):
 import logging
 import os
 import weakref
-from typing import Hashable, Optional
+from typing import Dict, Hashable, List, Optional, Tuple
 
 from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
 from .io.index import read_index
 from .io.scan import Window, read_record
+from .io.source import Source
 from .io.sources import open_source
-from .io.sums import load_sums
+from .io.sums import RecordSums, load_sums
 from .io.writer import RecordWriter
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack",
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 # random reads (read_idx) fetch this much around a record; sequential reads reuse the block
 _READ_BLOCK = 256 << 10
 _STATE_DROPPED = ("_source", "_window", "_writer", "_sums")
-_OPEN_WRITERS = weakref.WeakSet()  # this process's open writers, disowned in forked children
+# this process's open writers, disowned in forked children
+_OPEN_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
 
 def _disown_inherited_writers():
@@ -69,9 +71,12 @@ class MXRecordIO:
         self.uri = str(uri)
         self.flag = flag
         self.integrity = integrity
-        self.pid = None
+        self.pid: Optional[int] = None
         self.is_open = False
-        self._source = self._window = self._writer = self._sums = None
+        self._source: Optional[Source] = None
+        self._window: Optional[Window] = None
+        self._writer: Optional[RecordWriter] = None
+        self._sums: Optional[RecordSums] = None
         self._pos = 0
         self.open()
 
@@ -104,8 +109,20 @@ class MXRecordIO:
             self._writer = None
             writer.disown()
 
-    def _new_writer(self):
+    def _new_writer(self) -> RecordWriter:
         return RecordWriter(self.uri, index_url=False)
+
+    def _live_writer(self) -> RecordWriter:
+        # _check_pid raises first when close() or a fork let the writer go
+        if self._writer is None:
+            raise RuntimeError(f"{self.uri}: the record file is not open for writing")
+        return self._writer
+
+    def _live_reader(self) -> Tuple[Source, Window]:
+        # _check_pid re-opens a closed reader first
+        if self._source is None or self._window is None:
+            raise RuntimeError(f"{self.uri}: the record file is not open for reading")
+        return self._source, self._window
 
     def __del__(self):
         try:
@@ -150,7 +167,8 @@ class MXRecordIO:
         _OPEN_WRITERS.discard(self)
         if self.writable:
             writer, self._writer = self._writer, None
-            writer.close()
+            if writer is not None:
+                writer.close()
         else:
             source, self._source, self._window = self._source, None, None
             if source is not None:
@@ -165,16 +183,17 @@ class MXRecordIO:
         """Append one record (bytes)."""
         _require(self.writable, "write() needs a record file opened with flag 'w'")
         self._check_pid(allow_reset=False)
-        self._writer.write(buf, indexed=False)
+        self._live_writer().write(buf, indexed=False)
 
     def read(self) -> Optional[bytes]:
         """The next record's payload, or None at the end of the file."""
         _require(not self.writable, "read() needs a record file opened with flag 'r'")
         self._check_pid(allow_reset=True)
-        if self._pos >= self._source.size:
+        source, window = self._live_reader()
+        if self._pos >= source.size:
             return None
         offset = self._pos
-        payload, self._pos = read_record(self._window, offset)
+        payload, self._pos = read_record(window, offset)
         if self._sums is not None:
             self._sums.check(payload, offset, rec_url=self.uri)
         return payload
@@ -195,8 +214,8 @@ class MXIndexedRecordIO(MXRecordIO):
     def __init__(self, idx_path: str, uri: str, flag: str, key_type: type = int, *,
                  integrity: str = "auto") -> None:
         self.idx_path = str(idx_path)
-        self.idx = {}
-        self.keys = []
+        self.idx: Dict[Hashable, int] = {}
+        self.keys: List[Hashable] = []
         self.key_type = key_type
         super().__init__(uri, flag, integrity=integrity)
 
@@ -213,7 +232,7 @@ class MXIndexedRecordIO(MXRecordIO):
             self.keys = list(keys)
             self.idx = dict(zip(self.keys, (int(offset) for offset in offsets)))
 
-    def _new_writer(self):
+    def _new_writer(self) -> RecordWriter:
         return RecordWriter(self.uri, index_url=self.idx_path)
 
     def seek(self, idx: Hashable) -> None:
@@ -225,7 +244,7 @@ class MXIndexedRecordIO(MXRecordIO):
     def tell(self) -> int:
         """Byte offset where the next record will be written."""
         _require(self.writable, "tell() needs a record file opened with flag 'w'")
-        return self._writer.offset
+        return self._live_writer().offset
 
     def read_idx(self, idx: Hashable) -> Optional[bytes]:
         """The payload of the record stored under key ``idx``."""
@@ -237,7 +256,7 @@ class MXIndexedRecordIO(MXRecordIO):
         key = self.key_type(idx)
         _require(self.writable, "write_idx() needs a record file opened with flag 'w'")
         self._check_pid(allow_reset=False)
-        pos = self._writer.write(buf, key=key)
+        pos = self._live_writer().write(buf, key=key)
         self.idx[key] = pos
         self.keys.append(key)
 

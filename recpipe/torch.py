@@ -33,7 +33,6 @@ float32), ``TorchLoader``'s last batch is short (``drop_last=True`` drops it,
 ...         ...
 """
 
-import difflib
 import logging
 import os
 import warnings
@@ -50,6 +49,7 @@ from .decode.order import epoch_order
 from .decode.records import RecordDecoder
 from .distributed import detect_rank
 from .errors import DecodeError, RecordFormatError
+from .spelling import did_you_mean
 from .io.layout import image_positions
 from .io.reader import RecordReader
 
@@ -163,9 +163,8 @@ def _check_augment_names(augment):
     for key in augment:
         if key not in AUGMENT_KEYWORDS:
             names = sorted(AUGMENT_KEYWORDS - {"data_shape", "dtype", "layout"})
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"RecordDataset got an unknown keyword {key!r}{hint}")
+            raise ValueError(f"RecordDataset got an unknown keyword {key!r}"
+                             f"{did_you_mean(key, names)}")
 
 
 class RecordDataset:

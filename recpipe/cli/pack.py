@@ -187,19 +187,28 @@ def _print_cluster(summary, out):
 
 
 def _pack(args, progress):
+    from ..packing.packer import pack_dataset
+
+    return pack_dataset(args.src, args.out, pack_options(args), progress=progress)
+
+
+def pack_options(args):
+    """The ``PackOptions`` of the command line (validated: a bad value raises ValueError before
+    any file is touched)."""
     from ..packing.inputs import InputLimits
-    from ..packing.packer import pack_dataset, parse_size
+    from ..packing.options import PackOptions
+    from ..packing.packer import parse_size
 
     shard_size = parse_size(args.shard_size) if args.shard_size else 0
-    return pack_dataset(
-        args.src, args.out, root=args.root, workers=args.workers,
+    return PackOptions(
+        root=args.root, workers=args.workers,
         pass_through=args.pass_through, resize=args.resize, center_crop=args.center_crop,
         quality=args.quality, encoding=args.encoding, color=args.color,
         pack_label=args.pack_label, exact=args.exact,
         keep_jpeg=False if args.reencode else None, shards=args.shards,
         shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
         val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
-        progress=progress, dask=args.dask, storage_options=storage_options(args),
+        dask=args.dask, storage_options=storage_options(args),
         limits=InputLimits(allow_outside_root=args.allow_outside_root,
                            max_file_bytes=parse_size(args.max_file_size)))
 

@@ -27,6 +27,7 @@ import collections
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 __all__ = ["REASONS", "Settings", "WindowMetrics", "Decision", "MemoryModel", "Controller"]
 
@@ -79,8 +80,8 @@ class WindowMetrics:
     cpu_util: float = 0.0          # process CPU seconds / (usable cores * seconds)
     images_per_batch: float = 1.0
     gil_per_batch: float = 0.0     # of cpu_per_batch, seconds holding the GIL (serial)
-    psi_some: float = None         # /proc/pressure/cpu "some avg10", when available
-    runq_share: float = None       # share of this process's runnable time spent waiting for a CPU
+    psi_some: Optional[float] = None         # /proc/pressure/cpu "some avg10", when available
+    runq_share: Optional[float] = None       # share of this process's runnable time spent waiting for a CPU
 
     @property
     def batches_per_s(self):
@@ -125,8 +126,8 @@ class Decision:
     changed: bool
     wait_fraction: float
     images_per_s: float
-    gain: float = None
-    se: float = None
+    gain: Optional[float] = None
+    se: Optional[float] = None
     note: str = ""
 
     def as_dict(self):
@@ -166,7 +167,7 @@ class _Probe:
     old: int            # the setting to roll back to
     base: WindowMetrics
     extensions: int = 0
-    pending: WindowMetrics = None
+    pending: Optional[WindowMetrics] = None
 
 
 class Controller:

@@ -7,7 +7,7 @@ fallback for non-JPEG bytes, and region decoding through ``recpipe._jpegroi``. T
 import logging
 import os
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
 
@@ -156,7 +156,7 @@ class Decoder:
     ``decode_region(data, box, ...)``."""
 
     name = "base"
-    scales = ((1, 1),)
+    scales: Tuple[Tuple[int, int], ...] = ((1, 1),)
     roi = False  # True when decode_region decodes only the region
     _roi = None  # the recpipe._jpegroi module, for backends that decode regions with it
     counts_scans = False  # True when _decode_jpeg enforces max_scans itself (libjpeg's monitor)

@@ -65,7 +65,7 @@ import logging
 import os
 import threading
 import warnings
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -213,7 +213,7 @@ _LIB_CANDIDATES = (
     "/opt/homebrew/opt/jpeg-turbo/lib/libturbojpeg.dylib",
 )
 _lib_lock = threading.Lock()
-_lib_state = {}
+_lib_state: Dict[str, Any] = {}
 
 
 class _TjScalingFactor(ctypes.Structure):

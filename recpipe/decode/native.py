@@ -93,6 +93,12 @@ def native_module():
     return extension("_batch")
 
 
+def _per_channel(values) -> Tuple[float, float, float]:
+    """Three floats, one per channel (``augment_is_native`` admits 3 channels only)."""
+    first, second, third = (float(value) for value in values)
+    return first, second, third
+
+
 def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     """The ``RunOptions`` of runs decoded with ``decoder`` and ``augmenter``, or None when they
     take the Python path (no ``recpipe._batch``, no augmenter, an augmentation outside the
@@ -120,7 +126,7 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     return RunOptions(
         out_h=out_h, out_w=out_w, nchw=config.layout == "NCHW", rand_crop=bool(config.rand_crop),
         mirror=bool(config.mirror), rand_mirror=bool(config.rand_mirror),
-        gains=tuple(float(g) for g in gains), offsets=tuple(float(o) for o in offsets),
+        gains=_per_channel(gains), offsets=_per_channel(offsets),
         label_width=int(label_width), fast_dct=bool(fast_dct),
         fast_upsample=bool(fast_upsample), strict=bool(strict), max_pixels=int(max_pixels),
         max_bytes=int(max_bytes), check_rest=bool(check_rest), max_scans=int(max_scans),

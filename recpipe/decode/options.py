@@ -9,11 +9,11 @@ instead of keeping their own keyword lists (``LOADER_KEYWORDS`` says which keywo
 """
 
 import dataclasses
-import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Hashable, Optional, Sequence, Union
 
+from ..spelling import did_you_mean
 from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
 from .decoders import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 from .order import check_batching, check_parts
@@ -99,10 +99,8 @@ def _check_keywords(keywords):
         return
     key = unknown[0]
     names = sorted(LOADER_KEYWORDS | {"index_url", "storage_options"})
-    close = difflib.get_close_matches(key, names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{hint}: not an ImageLoader "
-                     "argument nor an ImageRecordIter augmentation keyword")
+    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{did_you_mean(key, names)}: "
+                     "not an ImageLoader argument nor an ImageRecordIter augmentation keyword")
 
 
 def _validate(o):

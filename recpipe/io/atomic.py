@@ -108,7 +108,8 @@ class AtomicOutput:
                     os.close(null)
         else:
             try:
-                self.file.closed = True  # fsspec files upload when closed or collected
+                # fsspec files upload when closed or collected; theirs is a plain attribute
+                self.file.closed = True  # type: ignore[misc]
             except AttributeError:
                 pass
 

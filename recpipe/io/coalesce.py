@@ -24,19 +24,21 @@ class Request(NamedTuple):
 
 def coalesce(spans, *, max_gap, max_block):
     """Group ``(start, length)`` spans into requests (in offset order); duplicates are kept."""
-    requests = []
-    start = end = None
-    members = []
-    for span in sorted(spans):
+    requests: List[Request] = []
+    ordered = sorted(spans)
+    if not ordered:
+        return requests
+    start, length = ordered[0]
+    end = start + length
+    members = [ordered[0]]
+    for span in ordered[1:]:
         s, n = span
         e = s + n
-        if start is not None and s - end <= max_gap and max(end, e) - start <= max_block:
+        if s - end <= max_gap and max(end, e) - start <= max_block:
             end = max(end, e)
             members.append(span)
             continue
-        if start is not None:
-            requests.append(Request(start, end, members))
-        start, end, members = s, e, [span]
-    if start is not None:
         requests.append(Request(start, end, members))
+        start, end, members = s, e, [span]
+    requests.append(Request(start, end, members))
     return requests

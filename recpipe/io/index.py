@@ -123,7 +123,8 @@ def format_index_line(key, offset):
 class ListEntry(NamedTuple):
     """One ``.lst`` line: the record index, its labels and the image path relative to the root."""
 
-    index: int
+    # the .lst column's name, kept for the public API; it shadows tuple.index on purpose
+    index: int  # type: ignore[assignment]
     labels: Tuple[float, ...]
     path: str
 

@@ -29,7 +29,8 @@ class Column(Sequence):
     strings) that creates no Python object per record until items are asked for. Compares equal
     to any sequence with the same items; ``array`` gives it as a numpy array."""
 
-    __hash__ = None
+    # unhashable: it compares equal to any sequence with the same items (a list among them)
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, values):
         self._values = values

@@ -13,6 +13,7 @@ used yet.
 
 import threading
 from collections import deque
+from typing import Any, Deque, Dict, Hashable
 
 from .coalesce import coalesce
 
@@ -61,7 +62,7 @@ class Prefetcher:
         self.plan_window = plan_window
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._queue = deque()
+        self._queue: Deque[Any] = deque()
         self._by_span = {}  # span offset -> planned requests serving it, oldest first
         self._held = 0
 
@@ -70,7 +71,7 @@ class Prefetcher:
             for i in range(0, len(spans), self.plan_window):
                 yield spans[i:i + self.plan_window]
             return
-        by_group = {}
+        by_group: Dict[Hashable, list] = {}
         for span, group in zip(spans, groups):
             by_group.setdefault(group, []).append(span)
         yield from by_group.values()  # in order of first appearance

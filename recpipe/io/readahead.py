@@ -8,6 +8,8 @@ chunk is a memoryview of it; one that straddles chunks is joined into new bytes.
 
 import threading
 from collections import deque
+from concurrent.futures import Future
+from typing import Deque, Tuple
 
 __all__ = ["ReadAhead"]
 
@@ -22,7 +24,7 @@ class ReadAhead:
         self.depth = depth
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._chunks = deque()  # (start, end, future), contiguous
+        self._chunks: Deque[Tuple[int, int, Future]] = deque()  # (start, end, future), contiguous
         self._next = None
 
     def restart(self, offset):

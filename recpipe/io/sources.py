@@ -16,6 +16,7 @@ import logging
 import os
 import stat
 import threading
+from typing import Optional
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -98,10 +99,9 @@ class LocalSource(Source):
         self.path = os.fspath(path)
         self.url = url or self.path
         self._lock = threading.Lock()
-        self._fd = None
-        self._pid = None
-        self._open()
-        self.size = os.fstat(self._fd).st_size
+        self._fd: Optional[int] = None
+        self._pid: Optional[int] = None
+        self.size = os.fstat(self._open()).st_size
 
     def _open(self):
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below)
@@ -115,6 +115,7 @@ class LocalSource(Source):
                           self.url)
         self._fd = fd
         self._pid = os.getpid()
+        return fd
 
     def descriptor(self):
         """The open descriptor (re-opened in a forked child); ValueError once closed."""
@@ -153,7 +154,7 @@ class LocalSource(Source):
         return {"path": self.path, "url": self.url}
 
     def __setstate__(self, state):
-        self.__init__(state["path"], state["url"])
+        LocalSource.__init__(self, state["path"], state["url"])
 
 
 class FsspecSource(Source):

@@ -134,7 +134,7 @@ class VerifyReport:
         }
 
 
-def _resolve_index(url, index_url, storage_options):
+def _resolve_index(url, index_url, storage_options) -> Optional[str]:
     """The ``.idx`` to use: the given one, else the one beside the ``.rec`` if it exists."""
     if index_url is None:
         candidate = index_url_for(url)
@@ -176,9 +176,9 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool =
         raise ValueError("write_sums needs decode=True: a sidecar is written only for records "
                          "that decoded")
     url = str(url)
-    index_url = _resolve_index(url, index_url, storage_options)
+    index_path = _resolve_index(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
-        report = VerifyReport(url, index_url, source.size, limit=limit)
+        report = VerifyReport(url, index_path, source.size, limit=limit)
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
                                    write_sums=write_sums, decoded=decode)
         decoder = _ImageChecker(report) if decode else None
@@ -186,8 +186,8 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool =
         report.records = len(heads)
     heads = np.frombuffer(heads, dtype=np.int64)
     integrity.finish(heads, report.size)
-    if index_url:
-        _check_index(report, index_url, heads, report.bad_ranges, storage_options)
+    if index_path:
+        _check_index(report, index_path, heads, report.bad_ranges, storage_options)
     if decoder is not None:
         report.decoded, report.decode_failures = decoder.decoded, decoder.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
@@ -490,8 +490,8 @@ class _RecordStats:
         self.no_header = 0
         self.ids = array.array("q")
         self.id2_nonzero = 0
-        self.widths = collections.Counter()
-        self.labels = collections.Counter()
+        self.widths: "collections.Counter[int]" = collections.Counter()
+        self.labels: "collections.Counter[float]" = collections.Counter()
 
     def add(self, item):
         if item.error is not None:
@@ -577,10 +577,10 @@ def _sample_images(source, offsets):
     """Format, size and colour facts of the images in the records at ``offsets``."""
     from ..imageinfo import sniff
 
-    formats = collections.Counter()
-    channels = collections.Counter()
-    orientation = collections.Counter()
-    flags = collections.Counter()
+    formats: "collections.Counter[str]" = collections.Counter()
+    channels: "collections.Counter[str]" = collections.Counter()
+    orientation: "collections.Counter[str]" = collections.Counter()
+    flags: "collections.Counter[str]" = collections.Counter()
     widths, heights = [], []
     for offset in offsets:
         payload, _ = read_record(Window(source, _SAMPLE_BLOCK), offset)

@@ -39,7 +39,7 @@ class RecordWriter:
             self.sums_url = None
         self._storage_options = storage_options
         self._rec = AtomicOutput(self.url, storage_options)
-        self._idx = None
+        self._idx: Optional[AtomicOutput] = None
         try:
             if self.index_url:
                 self._idx = AtomicOutput(self.index_url, storage_options)
@@ -60,7 +60,7 @@ class RecordWriter:
         if self._idx is not None and indexed:  # a bad key raises before anything is written
             line = format_index_line(self.count if key is None else key, offset).encode()
         self._rec.write(data)
-        if line is not None:
+        if line is not None and self._idx is not None:
             self._idx.write(line)
         if self._sums is not None:
             self._sums.add(offset, payload)

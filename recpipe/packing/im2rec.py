@@ -21,7 +21,7 @@ import contextlib
 import logging
 import os
 import struct
-from typing import List, NamedTuple, Optional
+from typing import Deque, List, NamedTuple, Optional
 
 from ..io.header import pack
 from ..io.index import read_list
@@ -61,7 +61,8 @@ class Skipped(NamedTuple):
 
     path: str
     reason: str
-    index: Optional[int] = None
+    # the .lst column's name; it shadows tuple.index on purpose
+    index: Optional[int] = None  # type: ignore[assignment]
 
 
 class PackResult(NamedTuple):
@@ -141,7 +142,7 @@ def _parallel_results(entries, root, options, num_workers, batch_size, timeout):
     context = multiprocessing.get_context("forkserver")
     pool = context.Pool(num_workers, initializer=init_worker, initargs=(os.getpid(),))
     try:
-        pending = collections.deque()
+        pending: Deque[tuple] = collections.deque()
         batches = _batched(entries, batch_size)
         for batch in batches:
             pending.append((batch, pool.apply_async(_encode_batch, (batch, root, options))))

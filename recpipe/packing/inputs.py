@@ -54,6 +54,7 @@ def read_input(path, limits):
     """The bytes of local file ``path``: a regular file of at most ``limits.max_file_bytes``."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO opens at once
     fd = os.open(path, flags)
+    owned = True  # closed here unless the file object took it
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -62,10 +63,10 @@ def read_input(path, limits):
             raise UnsafeInput(f"{path}: {info.st_size} bytes, over the {limits.max_file_bytes}-"
                               "byte limit per file")
         with os.fdopen(fd, "rb") as f:
-            fd = None
+            owned = False
             data = f.read(limits.max_file_bytes + 1)
     finally:
-        if fd is not None:
+        if owned:
             os.close(fd)
     if len(data) > limits.max_file_bytes:
         raise UnsafeInput(f"{path}: grew past the {limits.max_file_bytes}-byte limit while read")

@@ -7,7 +7,7 @@ indexes, labels and paths, relative to ``root`` (default: the ``.lst``'s folder)
 
 import logging
 import posixpath
-from typing import NamedTuple, Tuple
+from typing import List, NamedTuple, Tuple
 
 from fsspec.implementations.local import LocalFileSystem
 
@@ -27,7 +27,8 @@ class PackItem(NamedTuple):
     relative to the root; ``size`` is the file size in bytes, or -1 when not looked up;
     ``mtime`` its modification time when listed from a local folder, else -1."""
 
-    index: int
+    # the .lst column's name; it shadows tuple.index on purpose
+    index: int  # type: ignore[assignment]
     labels: Tuple[float, ...]
     path: str
     size: int = -1
@@ -74,7 +75,7 @@ def items_from_folder(src, extensions=DEFAULT_EXTENSIONS, storage_options=None):
             f"expected one subfolder per class, or pass an im2rec .lst file")
     if not class_names:
         raise ValueError(f"{src}: no class subfolders found; expected SRC/<class>/<image>")
-    items = []
+    items: List[PackItem] = []
     for label, name in enumerate(class_names):
         found = fs.find(f"{root}/{name}", detail=True)
         for path in sorted(found):

@@ -15,7 +15,7 @@ Semantics copied from ``mxnet/tools/im2rec.py`` (see ``shared/docs/recordio-comp
 import logging
 import os
 import random
-from typing import List, NamedTuple, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 from ..io.atomic import AtomicOutput
 from ..io.index import format_list_line
@@ -40,7 +40,8 @@ SHUFFLE_SEED = 100
 class ImageItem(NamedTuple):
     """One image found under the root: its ``.lst`` index, path relative to the root, label."""
 
-    index: int
+    # the .lst column's name; it shadows tuple.index on purpose
+    index: int  # type: ignore[assignment]
     path: str
     label: float
 
@@ -60,8 +61,8 @@ def _is_image(directory, name, exts):
 
 
 def _walk_recursive(root, exts):
-    items = []
-    labels = {}
+    items: List[ImageItem] = []
+    labels: Dict[str, int] = {}
     for directory, dirs, files in os.walk(root, followlinks=True):
         dirs.sort()
         files.sort()

@@ -13,23 +13,22 @@ per-item errors included), the label map ``OUT.labels.json`` is published (and
 import contextlib
 import logging
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional
 
-from .inputs import InputLimits
-from .items import DEFAULT_EXTENSIONS, load_items
+from .items import load_items
 from .jobs import (adopt_plan, default_workers, discard_empty, plan_options, publish_labels, raise_failures,
                    shard_tasks, summarize)
 from .manifest import build_manifest, publish_manifest
 from .plan import build_plan, load_plan, remove_plan
 from .report import PackSummary
+from .options import ON_ERROR, PackOptions
 from .runners import LocalRunner
-from .transform import ImageOptions, asks_for_change
 
-__all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR"]
+__all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR",
+           "PackOptions"]
 
 log = logging.getLogger(__name__)
 
-ON_ERROR = ("skip", "raise")
 _SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
                "G": 1 << 30, "GB": 1 << 30, "T": 1 << 40, "TB": 1 << 40}
 
@@ -48,57 +47,38 @@ def parse_size(text):
     return int(value * _SIZE_UNITS[unit])
 
 
-def _check_arguments(on_error, quality, encoding, color, workers):
-    if on_error not in ON_ERROR:
-        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-    if encoding not in (None, ".jpg", ".jpeg", ".png"):
-        raise ValueError(f"encoding must be .jpg or .png, got {encoding!r}")
-    if color not in (-1, 0, 1):
-        raise ValueError(f"color must be -1, 0 or 1, got {color!r}")
-    if encoding != ".png" and quality is not None and not 0 <= quality <= 100:
-        raise ValueError(f"JPEG quality must be in 0..100, got {quality}")
-    if workers is not None and workers < 0:
-        raise ValueError(f"workers must be >= 0, got {workers}")
-
-
-def _image_options(pass_through, resize, center_crop, quality, encoding, color, pack_label,
-                   exact, keep_jpeg=False):
-    if keep_jpeg is None:  # keep JPEG bytes unless an option asks for a change
-        keep_jpeg = not asks_for_change(resize, center_crop, quality, encoding, color)
-    return ImageOptions(bool(pass_through), int(resize or 0), bool(center_crop),
-                        95 if quality is None else int(quality),
-                        ".jpg" if encoding in (None, ".jpeg") else encoding, int(color),
-                        bool(pack_label), bool(exact), bool(keep_jpeg))
-
-
-def _plan_for(src, out, root, image, shuffle, seed, val_ratio, shards, shard_size, extensions,
-              resume, storage_options, runner):
+def _plan_for(src, out, options, runner):
     """The plan, and whether an interrupted run of it is being resumed (its saved plan exists:
     without one, outputs already present cannot be trusted to come from the same options).
     Without ``shards`` and ``shard_size``: those of the interrupted run being resumed, else the
     runner's default."""
-    saved = load_plan(out, storage_options) if resume else None
+    storage_options, val_ratio = options.storage_options, options.val_ratio
+    shards, shard_size = options.shards, options.shard_size
+    saved = load_plan(out, storage_options) if options.resume else None
     if not shards and not shard_size and saved is not None:
         shards, shard_size = saved.options.shards, saved.options.shard_size
-    items, classes, item_root = load_items(src, root, extensions=extensions,
+    items, classes, item_root = load_items(src, options.root, extensions=options.extensions,
                                            need_sizes=bool(shard_size),
                                            storage_options=storage_options)
     if not shards and not shard_size:
         shards = runner.default_shards(len(items), float(val_ratio or 0.0))
-    options = plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size)
-    plan = build_plan(src, item_root, out, items, classes, options)
-    return plan, adopt_plan(plan, out, resume, saved, storage_options)
+    settings = plan_options(options.image_options(), src, options.shuffle, options.seed,
+                            val_ratio, shards, shard_size)
+    plan = build_plan(src, item_root, out, items, classes, settings)
+    return plan, adopt_plan(plan, out, options.resume, saved, storage_options)
 
 
 @contextlib.contextmanager
-def _runner(dask, workers, pass_through, chunksize, item_timeout):
-    if dask is None:
-        yield LocalRunner(default_workers(pass_through) if workers is None else workers,
-                          chunksize, item_timeout)
+def _runner(options):
+    workers = options.workers
+    if options.dask is None:
+        yield LocalRunner(default_workers(options.pass_through) if workers is None else workers,
+                          options.chunksize, options.item_timeout)
         return
     from .cluster import dask_runner
 
-    with dask_runner(dask, workers, item_timeout, pass_through) as runner:
+    with dask_runner(options.dask, workers, options.item_timeout,
+                     options.pass_through) as runner:
         yield runner
 
 
@@ -114,19 +94,9 @@ def output_prefix(out):
     return prefix
 
 
-def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
-                 workers: Optional[int] = None, pass_through: bool = False, resize: int = 0,
-                 center_crop: bool = False, quality: Optional[int] = None,
-                 encoding: Optional[str] = None, color: int = 1, pack_label: bool = False,
-                 exact: bool = False, keep_jpeg: Optional[bool] = None,
-                 shards: int = 0, shard_size: int = 0, shuffle: Optional[bool] = None,
-                 seed: int = 0, val_ratio: float = 0.0, on_error: str = "skip",
-                 resume: bool = False, extensions: Tuple[str, ...] = DEFAULT_EXTENSIONS,
-                 storage_options: Optional[dict] = None,
+def pack_dataset(src: str, out: str, options: Optional[PackOptions] = None, *,
                  progress: Optional[Callable[[int, int, int], None]] = None,
-                 chunksize: Optional[int] = None, flush_every: int = 256,
-                 item_timeout: float = 60.0, dask: Any = None,
-                 limits: InputLimits = InputLimits()) -> PackSummary:
+                 **keywords: Any) -> PackSummary:
     """Pack the images of ``src`` into RecordIO files named from the prefix ``out``.
 
     ``src`` is a folder of class subfolders (labels in sorted folder order) or an im2rec ``.lst``
@@ -152,18 +122,22 @@ def pack_dataset(src: str, out: str, *, root: Optional[str] = None,
     of ``workers`` processes, a string is a scheduler address, or pass a
     ``distributed.Client``. It also publishes ``OUT.manifest.json`` (``manifest``); without
     ``shards``/``shard_size`` it writes two shards per worker thread. See ``cluster``.
+    The settings come as ``options`` (a ``PackOptions``) or as keywords (its field names, e.g.
+    ``resize=256``; with ``options`` too, they replace its fields), all checked before any file
+    is touched; a misspelt keyword raises TypeError with a "did you mean".
     Returns a ``PackSummary``.
     """
     started = time.perf_counter()
+    if options is None:
+        options = PackOptions.from_kwargs(**keywords)
+    elif keywords:
+        options = options.replace(**keywords)
     out = output_prefix(out)
-    _check_arguments(on_error, quality, encoding, color, workers)
-    image = _image_options(pass_through, resize, center_crop, quality, encoding, color,
-                           pack_label, exact, keep_jpeg)
-    with _runner(dask, workers, pass_through, chunksize, item_timeout) as runner:
-        plan, resume = _plan_for(src, out, root, image, shuffle, seed, val_ratio, shards,
-                                 shard_size, extensions, resume, storage_options, runner)
-        tasks = shard_tasks(plan, storage_options, on_error, resume, flush_every, limits,
-                            runner.locate)
+    storage_options = options.storage_options
+    with _runner(options) as runner:
+        plan, resume = _plan_for(src, out, options, runner)
+        tasks = shard_tasks(plan, storage_options, options.on_error, resume, options.flush_every,
+                            options.limits, runner.locate)
         outcomes, failures = runner.run(tasks, progress)
     raise_failures(plan, tasks, outcomes, failures)
     summary = summarize(out, plan, tasks, outcomes, runner.workers, runner.cluster)

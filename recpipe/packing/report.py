@@ -16,10 +16,10 @@ class InputReport:
 
     def __init__(self, max_examples=MAX_EXAMPLES):
         self.max_examples = max_examples
-        self.counts = collections.Counter()
+        self.counts: "collections.Counter[str]" = collections.Counter()
         self.examples = collections.defaultdict(list)
         self.errors = []
-        self.actions = collections.Counter()  # kept / re-encoded / transcoded payloads
+        self.actions: "collections.Counter[str]" = collections.Counter()  # kept / re-encoded / transcoded payloads
 
     def add(self, path, reasons, error=None, action=None):
         if action:

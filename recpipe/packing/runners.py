@@ -21,7 +21,7 @@ import multiprocessing
 import os
 import sys
 import threading
-from typing import List, Optional, Protocol, Sequence, Tuple
+from typing import Deque, List, Optional, Protocol, Sequence, Tuple
 
 from .jobs import ShardOutcome, ShardTask, finish_empty, open_job, write_shard
 from .lifeline import init_worker
@@ -31,7 +31,7 @@ __all__ = ["LocalRunner", "ShardRunner", "item_results", "mp_context", "ordered_
            "stop_workers"]
 
 
-_processor = None
+_processor: Optional[ItemProcessor] = None  # this worker process's, set by _init_worker
 
 
 def _init_worker(processor, parent_pid):
@@ -41,7 +41,10 @@ def _init_worker(processor, parent_pid):
 
 
 def _work(chunk):
-    return [_processor(item) for item in chunk]
+    processor = _processor
+    if processor is None:
+        raise RuntimeError("pack worker used before its initializer ran")
+    return [processor(item) for item in chunk]
 
 
 def _chunks(items, size):
@@ -86,7 +89,7 @@ def _chunk_results(future, seconds):
 def ordered_results(executor, work, chunks, window, seconds):
     """``work(chunk)`` results of ``chunks``, flattened in order, with at most ``window``
     chunks in flight (bounded memory) and each waited for at most ``seconds``."""
-    pending = collections.deque()
+    pending: Deque[tuple] = collections.deque()
     for chunk in chunks:
         pending.append(executor.submit(work, chunk))
         if len(pending) >= window:

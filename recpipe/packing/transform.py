@@ -154,7 +154,8 @@ class ItemProcessor:
                 "limits": self.limits}
 
     def __setstate__(self, state):
-        self.__init__(state["root"], state["options"], state["storage_options"], state["limits"])
+        ItemProcessor.__init__(self, state["root"], state["options"], state["storage_options"],
+                               state["limits"])
 
     def read(self, relpath):
         """The bytes of ``relpath``: inside the root, a regular file, within the size limit

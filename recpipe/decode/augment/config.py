@@ -2,10 +2,11 @@
 defaults (plus ``dtype``, ``layout`` and ``dct_scaling``), parsed from MXNet-style strings and
 validated the way MXNet's CHECKs fail (see the package docstring for what each step does)."""
 
-import difflib
 import math
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
+
+from ...spelling import did_you_mean
 
 __all__ = ["AugmentConfig", "AUGMENT_KEYWORDS", "UNSUPPORTED_KEYWORDS", "aspect_range"]
 
@@ -106,9 +107,8 @@ class AugmentConfig:
                 raise NotImplementedError(f"ImageRecordIter keyword {key!r}: "
                                           f"{UNSUPPORTED_KEYWORDS[key]}")
             if key not in known:
-                close = difflib.get_close_matches(key, sorted(known), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ValueError(f"unknown augmentation keyword {key!r}{hint}")
+                raise ValueError(f"unknown augmentation keyword {key!r}"
+                                 f"{did_you_mean(key, known)}")
             values[key] = _coerce(key, value, cls.__dataclass_fields__[key].default)
         if "data_shape" not in values:
             raise ValueError("data_shape is required")

@@ -150,6 +150,7 @@ class S3HttpRanges:
         if held is not None and held[1] == (url.scheme, url.host, url.port):
             return held[0], True
         self._drop()
+        conn: http.client.HTTPConnection
         if url.scheme == "https":
             conn = http.client.HTTPSConnection(url.host, url.port, timeout=timeout,
                                                context=self._ssl_context)
@@ -230,7 +231,8 @@ class S3HttpRanges:
         try:
             return self._body(sock, response, start, end, left)
         except _STALE as exc:
-            exc.after_status = True  # the request was answered: not a stale connection
+            # the request was answered: not a stale connection (read back with getattr)
+            setattr(exc, "after_status", True)
             raise
 
     def _changed(self, response, start):
@@ -346,10 +348,10 @@ def status_error(status, body, path):
     """The exception s3fs raises for this error response (``s3fs.errors``' table)."""
     from s3fs.errors import ERROR_CODE_TO_EXCEPTION
 
-    code = _CODE.search(body or b"")
-    code = code.group(1).decode("ascii", "replace") if code else None
-    message = _MESSAGE.search(body or b"")
-    message = message.group(1).decode("utf-8", "replace") if message else ""
+    code_match = _CODE.search(body or b"")
+    code = code_match.group(1).decode("ascii", "replace") if code_match else None
+    message_match = _MESSAGE.search(body or b"")
+    message = message_match.group(1).decode("utf-8", "replace") if message_match else ""
     text = f"{status} {code or ''} {message} ({path})".replace("  ", " ")
     constructor = ERROR_CODE_TO_EXCEPTION.get(code) or ERROR_CODE_TO_EXCEPTION.get(str(status))
     if constructor is not None:
