@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "_augment_kernels.h"
 #include "_floats.h"
 #include "_planes.h"
 #include "_resize_core.h"
@@ -68,7 +69,7 @@
 
 typedef struct {
     long out_h, out_w;
-    int nchw, rand_crop, mirror, rand_mirror, is_float;
+    int nchw, rand_crop, mirror, rand_mirror, is_float, is_half; /* is_half: float16 out */
     float gains[3], offsets[3];
     long label_width;
     int fast_dct, fast_upsample, strict;
@@ -92,6 +93,8 @@ typedef struct {
     size_t planes_cap;
     unsigned char *region; /* out_h x out_w x 3: the resized crop before colour jitter */
     size_t region_cap;
+    float *staged; /* a float16 sample rendered as float32 before conversion */
+    size_t staged_cap;
 } scratch;
 
 #define KEEP_BYTES (4u << 20) /* a thread keeps at most this much of a buffer between calls */
@@ -108,6 +111,7 @@ static void scratch_free(void *p)
     free(mem->rows);
     free(mem->planes);
     free(mem->region);
+    free(mem->staged);
     free(mem);
 }
 
@@ -700,8 +704,11 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
             || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
             continue;
         void *dst = req->images + (size_t)req->slots[i] * req->slot_bytes;
+        void *target = req->opt.is_half ? (void *)mem->staged : dst;
         if (decode_into(&ctx, payload + image_at, length - image_at, (uint64_t)req->samples[i],
-                        dst) == 0) {
+                        target) == 0) {
+            if (req->opt.is_half)
+                halves_of(mem->staged, dst, req->slot_bytes / 2);
             req->status[i] = 1;
             done++;
         }
@@ -861,11 +868,12 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
     if (checked_size(&plane, req->opt.out_h, req->opt.out_w, 1, "images")
         || checked_size(&sample_values, plane, 3, 1, "images"))
         return -1;
-    if (images->itemsize != 1 && images->itemsize != 4) {
-        PyErr_SetString(PyExc_ValueError, "images must be uint8 or float32");
+    if (images->itemsize != 1 && images->itemsize != 2 && images->itemsize != 4) {
+        PyErr_SetString(PyExc_ValueError, "images must be uint8, float16 or float32");
         return -1;
     }
-    req->opt.is_float = images->itemsize == 4;
+    req->opt.is_float = images->itemsize != 1;
+    req->opt.is_half = images->itemsize == 2;
     req->slot_bytes = (size_t)sample_values * (size_t)images->itemsize;
     slots_in_images = images->len / (Py_ssize_t)req->slot_bytes;
     if (checked_size(&label_bytes, req->opt.label_width, 4, 1, "labels"))
@@ -936,7 +944,10 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     mem = thread_scratch();
     if (mem == NULL
         || grow((void **)&mem->planes, &mem->planes_cap,
-                sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w)) {
+                sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w)
+        || (req.opt.is_half
+            && grow((void **)&mem->staged, &mem->staged_cap,
+                    sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w))) {
         PyErr_NoMemory();
         goto done;
     }
