@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 static inline uint16_t half_of(float value)
@@ -42,11 +43,36 @@ static inline uint16_t half_of(float value)
     return (uint16_t)(sign | kept);
 }
 
-/* count float32 values -> float16 (as uint16 bits) */
-static void halves_of(const float *restrict from, uint16_t *restrict to, size_t count)
+/* The options a float16 sample is rendered with first: unit gains, so that the float32 writers
+ * (mirror, layout) leave the pixel values themselves for halves_of. */
+static run_options half_staging(const run_options *opt)
 {
-    for (size_t i = 0; i < count; i++)
-        to[i] = half_of(from[i]);
+    run_options unit = *opt;
+    for (int c = 0; c < 3; c++) {
+        unit.gains[c] = 1.0f;
+        unit.offsets[c] = 0.0f;
+    }
+    return unit;
+}
+
+/* A rendered sample (pixel values as float32, 3 x plane or plane x 3) normalised into float16
+ * with the Python path's (OpenCV's) arithmetic: NCHW, cv2.addWeighted to CV_16F, is one fused
+ * float32 multiply-add then float16; NHWC, cv2.multiply to CV_32F then cv2.add to CV_16F,
+ * rounds value * gain (in double) to float32, adds the float32 offset in float32, then float16. */
+static void halves_of(const float *restrict from, uint16_t *restrict to, long plane, int nchw,
+                      const float *gains, const float *offsets, const double *exact_gains)
+{
+    if (nchw) {
+        for (long c = 0; c < 3; c++)
+            for (long i = c * plane; i < (c + 1) * plane; i++)
+                to[i] = half_of(fmaf(from[i], gains[c], offsets[c]));
+        return;
+    }
+    for (long i = 0; i < 3 * plane; i++) {
+        long c = i % 3;
+        float scaled = (float)((double)from[i] * exact_gains[c]);
+        to[i] = half_of(scaled + offsets[c]);
+    }
 }
 
 #endif

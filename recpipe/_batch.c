@@ -47,7 +47,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "_augment_kernels.h"
 #include "_floats.h"
 #include "_planes.h"
 #include "_resize_core.h"
@@ -78,7 +77,10 @@ typedef struct {
     int rrc, scales;
     double min_area, max_area, aspect_low, aspect_high;
     double colour[3]; /* brightness, contrast, saturation limits */
+    double exact_gains[3]; /* gains unrounded: float16 output's NHWC arithmetic */
 } run_options;
+
+#include "_augment_kernels.h" /* kernels on run_options */
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
  * zeroed by the kernel every time) and freed when the thread ends. */
@@ -681,7 +683,8 @@ typedef struct {
 
 static Py_ssize_t run_samples(run_request *req, scratch *mem)
 {
-    sample_ctx ctx = {&req->opt, mem, req->key, req->epoch};
+    run_options unit = half_staging(&req->opt); /* float16: render the pixel values first */
+    sample_ctx ctx = {req->opt.is_half ? &unit : &req->opt, mem, req->key, req->epoch};
     Py_ssize_t done = 0;
     for (Py_ssize_t i = 0; i < req->count; i++) {
         int64_t start = req->starts[i], end = req->ends[i];
@@ -708,7 +711,8 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         if (decode_into(&ctx, payload + image_at, length - image_at, (uint64_t)req->samples[i],
                         target) == 0) {
             if (req->opt.is_half)
-                halves_of(mem->staged, dst, req->slot_bytes / 2);
+                halves_of(mem->staged, dst, req->opt.out_h * req->opt.out_w, req->opt.nchw,
+                          req->opt.gains, req->opt.offsets, req->opt.exact_gains);
             req->status[i] = 1;
             done++;
         }
@@ -756,6 +760,9 @@ static const option_field OPTION_TABLE[] = {
     OPTION("contrast", OPT_DOUBLE, colour[1]),
     OPTION("saturation", OPT_DOUBLE, colour[2]),
     OPTION("scales", OPT_INT, scales),
+    OPTION("gain_r", OPT_DOUBLE, exact_gains[0]),
+    OPTION("gain_g", OPT_DOUBLE, exact_gains[1]),
+    OPTION("gain_b", OPT_DOUBLE, exact_gains[2]),
 };
 
 #define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))

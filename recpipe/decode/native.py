@@ -62,6 +62,9 @@ class RunOptions(NamedTuple):
     contrast: float
     saturation: float
     scales: int  # bits 1, 2, 4: DCT scales 1/2, 1/4, 1/8 offered
+    gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
+    gain_g: float
+    gain_b: float
 
 
 def _default(field):
@@ -130,4 +133,5 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         max_bytes=int(max_bytes), resize=int(config.resize), rrc=planner.random_resized,
         min_area=float(config.min_random_area), max_area=float(config.max_random_area),
         aspect_low=float(low), aspect_high=float(high), brightness=float(config.brightness),
-        contrast=float(config.contrast), saturation=float(config.saturation), scales=scales)
+        contrast=float(config.contrast), saturation=float(config.saturation), scales=scales,
+        gain_r=float(gains[0]), gain_g=float(gains[1]), gain_b=float(gains[2]))
