@@ -1,9 +1,10 @@
 /* Output kernels of recpipe._batch beyond uint8/float32 (issue 21 item 2), kept out of _batch.c.
  *
- * float16 output: a sample is rendered as float32 (the float32 path, unchanged) and each value
- * converted to IEEE half with round-to-nearest-even, which is what numpy's float32 -> float16
- * cast and OpenCV's CV_16F conversion do (overflow -> inf, NaN kept quiet, subnormals rounded).
- * Portable C: no F16C needed, so the build states do not grow. */
+ * float16 output: a sample is rendered as uint8 (the uint8 path, unchanged: the pixel values the
+ * Python path normalises) and mapped through a per-run table of 3 x 256 halves computed with the
+ * Python path's arithmetic and rounded to nearest even (numpy's and OpenCV's float16 rounding;
+ * overflow -> inf, subnormals rounded). Portable C: no F16C needed, so the build states do not
+ * grow. */
 #ifndef RECPIPE_AUGMENT_KERNELS_H
 #define RECPIPE_AUGMENT_KERNELS_H
 
@@ -43,35 +44,44 @@ static inline uint16_t half_of(float value)
     return (uint16_t)(sign | kept);
 }
 
-/* The options a float16 sample is rendered with first: unit gains, so that the float32 writers
- * (mirror, layout) leave the pixel values themselves for halves_of. */
+/* The options a float16 sample is rendered with first: as uint8 output (the pixel values the
+ * Python path normalises, in the output's layout and mirrored), converted by halves_of. */
 static run_options half_staging(const run_options *opt)
 {
     run_options unit = *opt;
-    for (int c = 0; c < 3; c++) {
-        unit.gains[c] = 1.0f;
-        unit.offsets[c] = 0.0f;
-    }
+    unit.is_float = 0;
+    unit.is_half = 0;
     return unit;
 }
 
-/* A rendered sample (pixel values as float32, 3 x plane or plane x 3) normalised into float16
- * with the Python path's (OpenCV's) arithmetic: NCHW, cv2.addWeighted to CV_16F, is one fused
- * float32 multiply-add then float16; NHWC, cv2.multiply to CV_32F then cv2.add to CV_16F,
- * rounds value * gain (in double) to float32, adds the float32 offset in float32, then float16. */
-static void halves_of(const float *restrict from, uint16_t *restrict to, long plane, int nchw,
-                      const float *gains, const float *offsets, const double *exact_gains)
+/* The float16 of every pixel value 0-255 in each channel, with the Python path's (OpenCV's)
+ * arithmetic: NCHW, cv2.addWeighted to CV_16F, is one fused float32 multiply-add then float16;
+ * NHWC, cv2.multiply to CV_32F then cv2.add to CV_16F, rounds value * gain (in double) to
+ * float32, adds the float32 offset in float32, then float16. */
+static void half_table(const run_options *opt, uint16_t table[3][256])
+{
+    for (int c = 0; c < 3; c++)
+        for (int x = 0; x < 256; x++) {
+            float value = opt->nchw ? fmaf((float)x, opt->gains[c], opt->offsets[c])
+                                    : (float)((double)x * opt->exact_gains[c]) + opt->offsets[c];
+            table[c][x] = half_of(value);
+        }
+}
+
+/* A sample rendered as uint8 (3 x plane or plane x 3) -> float16 through the table */
+static void halves_of(const uint8_t *restrict from, uint16_t *restrict to, long plane, int nchw,
+                      const uint16_t table[3][256])
 {
     if (nchw) {
         for (long c = 0; c < 3; c++)
             for (long i = c * plane; i < (c + 1) * plane; i++)
-                to[i] = half_of(fmaf(from[i], gains[c], offsets[c]));
+                to[i] = table[c][from[i]];
         return;
     }
-    for (long i = 0; i < 3 * plane; i++) {
-        long c = i % 3;
-        float scaled = (float)((double)from[i] * exact_gains[c]);
-        to[i] = half_of(scaled + offsets[c]);
+    for (long i = 0; i < plane; i++) {
+        to[3 * i] = table[0][from[3 * i]];
+        to[3 * i + 1] = table[1][from[3 * i + 1]];
+        to[3 * i + 2] = table[2][from[3 * i + 2]];
     }
 }
 

@@ -95,7 +95,7 @@ typedef struct {
     size_t planes_cap;
     unsigned char *region; /* out_h x out_w x 3: the resized crop before colour jitter */
     size_t region_cap;
-    float *staged; /* a float16 sample rendered as float32 before conversion */
+    uint8_t *staged; /* a float16 sample's pixel values before conversion */
     size_t staged_cap;
 } scratch;
 
@@ -684,6 +684,9 @@ typedef struct {
 static Py_ssize_t run_samples(run_request *req, scratch *mem)
 {
     run_options unit = half_staging(&req->opt); /* float16: render the pixel values first */
+    uint16_t halves[3][256];
+    if (req->opt.is_half)
+        half_table(&req->opt, halves);
     sample_ctx ctx = {req->opt.is_half ? &unit : &req->opt, mem, req->key, req->epoch};
     Py_ssize_t done = 0;
     for (Py_ssize_t i = 0; i < req->count; i++) {
@@ -712,7 +715,7 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
                         target) == 0) {
             if (req->opt.is_half)
                 halves_of(mem->staged, dst, req->opt.out_h * req->opt.out_w, req->opt.nchw,
-                          req->opt.gains, req->opt.offsets, req->opt.exact_gains);
+                          (const uint16_t(*)[256])halves);
             req->status[i] = 1;
             done++;
         }
@@ -954,7 +957,7 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
                 sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w)
         || (req.opt.is_half
             && grow((void **)&mem->staged, &mem->staged_cap,
-                    sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w))) {
+                    3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w))) {
         PyErr_NoMemory();
         goto done;
     }
