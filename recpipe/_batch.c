@@ -72,7 +72,7 @@
 
 typedef struct {
     long out_h, out_w;
-    int nchw, rand_crop, mirror, rand_mirror, is_float;
+    int nchw, rand_crop, mirror, rand_mirror, is_float, is_half; /* is_half: float16 out */
     float gains[3], offsets[3];
     long label_width;
     int fast_dct, fast_upsample, strict, check_rest;
@@ -82,7 +82,10 @@ typedef struct {
     int rrc, scales;
     double min_area, max_area, aspect_low, aspect_high;
     double colour[3]; /* brightness, contrast, saturation limits */
+    double exact_gains[3]; /* gains unrounded: float16 output's NHWC arithmetic */
 } run_options;
+
+#include "_augment_kernels.h" /* kernels on run_options */
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
  * zeroed by the kernel every time) and freed when the thread ends. */
@@ -97,6 +100,8 @@ typedef struct {
     size_t planes_cap;
     unsigned char *region; /* out_h x out_w x 3: the resized crop before colour jitter */
     size_t region_cap;
+    uint8_t *staged; /* a float16 sample's pixel values before conversion */
+    size_t staged_cap;
 } scratch;
 
 #define KEEP_BYTES (4u << 20) /* a thread keeps at most this much of a buffer between calls */
@@ -113,6 +118,7 @@ static void scratch_free(void *p)
     free(mem->rows);
     free(mem->planes);
     free(mem->region);
+    free(mem->staged);
     free(mem);
 }
 
@@ -710,7 +716,11 @@ static int sum_matches(const run_request *req, Py_ssize_t i, const unsigned char
 
 static Py_ssize_t run_samples(run_request *req, scratch *mem)
 {
-    sample_ctx ctx = {&req->opt, mem, req->key, req->epoch};
+    run_options unit = half_staging(&req->opt); /* float16: render the pixel values first */
+    uint16_t halves[3][256];
+    if (req->opt.is_half)
+        half_table(&req->opt, halves);
+    sample_ctx ctx = {req->opt.is_half ? &unit : &req->opt, mem, req->key, req->epoch};
     Py_ssize_t done = 0;
     for (Py_ssize_t i = 0; i < req->count; i++) {
         int64_t start = req->starts[i], end = req->ends[i];
@@ -734,8 +744,12 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
             || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
             continue;
         void *dst = req->images + (size_t)req->slots[i] * req->slot_bytes;
+        void *target = req->opt.is_half ? (void *)mem->staged : dst;
         if (decode_into(&ctx, payload + image_at, length - image_at, (uint64_t)req->samples[i],
-                        dst) == 0) {
+                        target) == 0) {
+            if (req->opt.is_half)
+                halves_of(mem->staged, dst, req->opt.out_h * req->opt.out_w, req->opt.nchw,
+                          (const uint16_t(*)[256])halves);
             req->status[i] = 1;
             done++;
         }
@@ -785,6 +799,9 @@ static const option_field OPTION_TABLE[] = {
     OPTION("contrast", OPT_DOUBLE, colour[1]),
     OPTION("saturation", OPT_DOUBLE, colour[2]),
     OPTION("scales", OPT_INT, scales),
+    OPTION("gain_r", OPT_DOUBLE, exact_gains[0]),
+    OPTION("gain_g", OPT_DOUBLE, exact_gains[1]),
+    OPTION("gain_b", OPT_DOUBLE, exact_gains[2]),
 };
 
 #define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
@@ -903,11 +920,12 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
     if (checked_size(&plane, req->opt.out_h, req->opt.out_w, 1, "images")
         || checked_size(&sample_values, plane, 3, 1, "images"))
         return -1;
-    if (images->itemsize != 1 && images->itemsize != 4) {
-        PyErr_SetString(PyExc_ValueError, "images must be uint8 or float32");
+    if (images->itemsize != 1 && images->itemsize != 2 && images->itemsize != 4) {
+        PyErr_SetString(PyExc_ValueError, "images must be uint8, float16 or float32");
         return -1;
     }
-    req->opt.is_float = images->itemsize == 4;
+    req->opt.is_float = images->itemsize != 1;
+    req->opt.is_half = images->itemsize == 2;
     req->slot_bytes = (size_t)sample_values * (size_t)images->itemsize;
     slots_in_images = images->len / (Py_ssize_t)req->slot_bytes;
     if (checked_size(&label_bytes, req->opt.label_width, 4, 1, "labels"))
@@ -985,7 +1003,10 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     mem = thread_scratch();
     if (mem == NULL
         || grow((void **)&mem->planes, &mem->planes_cap,
-                sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w)) {
+                sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w)
+        || (req.opt.is_half
+            && grow((void **)&mem->staged, &mem->staged_cap,
+                    3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w))) {
         PyErr_NoMemory();
         goto done;
     }

@@ -15,6 +15,7 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
          key_lo: int, key_hi: int, epoch: int,
          options: Tuple[int, int, bool, bool, bool, bool, Tuple[float, float, float],
                         Tuple[float, float, float], int, bool, bool, bool, int, int, bool, int,
-                        int, bool, float, float, float, float, float, float, float, int],
+                        int, bool, float, float, float, float, float, float, float, int, float,
+                        float, float],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...

@@ -81,7 +81,7 @@ def child(args):
 
     settings = dict(CONFIGS[args.config])
     shape = settings.pop("data_shape")
-    dtype = "float32" if args.config == "faces" else "uint8"
+    dtype = args.dtype or ("float32" if args.config == "faces" else "uint8")
     with ImageLoader(args.rec, 128, shape, threads=args.child_threads, dtype=dtype, shuffle=True,
                      **settings) as loader:
         stream = _endless(loader)
@@ -141,6 +141,7 @@ def point(tree, args, threads):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     py_spy = shutil.which("py-spy") if args.py_spy else None
     command = [sys.executable, os.path.abspath(__file__), args.rec, "--config", args.config,
+               *(["--dtype", args.dtype] if args.dtype else []),
                "--seconds", str(args.seconds), "--child-threads", str(threads)]
     if not args.probe:
         command.append("--no-probe")
@@ -181,6 +182,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rec")
     parser.add_argument("--config", default="train", choices=("train", "val", "faces"))
+    parser.add_argument("--dtype", default=None, choices=("uint8", "float32", "float16"),
+                        help="output dtype (default: float32 for faces, uint8 otherwise)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--trees", default=f"this={os.path.dirname(HERE)}",
                         help="comma list of NAME=PATH source trees (alternated)")

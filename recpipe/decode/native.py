@@ -30,7 +30,7 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "brightness", "contrast", "saturation", "mean_r", "mean_g", "mean_b", "std_r", "std_g",
     "std_b", "scale", "dtype", "layout",
 })
-NATIVE_DTYPES = ("uint8", "float32")
+NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
 _SCALE_BITS = ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
 
@@ -64,6 +64,9 @@ class RunOptions(NamedTuple):
     contrast: float
     saturation: float
     scales: int  # bits 1, 2, 4: DCT scales 1/2, 1/4, 1/8 offered
+    gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
+    gain_g: float
+    gain_b: float
 
 
 def _default(field):
@@ -76,7 +79,8 @@ def _default(field):
 
 def augment_is_native(config):
     """True when ``recpipe._batch`` renders ``config`` (an ``AugmentConfig``) itself: every
-    field outside ``NATIVE_AUGMENT_FIELDS`` at its default, 3 channels, uint8 or float32, and
+    field outside ``NATIVE_AUGMENT_FIELDS`` at its default, 3 channels, uint8, float32 or
+    float16 (float16: without colour jitter), and
     no affine step (an aspect range without a random-resized crop is MXNet's affine one)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
@@ -84,8 +88,11 @@ def augment_is_native(config):
         default = _default(field)
         if default is MISSING or getattr(config, field.name) != default:
             return False
+    # float16 with colour jitter takes the Python path: its reference jitters in numpy, not in
+    # the colour kernel C shares with float32
+    jitter = config.brightness or config.contrast or config.saturation
     return (config.channels == 3 and config.dtype in NATIVE_DTYPES
-            and not config.affine_active)
+            and not (config.dtype == "float16" and jitter) and not config.affine_active)
 
 
 def native_module():
@@ -108,7 +115,9 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     if native_module() is None or augmenter is None:
         return None
     config, renderer, planner = augmenter.config, augmenter.renderer, augmenter.planner
-    if not (augment_is_native(config) and renderer.kernels.resize and renderer.kernels.colour
+    # float16 (no jitter, see augment_is_native) is written by cv2 in Python, not the colour kernel
+    colour_matches = renderer.kernels.colour or config.dtype == "float16"
+    if not (augment_is_native(config) and renderer.kernels.resize and colour_matches
             and not planner.random_size):
         return None
     region = decoder.region_options()
@@ -133,4 +142,5 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         resize=int(config.resize), rrc=planner.random_resized,
         min_area=float(config.min_random_area), max_area=float(config.max_random_area),
         aspect_low=float(low), aspect_high=float(high), brightness=float(config.brightness),
-        contrast=float(config.contrast), saturation=float(config.saturation), scales=scales)
+        contrast=float(config.contrast), saturation=float(config.saturation), scales=scales,
+        gain_r=float(gains[0]), gain_g=float(gains[1]), gain_b=float(gains[2]))

@@ -87,6 +87,8 @@ CONFIGS = [
     dict(data_shape=(3, 96, 100), rand_crop=True, rand_mirror=True, dtype="float32", **NORM),
     dict(data_shape=(3, 100, 96), mirror=True, dtype="float32", layout="NHWC", scale=0.5),
     dict(data_shape=(3, 112, 112), dtype="uint8", layout="NHWC", rand_crop=True),
+    dict(data_shape=(3, 112, 112), rand_mirror=True, dtype="float16", **NORM),  # float16
+    dict(data_shape=(3, 96, 100), rand_crop=True, dtype="float16", layout="NHWC", scale=0.5),
 ]
 
 
@@ -150,6 +152,9 @@ RESAMPLING = [
          contrast=0.4, saturation=0.4, dtype="float32", **NORM),               # colour jitter
     dict(data_shape=(3, 64, 64), resize=72, saturation=0.5, layout="NHWC"),
     dict(data_shape=(3, 90, 90), contrast=0.3, rand_mirror=True, rand_crop=True),  # contrast
+    dict(data_shape=(3, 56, 64), random_resized_crop=True, min_random_area=0.08,
+         min_aspect_ratio=0.75, max_aspect_ratio=4 / 3, rand_mirror=True, dtype="float16",
+         **NORM),                                                               # float16
 ]
 
 
@@ -259,7 +264,7 @@ def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
                    dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
                    dict(data_shape=(3, 64, 64), max_crop_size=80, min_crop_size=70),
                    dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False),
-                   dict(data_shape=(3, 64, 64), dtype="float16")):
+                   dict(data_shape=(3, 64, 64), dtype="float16", brightness=0.3)):
         reader, records = _decoders(rec, **config)
         with reader:
             assert not records.native

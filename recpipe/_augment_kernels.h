@@ -1,0 +1,88 @@
+/* Output kernels of recpipe._batch beyond uint8/float32 (issue 21 item 2), kept out of _batch.c.
+ *
+ * float16 output: a sample is rendered as uint8 (the uint8 path, unchanged: the pixel values the
+ * Python path normalises) and mapped through a per-run table of 3 x 256 halves computed with the
+ * Python path's arithmetic and rounded to nearest even (numpy's and OpenCV's float16 rounding;
+ * overflow -> inf, subnormals rounded). Portable C: no F16C needed, so the build states do not
+ * grow. */
+#ifndef RECPIPE_AUGMENT_KERNELS_H
+#define RECPIPE_AUGMENT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <string.h>
+
+static inline uint16_t half_of(float value)
+{
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude >= 0x7f800000u) /* inf or NaN (quiet, payload's top bits kept) */
+        return (uint16_t)(sign | 0x7c00u
+                          | (magnitude > 0x7f800000u ? 0x0200u | ((magnitude >> 13) & 0x3ffu) : 0u));
+    if (magnitude >= 0x477ff000u) /* rounds to 65520 or more: inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (magnitude < 0x38800000u) { /* below 2^-14: a half subnormal (or zero) */
+        if (magnitude < 0x33000000u) /* below 2^-25: rounds to zero */
+            return sign;
+        uint32_t exponent = magnitude >> 23;
+        uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - exponent; /* 14..24: value = mantissa * 2^(exponent-150) */
+        uint32_t kept = mantissa >> shift;
+        uint32_t rest = mantissa & ((1u << shift) - 1u), half_way = 1u << (shift - 1u);
+        if (rest > half_way || (rest == half_way && (kept & 1u)))
+            kept++;
+        return (uint16_t)(sign | kept);
+    }
+    /* normal: rebias the exponent (127 -> 15), round 13 dropped mantissa bits to even */
+    uint32_t rebased = magnitude - 0x38000000u;
+    uint32_t kept = rebased >> 13, rest = rebased & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (kept & 1u)))
+        kept++; /* a carry into the exponent is the right result (up to inf, excluded above) */
+    return (uint16_t)(sign | kept);
+}
+
+/* The options a float16 sample is rendered with first: as uint8 output (the pixel values the
+ * Python path normalises, in the output's layout and mirrored), converted by halves_of. */
+static run_options half_staging(const run_options *opt)
+{
+    run_options unit = *opt;
+    unit.is_float = 0;
+    unit.is_half = 0;
+    return unit;
+}
+
+/* The float16 of every pixel value 0-255 in each channel, with the Python path's (OpenCV's)
+ * arithmetic: NCHW, cv2.addWeighted to CV_16F, is one fused float32 multiply-add then float16;
+ * NHWC, cv2.multiply to CV_32F then cv2.add to CV_16F, rounds value * gain (in double) to
+ * float32, adds the float32 offset in float32, then float16. */
+static void half_table(const run_options *opt, uint16_t table[3][256])
+{
+    for (int c = 0; c < 3; c++)
+        for (int x = 0; x < 256; x++) {
+            float value = opt->nchw ? fmaf((float)x, opt->gains[c], opt->offsets[c])
+                                    : (float)((double)x * opt->exact_gains[c]) + opt->offsets[c];
+            table[c][x] = half_of(value);
+        }
+}
+
+/* A sample rendered as uint8 (3 x plane or plane x 3) -> float16 through the table */
+static void halves_of(const uint8_t *restrict from, uint16_t *restrict to, long plane, int nchw,
+                      const uint16_t table[3][256])
+{
+    if (nchw) {
+        for (long c = 0; c < 3; c++)
+            for (long i = c * plane; i < (c + 1) * plane; i++)
+                to[i] = table[c][from[i]];
+        return;
+    }
+    for (long i = 0; i < plane; i++) {
+        to[3 * i] = table[0][from[3 * i]];
+        to[3 * i + 1] = table[1][from[3 * i + 1]];
+        to[3 * i + 2] = table[2][from[3 * i + 2]];
+    }
+}
+
+#endif
