@@ -15,6 +15,7 @@ turns every left-out extension into a build error (the wheel build sets it).
 
 import contextlib
 import os
+import shlex
 import sys
 import tempfile
 
@@ -89,9 +90,13 @@ class OptionalBuildExt(build_ext):
                 try:
                     objects = self.compiler.compile([source], output_dir=folder,
                                                     include_dirs=self.include_dirs)
+                    # LDFLAGS too: a sanitizer build (tools/sanitize.sh) compiles with
+                    # -fsanitize, whose runtime the probe's link then needs
                     self.compiler.link_executable(objects, "probe", output_dir=folder,
                                                   libraries=["jpeg"],
-                                                  library_dirs=self.library_dirs)
+                                                  library_dirs=self.library_dirs,
+                                                  extra_postargs=shlex.split(
+                                                      os.environ.get("LDFLAGS", "")))
                 except Exception:  # noqa: BLE001 - CompileError/LinkError: no usable libjpeg
                     return False
         return True

@@ -43,7 +43,8 @@ UBSAN_LIB=$(runtime libubsan.so)
   for ext in _jpegroi _resize _colour _batch; do
     ls recpipe/"$ext".*.so >/dev/null 2>&1 || { echo "sanitize.sh: recpipe.$ext not built" >&2
       cat build.log >&2; exit 2; }
-    nm -D recpipe/"$ext".*.so | grep -q __asan_ || { echo "sanitize.sh: recpipe.$ext built" \
+    nm -D recpipe/"$ext".*.so | grep __asan_ >/dev/null ||  # not -q: SIGPIPE under pipefail
+    { echo "sanitize.sh: recpipe.$ext built" \
       "without ASan (CFLAGS ignored?)" >&2; exit 2; }
   done
 )
