@@ -13,7 +13,7 @@ import recpipe
 from recpipe import recordio
 from recpipe.decode.loader import ImageLoader
 from recpipe.io.layout import FaceLayout, detect_face_layout
-from recpipe.io.verify import inspect
+from recpipe.io.contents import inspect
 
 PER_ID = [3, 1, 4, 2]
 

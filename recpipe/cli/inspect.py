@@ -7,7 +7,8 @@ from ..io.index import index_url_for
 from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
 from ..io.sources import exists, open_source
-from ..io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
+from ..io.contents import inspect
+from ..io.verify import PROBLEM_KINDS, rebuild_index, verify
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
 

@@ -21,10 +21,12 @@ __all__ = [
     "iter_records",
     "find_next_head",
     "scan_records",
+    "scan_with_progress",
     "DEFAULT_BLOCK_SIZE",
 ]
 
 DEFAULT_BLOCK_SIZE = 4 << 20
+_PROGRESS_BYTES = 4 << 20  # how often scan_with_progress reports
 
 
 class Window:
@@ -169,3 +171,16 @@ def scan_records(source, *, keep_payload=True, block_size=DEFAULT_BLOCK_SIZE):
         yield ScanItem(pos, next_pos, record, payload, None)
         pos = next_pos
         record += 1
+
+
+def scan_with_progress(source, *, keep_payload, progress):
+    """``scan_records`` reporting the bytes scanned to ``progress(bytes)`` (every 4 MiB)."""
+    reported = 0
+    for item in scan_records(source, keep_payload=keep_payload):
+        end = item.end if item.error is not None else item.offset
+        if progress is not None and end - reported >= _PROGRESS_BYTES:
+            progress(end - reported)
+            reported = end
+        yield item
+    if progress is not None and source.size > reported:
+        progress(source.size - reported)

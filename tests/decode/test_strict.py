@@ -197,18 +197,15 @@ def test_scans_are_counted_without_decoding():
     assert count_scans(baseline[:2] + comment + baseline[2:], at_least=10) == 1
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120)  # a hang guard only (refused in < 0.1 s; tools/bench_integrity.py --bomb)
 @pytest.mark.parametrize("name", available_decoders())
-def test_a_scan_bomb_is_refused_quickly_by_every_backend(name):
+def test_a_scan_bomb_is_refused_by_every_backend(name):
     bomb = scan_bomb(2048, 2048, 2080, components=3)
     decoder = get_decoder(name)
     for call in (lambda: decoder.decode(bomb), lambda: decoder.decode(bomb, scale=(1, 8)),
                  lambda: decoder.decode_region(bomb, (0, 0, 64, 64))):
-        start = time.perf_counter()
         with pytest.raises(DecodeError, match=f"more than {DEFAULT_MAX_SCANS} scans"):
             call()
-        elapsed = time.perf_counter() - start
-        assert elapsed < 60, elapsed  # a hang guard only: < 0.1 s; the whole bomb takes ~2 s
 
 
 @pytest.mark.parametrize("name", available_decoders())

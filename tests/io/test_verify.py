@@ -10,7 +10,8 @@ import recpipe
 from recpipe.cli import main
 from recpipe.io import pack
 from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES
-from recpipe.io.verify import PROBLEM_KINDS, inspect, rebuild_index, verify
+from recpipe.io.contents import inspect
+from recpipe.io.verify import PROBLEM_KINDS, rebuild_index, verify
 
 from ._helpers import framed_file, index_text, jpeg
 
