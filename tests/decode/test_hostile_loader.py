@@ -13,6 +13,8 @@ import pytest
 import recpipe
 from recpipe.decode.loader import ImageLoader
 
+from .._fork import outcome_in_child
+
 
 @pytest.fixture(scope="module")
 def rec(tmp_path_factory):
@@ -64,20 +66,7 @@ def test_an_epoch_used_in_a_forked_child_says_so_at_once(rec):
     with ImageLoader(rec, 4, (3, 16, 16), threads=1, timeout=30) as loader:
         epoch = iter(loader)
         next(epoch)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            try:
-                next(epoch)
-                message = b"no error"
-            except BaseException as exc:
-                message = f"{type(exc).__name__}: {exc}".encode()[:500]
-            os.write(write, message)
-            os._exit(0)
-        os.close(write)
-        _, status = os.waitpid(pid, 0)
-        message = os.read(read, 1000).decode()
-        os.close(read)
+        status, message = outcome_in_child(lambda: next(epoch))
         assert len(list(epoch)) == 9  # the parent goes on
     assert status == 0
     assert message.startswith("RuntimeError") and "forked process" in message

@@ -16,6 +16,8 @@ import recpipe
 from recpipe.decode import pool as pool_module
 from recpipe.decode.loader import ImageLoader
 
+from .._fork import outcome_in_child
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -115,20 +117,7 @@ def test_exit_without_close_is_clean(rec):
 def test_a_forked_child_is_told_to_make_its_own_loader(rec):
     loader = ImageLoader(rec, 8, (3, 32, 32), resize=32, threads=1)
     try:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            try:
-                iter(loader)
-                message = b"no error"
-            except RuntimeError as exc:
-                message = str(exc).encode()[:500]
-            os.write(write, message)
-            os._exit(0)
-        os.close(write)
-        _, status = os.waitpid(pid, 0)
-        message = os.read(read, 1000).decode()
-        os.close(read)
+        status, message = outcome_in_child(lambda: iter(loader))
     finally:
         loader.close()
     assert status == 0
