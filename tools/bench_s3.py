@@ -33,6 +33,7 @@ this process, of the server, of everything else on the machine (other jobs) and 
 hypervisor (steal); a run where either of the last two is large was disturbed.
 
     python tools/bench_s3.py --repeats 5 --epochs 5 [--moto] [--auth] [--s3-ranges auto,fsspec]
+    python tools/bench_s3.py --cases photos:full,faces:block   # issue 21's goal cases
 """
 
 import argparse
@@ -64,6 +65,32 @@ def pack_photos(photos, out):
                     writer.write(pack(IRHeader(0, float(label), i, 0), f.read()))
                 i += 1
     return i
+
+
+def make_faces(folder, count, photos):
+    """``folder/faces.rec``: ``count`` 112x112 JPEG crops of ``photos`` (InsightFace-sized)."""
+    import glob
+
+    import cv2
+    import numpy as np
+
+    rec = os.path.join(folder, "faces.rec")
+    os.makedirs(folder, exist_ok=True)
+    paths = sorted(glob.glob(os.path.join(photos, "*", "*.jpg")))
+    if not paths:
+        raise SystemExit(f"no photos under {photos}")
+    rng = np.random.default_rng(0)
+    with RecordWriter(rec) as writer:
+        for i in range(count):
+            img = cv2.imread(paths[i % len(paths)])
+            h, w = img.shape[:2]
+            side = int(min(h, w) * rng.uniform(0.5, 0.8))
+            y, x = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
+            face = cv2.resize(img[y:y + side, x:x + side], (112, 112),
+                              interpolation=cv2.INTER_AREA)
+            jpeg = cv2.imencode(".jpg", face, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+            writer.write(pack(IRHeader(0, float(i % 1000), i, 0), jpeg))
+    return rec
 
 
 def free_port():
@@ -129,7 +156,7 @@ def stop(proc):
     proc.wait(30)
 
 
-def upload(endpoint, local_rec, bucket):
+def upload(endpoint, local_rec, bucket, name):
     import s3fs
 
     fs = s3fs.S3FileSystem(endpoint_url=endpoint, key=KEY, secret=SECRET,
@@ -137,14 +164,15 @@ def upload(endpoint, local_rec, bucket):
     deadline = time.monotonic() + 60
     while True:  # the S3 gateway answers before its filer is ready
         try:
-            fs.mkdir(bucket)
+            if not fs.exists(bucket):
+                fs.mkdir(bucket)
             break
         except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1)
     for ext in (".rec", ".idx"):
-        fs.put_file(local_rec[:-4] + ext, f"{bucket}/train{ext}")
+        fs.put_file(local_rec[:-4] + ext, f"{bucket}/{name}{ext}")
     return {"endpoint_url": endpoint, "key": KEY, "secret": SECRET}
 
 
@@ -186,12 +214,21 @@ class CpuClock:
                 "steal": steal}
 
 
-def run(url, options, shuffle, threads, seed, epochs, clock):
+# the loaders measured: photos = the train recipe (random-resized crop to 224, uint8),
+# faces = InsightFace's (112 px, flip, float32 normalised to [-1, 1])
+RECIPES = {
+    "photos": ((3, 224, 224), dict(random_resized_crop=True, rand_mirror=True, dtype="uint8")),
+    "faces": ((3, 112, 112), dict(rand_mirror=True, dtype="float32", mean_r=127.5, mean_g=127.5,
+                                  mean_b=127.5, std_r=127.5, std_g=127.5, std_b=127.5)),
+}
+
+
+def run(url, options, shuffle, threads, seed, epochs, clock, recipe="photos"):
     """Images/s over epochs 2..N of one loader (epoch 1 warms up), the source counters and the
     CPU split (CPU-s per timed epoch), and the name of the range reader."""
-    kwargs = dict(random_resized_crop=True, rand_mirror=True, dtype="uint8", shuffle=shuffle,
-                  threads=threads, seed=seed, last_batch="drop")
-    with ImageLoader(url, 128, (3, 224, 224), storage_options=options, **kwargs) as loader:
+    shape, augment = RECIPES[recipe]
+    kwargs = dict(augment, shuffle=shuffle, threads=threads, seed=seed, last_batch="drop")
+    with ImageLoader(url, 128, shape, storage_options=options, **kwargs) as loader:
         n = 0
         for e in range(epochs):
             if e == 1:
@@ -211,7 +248,7 @@ def run(url, options, shuffle, threads, seed, epochs, clock):
 
 
 def compare(name, s3_url, options, local_url, shuffle, repeats, threads, epochs, clock,
-            show_cpu=True, readers=("auto",)):
+            show_cpu=True, readers=("auto",), recipe="photos"):
     """Alternate a local run and one s3 run per range reader in ``readers``, ``repeats`` times."""
     kinds = ["local"] + [f"s3:{reader}" for reader in readers]
     rates = {kind: [] for kind in kinds}
@@ -224,7 +261,7 @@ def compare(name, s3_url, options, local_url, shuffle, repeats, threads, epochs,
             else:
                 url = s3_url
                 opts = {**options, "recpipe": {"s3_ranges": kind.split(":", 1)[1]}}
-            rate, st = run(url, opts, shuffle, threads, r, epochs, clock)
+            rate, st = run(url, opts, shuffle, threads, r, epochs, clock, recipe)
             rates[kind].append(rate)
             cpus[kind].append(st["cpu"])
             stats[kind] = st
@@ -238,7 +275,7 @@ def compare(name, s3_url, options, local_url, shuffle, repeats, threads, epochs,
         st = stats[kind]
         per_epoch = st["requests"] / (epochs - 1)
         label = "s3" if len(readers) == 1 else kind
-        print(f"{name:8s} shuffle={shuffle:5s} local {local:7.1f} img/s  {label} {remote:7.1f} "
+        print(f"{name:8s} {recipe:6s} shuffle={str(shuffle):5s} local {local:7.1f} img/s  {label} {remote:7.1f} "
               f"img/s  ratio {remote / local:.2f}  requests/epoch {per_epoch:.1f}  "
               f"bytes requested/used {st['bytes_requested'] / st['bytes_returned']:.3f}  "
               f"(runs local {[round(x) for x in rates['local']]} "
@@ -269,8 +306,18 @@ def main():
                         help="extra `weed server` flags, for experiments (e.g. '-filer.maxMB=16')")
     parser.add_argument("--no-cpu", dest="cpu", action="store_false",
                         help="do not print the CPU split")
+    parser.add_argument("--cases", default="photos:block,photos:none",
+                        help="recipe:shuffle pairs, comma-separated (recipes: photos, faces; "
+                             "shuffles: full, block, none); the issue's goal cases are "
+                             "photos:full,faces:block")
+    parser.add_argument("--faces", type=int, default=6000,
+                        help="112 px face crops made from --photos for the faces recipe")
     args = parser.parse_args()
     readers = tuple(args.s3_ranges.split(","))
+    cases = [tuple(case.split(":")) for case in args.cases.split(",")]
+    if any(len(c) != 2 or c[0] not in RECIPES or c[1] not in ("full", "block", "none")
+           for c in cases):
+        parser.error(f"--cases {args.cases}: expected recipe:shuffle pairs such as faces:block")
     if not set(readers) <= {"auto", "http", "fsspec"}:
         parser.error(f"--s3-ranges {args.s3_ranges}: expected auto, http or fsspec")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", KEY)
@@ -278,10 +325,17 @@ def main():
     print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])}",
           flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        local = os.path.join(tmp, "train.rec")
-        n = pack_photos(args.photos, local)
-        print(f"{n} images, {os.path.getsize(local) / 2**20:.1f} MiB, threads={args.threads}",
-              flush=True)
+        locals_ = {}
+        if any(recipe == "photos" for recipe, _ in cases):
+            locals_["photos"] = os.path.join(tmp, "photos.rec")
+            n = pack_photos(args.photos, locals_["photos"])
+            print(f"photos: {n} images, {os.path.getsize(locals_['photos']) / 2**20:.1f} MiB",
+                  flush=True)
+        if any(recipe == "faces" for recipe, _ in cases):
+            locals_["faces"] = make_faces(os.path.join(tmp, "faces"), args.faces, args.photos)
+            print(f"faces: {args.faces} images, "
+                  f"{os.path.getsize(locals_['faces']) / 2**20:.1f} MiB", flush=True)
+        print(f"threads={args.threads}", flush=True)
         servers = [("seaweed", lambda: start_weed(os.path.join(tmp, "weed"),
                                                   args.weed_args.split(), args.auth))]
         if args.moto:
@@ -290,12 +344,13 @@ def main():
         for name, start in servers:
             proc, endpoint = start()
             try:
-                options = upload(endpoint, local, "bench")
                 clock = CpuClock(proc.pid)
-                for shuffle in ("block", "none"):
-                    compare(name, "s3://bench/train.rec", options, local, shuffle,
+                for recipe, shuffle in cases:
+                    options = upload(endpoint, locals_[recipe], "bench", recipe)
+                    compare(name, f"s3://bench/{recipe}.rec", options, locals_[recipe],
+                            {"full": True}.get(shuffle, shuffle),
                             args.repeats if name == "seaweed" else 1, args.threads,
-                            args.epochs, clock, args.cpu, readers)
+                            args.epochs, clock, args.cpu, readers, recipe)
             finally:
                 stop(proc)
     print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}",

@@ -151,12 +151,12 @@ class RecordDecoder:
         t0 = time.perf_counter()
         source = self.reader.local_descriptor()
         if source is None:  # not a local file: the payloads, fetched through the readahead
-            source, starts, ends = self._payloads(positions)  # (checked against the sums there)
-            size, sums = len(source), b""
+            source, starts, ends = self.reader.payloads(positions)
+            size = len(source)
         else:
             starts, ends = self.reader.spans(positions) if spans is None else spans
             size = self.reader.size
-            sums, ends = self._expected_sums(positions, starts, ends)
+        sums, ends = self._expected_sums(positions, starts, ends)  # checked by C
         status = np.zeros(len(slots), dtype=np.uint8)
         c0 = time.thread_time()
         done = self._batch.fill(
@@ -169,20 +169,6 @@ class RecordDecoder:
         if done == len(slots):
             return ()
         return np.flatnonzero(status == 0).tolist()
-
-    def _payloads(self, positions):
-        """``(buffer, starts, ends)``: the payloads of the records at ``positions`` joined, and
-        where each lies in it. A record that cannot be read gets an empty span: C leaves it to
-        the Python path, which reads it again and raises its precise error."""
-        payloads = []
-        for position in positions.tolist():
-            try:
-                payloads.append(self.reader[position])
-            except Exception:  # noqa: BLE001 - reported by the Python path
-                payloads.append(b"")
-        ends = np.cumsum([len(payload) for payload in payloads], dtype=np.int64)
-        starts = ends - np.fromiter((len(p) for p in payloads), np.int64, len(payloads))
-        return b"".join(payloads), starts, ends
 
     def _expected_sums(self, positions, starts, ends):
         """``(sums, ends)``: the CRC32C the sidecar expects for the records at ``positions``

@@ -2,8 +2,9 @@
 
 ``Prefetcher.plan(spans, groups)`` takes the ``(offset, length)`` spans that will be read, in the
 order they will be read. Spans are coalesced (neighbours within ``max_gap`` bytes, up to
-``max_block`` bytes per request) either per window of ``plan_window`` consecutive spans, or per
-group (a run of a block shuffle: every record of a run then comes from one or few requests).
+``max_block`` bytes per request) either per window of consecutive spans (``plan_window`` of them,
+more while they hold less than half of ``budget`` bytes), or per group (a run of a block
+shuffle: every record of a run then comes from one or few requests).
 Requests are issued in order while the bytes held stay under ``budget``; ``take(offset, length)``
 serves a planned span as a memoryview of its request's buffer (waiting for the request, or
 issuing it at once when it is still queued); the prefetcher drops its reference to a request's
@@ -68,13 +69,27 @@ class Prefetcher:
 
     def _batches(self, spans, groups):
         if groups is None:
-            for i in range(0, len(spans), self.plan_window):
-                yield spans[i:i + self.plan_window]
+            yield from self._windows(spans)
             return
         by_group: Dict[Hashable, list] = {}
         for span, group in zip(spans, groups):
             by_group.setdefault(group, []).append(span)
         yield from by_group.values()  # in order of first appearance
+
+    def _windows(self, spans):
+        """Consecutive windows of at least ``plan_window`` spans and half the budget's bytes:
+        a shuffled order over a file that fits in half the budget is coalesced whole (each byte
+        fetched once an epoch, not once per window whose records straddle it)."""
+        wanted = self.budget // 2
+        first = 0
+        while first < len(spans):
+            last = min(len(spans), first + self.plan_window)
+            held = sum(length for _, length in spans[first:last])
+            while last < len(spans) and held < wanted:
+                held += spans[last][1]
+                last += 1
+            yield spans[first:last]
+            first = last
 
     def plan(self, spans, groups=None):
         """Plan reads of ``spans`` (in reading order), grouped by ``groups`` when given."""

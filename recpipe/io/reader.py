@@ -8,7 +8,7 @@ from typing import Hashable, Iterator, Optional, Tuple, Union
 import numpy as np
 
 from ..errors import RecordFormatError
-from .format import HEAD_SIZE, MAGIC, decode_head
+from .format import HEAD_SIZE, MAGIC, decode_head, padded
 from .index import index_url_for
 from .index_cache import load_index_table
 from .index_table import Column, IndexTable
@@ -159,6 +159,39 @@ class RecordReader:
     def spans(self, positions) -> Tuple[np.ndarray, np.ndarray]:
         """``(starts, ends)`` of the records at ``positions`` (int64 arrays; ``span`` of each)."""
         return self._table.spans(positions, self.size)
+
+    def payloads(self, positions) -> Tuple[bytes, np.ndarray, np.ndarray]:
+        """``(buffer, starts, ends)``: the payloads of the records at ``positions`` joined into
+        one buffer, and where each lies in it (int64 arrays), read with one source read per
+        record (a remote source serves them from its prefetch plan). For native readers that
+        check and decode a whole run without the GIL: the payloads are NOT checked against the
+        sidecar (pass ``sums.expected`` to the reader of the buffer), and a record that is not
+        a plain one-part record filling its index span exactly, or whose read fails, gets an
+        empty span: read it with ``read`` for its bytes or its precise error."""
+        starts, ends = self.spans(np.asarray(positions, dtype=np.int64))
+        pieces, lengths = [], []
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            piece = self._plain_payload(start, end)
+            pieces.append(piece)
+            lengths.append(len(piece))
+        buffer_ends = np.cumsum(np.asarray(lengths, dtype=np.int64))
+        return b"".join(pieces), buffer_ends - np.asarray(lengths, dtype=np.int64), buffer_ends
+
+    def _plain_payload(self, start, end):
+        """The payload of the one-part record exactly filling ``[start, end)``, else b""."""
+        span = end - start
+        if not HEAD_SIZE < span <= DEFAULT_BLOCK_SIZE:
+            return b""
+        try:
+            data = self._source.read(start, span)
+        except Exception:  # noqa: BLE001 - ``read`` raises it again, with its context
+            return b""
+        if len(data) != span:
+            return b""
+        magic, cflag, length = decode_head(data, 0)
+        if magic != MAGIC or cflag != 0 or HEAD_SIZE + padded(length) != span:
+            return b""
+        return memoryview(data)[HEAD_SIZE:HEAD_SIZE + length]
 
     def local_descriptor(self) -> Optional[int]:
         """The file descriptor of a local ``.rec`` (this process's own after a fork), for

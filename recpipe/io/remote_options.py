@@ -5,8 +5,9 @@ out before they reach fsspec and tunes recpipe's remote layer:
 
 - ``max_inflight`` (16): range requests in flight per file.
 - ``chunk_bytes`` (8 MiB) and ``readahead_chunks`` (4): sequential streaming.
-- ``max_gap`` (1 MiB), ``max_block`` (16 MiB), ``plan_window`` (256 records), ``budget_bytes``
-  (256 MiB): coalescing and read-ahead of indexed reads.
+- ``max_gap`` (1 MiB), ``max_block`` (16 MiB), ``plan_window`` (256 records, or more while they
+  hold under half the budget), ``budget_bytes`` (256 MiB): coalescing and read-ahead of indexed
+  reads.
 - ``attempts`` (5), ``backoff`` (0.1 s), ``max_backoff`` (2 s), ``request_timeout`` (30 s),
   ``deadline`` (120 s): retries.
 - ``cache_dir`` (None: off), ``cache_bytes`` (10 GiB), ``cache_block`` (8 MiB): local block cache.

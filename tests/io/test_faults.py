@@ -40,7 +40,8 @@ def test_transient_faults_lose_nothing(s3, s3_server):
     base, options = s3
     url, payloads = _records(base, options)
     order = [int(p) for p in np.random.default_rng(2).permutation(len(payloads))]
-    opts = _with(options, plan_window=16, max_gap=2000, attempts=10)
+    # a budget far under the file: windows of 16 records, many requests to fault
+    opts = _with(options, plan_window=16, max_gap=2000, attempts=10, budget_bytes=64 << 10)
     with RecordReader(url, storage_options=opts) as reader:
         s3_server.faults(p503=0.2, pcut=0.1, pdrop=0.05, seed=5)
         plan = reader.prefetch(order)

@@ -308,3 +308,43 @@ def test_local_source_reopens_after_fork_and_refuses_reads_when_closed(tmp_path)
     source.close()
     with pytest.raises(ValueError, match="closed"):
         source.read(0, 1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=payload_lists.filter(len))
+def test_payloads_join_plain_records_and_leave_the_rest_to_read(tmp_path, payloads):
+    """``payloads`` (the buffer native readers decode a remote run from): every one-part record
+    comes back byte-equal at its span; a record with an aligned magic inside (written in parts)
+    gets an empty span, and ``read`` still returns it whole."""
+    url = f"memory://payloads-{uuid.uuid4().hex}/x.rec"
+    write_all(url, payloads)
+    with recpipe.RecordReader(url) as reader:
+        positions = np.arange(len(reader))[::-1]  # any order
+        buffer, starts, ends = reader.payloads(positions)
+        assert starts.dtype == ends.dtype == np.int64 and len(starts) == len(positions)
+        for position, start, end in zip(positions.tolist(), starts.tolist(), ends.tolist()):
+            whole = reader.read(position)
+            if len(frame(whole)) != 8 + -(-len(whole) // 4) * 4:  # framed in parts (an
+                # aligned magic inside): not a plain record
+                assert start == end
+            else:
+                assert bytes(buffer[start:end]) == whole
+
+
+def test_payloads_leave_damaged_records_empty(tmp_path):
+    """A record whose head or length does not match its index span is left to ``read``,
+    which raises its precise error."""
+    url = str(tmp_path / "d.rec")
+    write_all(url, [b"a" * 10, b"b" * 20, b"c" * 30])
+    with recpipe.RecordReader(url) as reader:
+        second = reader.span(1)[0]
+    with open(url, "r+b") as f:
+        f.seek(second + 4)
+        f.write((60).to_bytes(4, "little"))  # record 1's length field now overruns its span
+    with recpipe.RecordReader(url, integrity="off") as reader:
+        buffer, starts, ends = reader.payloads([0, 1, 2])
+        assert (ends - starts).tolist() == [10, 0, 30]
+        assert bytes(buffer[starts[2]:ends[2]]) == b"c" * 30
+        with pytest.raises(recpipe.RecordFormatError) as info:
+            reader.read(1)
+        assert info.value.record == 1

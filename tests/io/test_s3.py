@@ -68,7 +68,9 @@ def test_indexed_prefetch_coalesces_neighbours(s3, tmp_path):
     base, options = s3
     payloads = _payloads(300)
     url, local = _upload(base, options, payloads, tmp_path)
-    opts = _options(options, plan_window=100, max_gap=0, max_block=1 << 30, max_inflight=4)
+    # a budget under the file's size: windows of plan_window records, not the whole file
+    opts = _options(options, plan_window=100, max_gap=0, max_block=1 << 30, max_inflight=4,
+                    budget_bytes=200 * KIB)
     with RecordReader(url, storage_options=opts) as reader, RecordReader(local) as near:
         plan = reader.prefetch(range(len(reader)))
         assert plan.planned_requests == 3  # 300 consecutive records, windows of 100
@@ -252,3 +254,21 @@ def test_damaged_record_on_s3_fails_its_checksum(s3, tmp_path):
         with pytest.raises(RecordFormatError, match="checksum mismatch") as info:
             reader[3]
     assert (info.value.record, info.value.offset) == (3, offset)
+
+
+def test_shuffled_small_file_is_fetched_once_an_epoch(s3, tmp_path):
+    """A shuffled epoch over a file that fits in half the prefetch budget is planned as one
+    window: each byte is requested once, not once per window of ``plan_window`` records whose
+    coalesced requests straddle the same gaps."""
+    base, options = s3
+    payloads = _payloads(200)
+    url, local = _upload(base, options, payloads, tmp_path)
+    opts = _options(options, plan_window=20, max_gap=1 << 20, max_block=1 << 30)
+    order = [int(p) for p in np.random.default_rng(2).permutation(len(payloads))]
+    with RecordReader(url, storage_options=opts) as reader:
+        reader.prefetch(order)
+        got = [reader[p] for p in order]
+        stats = reader.source_stats()
+    assert got == [payloads[p] for p in order]
+    assert stats["bytes_fetched"] <= os.path.getsize(local)
+    assert stats["requests"] == 1
