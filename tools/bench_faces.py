@@ -5,7 +5,9 @@ Faces are cut from ``../shared/data/photos`` (a square around the centre, jitter
 112x112, JPEG quality 95), packed pass-through. Every contender produces float32 NCHW batches of
 128 with a random horizontal flip and ``(x - 127.5) / 127.5``:
 
-- ``bare``: threads decoding the in-memory JPEG bytes at full size, nothing else;
+- ``c_loop``: ``tools/jpeg_loop.c`` (compiled here with ``cc -ljpeg``): C threads decoding the
+  same JPEG bytes to RGB with libjpeg and no Python at all, the ceiling (issue 21: recpipe >= 0.9x);
+- ``bare``: Python threads decoding the in-memory JPEG bytes at full size, nothing else;
 - ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
 - ``torch``: ``torch.utils.data.DataLoader`` with as many worker processes, over a map dataset
   doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.recordio`` read + OpenCV decode
@@ -73,6 +75,39 @@ def bare(rec, threads, seconds):
     from recpipe.decode.bench import bare_decode_rate, load_images
 
     return bare_decode_rate(load_images(rec), threads, seconds=seconds)
+
+
+_C_LOOP = {}  # the compiled tools/jpeg_loop.c and its input, made once per script run
+
+
+def c_loop_rate(rec, threads, seconds):
+    """Images/s of ``tools/jpeg_loop.c``: ``threads`` C threads decoding the same JPEG bytes to
+    RGB with libjpeg, no Python at all (the issue's ceiling). None when no C compiler or
+    libjpeg headers are found."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if "binary" not in _C_LOOP:
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        folder = tempfile.mkdtemp(prefix="recpipe-jpeg-loop-")
+        binary, blobs = os.path.join(folder, "jpeg_loop"), os.path.join(folder, "blobs.bin")
+        built = compiler and subprocess.run(
+            [compiler, "-O2", "-o", binary, os.path.join(HERE, "jpeg_loop.c"), "-ljpeg",
+             "-lpthread"], capture_output=True).returncode == 0
+        if built:
+            from recpipe.decode.bench import load_images
+
+            with open(blobs, "wb") as f:
+                for image in load_images(rec):
+                    f.write(len(image).to_bytes(4, "little"))
+                    f.write(image)
+        _C_LOOP.update(binary=binary if built else None, blobs=blobs)
+    if _C_LOOP["binary"] is None:
+        return None
+    out = subprocess.run([_C_LOOP["binary"], _C_LOOP["blobs"], str(threads), str(seconds)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["images_per_s"]
 
 
 def recpipe_rate(rec, threads, seconds):
@@ -172,7 +207,8 @@ def _dali_installed():
         return False
 
 
-CONTENDERS = {"bare": bare, "recpipe": recpipe_rate, "torch": torch_rate}
+CONTENDERS = {"c_loop": c_loop_rate, "bare": bare, "recpipe": recpipe_rate,
+              "torch": torch_rate}
 if _dali_installed():
     CONTENDERS["dali"] = dali_rate
 
@@ -192,14 +228,22 @@ def main():
     for round_ in range(args.rounds):  # alternated: every contender once per round
         for t in thread_counts:
             for name, run in CONTENDERS.items():
-                rates[(name, t)].append(run(rec, t, args.seconds))
+                rate = run(rec, t, args.seconds)
+                if rate is not None:
+                    rates[(name, t)].append(rate)
+    rates = {key: values for key, values in rates.items() if values}
+    contenders = [name for name in CONTENDERS if (name, thread_counts[0]) in rates]
     medians = {key: statistics.median(values) for key, values in rates.items()}
     result = {"faces": args.faces, "rounds": args.rounds, "seconds": args.seconds,
               "cpu_count": os.cpu_count(), "threads": {}}
     for t in thread_counts:
         ours, base, torch_ = medians[("recpipe", t)], medians[("bare", t)], medians[("torch", t)]
         result["threads"][t] = {
-            "images_per_s": {name: round(medians[(name, t)], 1) for name in CONTENDERS},
+            "images_per_s": {name: round(medians[(name, t)], 1) for name in contenders},
+            "recpipe_vs_c_loop": round(ours / medians[("c_loop", t)], 3)
+            if "c_loop" in contenders else None,
+            "per_round_vs_c_loop": [round(o / b, 3) for o, b in
+                                    zip(rates[("recpipe", t)], rates.get(("c_loop", t), []))],
             "recpipe_vs_bare": round(ours / base, 3), "recpipe_vs_torch": round(ours / torch_, 3),
             "recpipe_vs_dali": round(ours / medians[("dali", t)], 3) if "dali" in CONTENDERS
             else None,
@@ -215,8 +259,10 @@ def main():
           f"{args.rounds} alternated rounds of {args.seconds:g} s, {os.cpu_count()} CPUs")
     for t, r in result["threads"].items():
         rates_text = ", ".join(f"{k} {v:.0f}" for k, v in r["images_per_s"].items())
-        print(f"  {t} thread(s): {rates_text} images/s; recpipe {r['recpipe_vs_bare']:.2f}x bare "
-              f"(target 0.9), {r['recpipe_vs_torch']:.2f}x torch (target 2)"
+        c_loop = (f"recpipe {r['recpipe_vs_c_loop']:.2f}x the C loop of libjpeg (target 0.9, "
+                  f"per round {r['per_round_vs_c_loop']}), " if r["recpipe_vs_c_loop"] else "")
+        print(f"  {t} thread(s): {rates_text} images/s; {c_loop}{r['recpipe_vs_bare']:.2f}x bare "
+              f"(Python threads decoding), {r['recpipe_vs_torch']:.2f}x torch (target 2)"
               + (f", {r['recpipe_vs_dali']:.2f}x DALI (target 1.5)" if r["recpipe_vs_dali"] else "")
               + f"; per round vs bare {r['per_round_vs_bare']}")
     if "overhead_us_per_sample_1_thread" in result:
