@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer.
 #
 #   bash tools/sanitize.sh                 # the default test files below
-#   bash tools/sanitize.sh -k jpegroi      # extra arguments go to pytest
+#   bash tools/sanitize.sh -k region       # extra arguments go to pytest
 #
 # The working tree (tracked files, as they are on disk) is copied to a temporary folder and the
 # extensions are built there with CFLAGS='-fsanitize=address,undefined,float-cast-overflow
@@ -40,7 +40,7 @@ UBSAN_LIB=$(runtime libubsan.so)
   export CFLAGS="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
   export LDFLAGS="-fsanitize=address,undefined,float-cast-overflow"
   "$PY" setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log >&2; exit 2; }
-  for ext in _jpegroi _resize _colour _batch; do
+  for ext in _batch _resize _colour _crc32c; do
     ls recpipe/"$ext".*.so >/dev/null 2>&1 || { echo "sanitize.sh: recpipe.$ext not built" >&2
       cat build.log >&2; exit 2; }
     nm -D recpipe/"$ext".*.so | grep __asan_ >/dev/null ||  # not -q: SIGPIPE under pipefail

@@ -87,7 +87,7 @@ def test_random_configurations_give_the_python_paths_pixels(tmp_path):
             assert augment_is_native(config), config
             records = RecordDecoder(reader, decoder, Augmenter(config), seed=int(rng.integers(99)))
             if not records.native:
-                pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+                pytest.skip("the decoder does not decode regions with recpipe._batch")
             epoch = int(rng.integers(4))
             samples = positions * 31 + epoch
             shape = (len(positions),) + records.augmenter.out_shape

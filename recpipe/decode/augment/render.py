@@ -23,22 +23,16 @@ _GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 class Kernels:
     """Which of recpipe's C kernels rendering may use: ``resize`` (``recpipe._resize``:
     bilinear resize, mirror and normalisation straight into the batch) and ``colour``
-    (``recpipe._colour``: colour jitter, PCA noise, mirror and normalisation in one pass).
-    ``Kernels.available()``: every one that is built (the default); ``Kernels.none()``: OpenCV
-    and NumPy only. Asking for one that is not built raises."""
+    (``recpipe._colour``: colour jitter, PCA noise, mirror and normalisation in one pass). Both
+    are always built (they need only a C compiler): ``Kernels.available()`` uses them (the
+    default); ``Kernels.none()`` is the pure OpenCV and NumPy reference."""
 
     resize: bool = True
     colour: bool = True
 
-    def __post_init__(self):
-        if self.resize and not fast_resize.available():
-            raise ValueError("the resize kernel (recpipe._resize) is not built")
-        if self.colour and not colour.available():
-            raise ValueError("the colour kernel (recpipe._colour) is not built")
-
     @classmethod
     def available(cls):
-        return cls(resize=fast_resize.available(), colour=colour.available())
+        return cls(resize=True, colour=True)
 
     @classmethod
     def none(cls):
