@@ -26,6 +26,7 @@ import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import BaseError
 
 JPEG_NOTE = ("note: jpeglib.h (libjpeg-turbo's headers) not found: building recpipe without "
              "{names} (region decoding and GIL-free batch decoding); recpipe falls back to "
@@ -38,6 +39,10 @@ WITHOUT_NOTE = ("note: RECPIPE_WITHOUT_LIBJPEG is set: building recpipe without 
 REQUIRED_ERROR = ("recpipe's C extension {name} could not be built ({exc}). recpipe needs a C "
                   "compiler and Python's headers to install from source (apt-get install gcc "
                   "python3-dev, or your platform's equivalent), or install the manylinux wheel.")
+
+
+class BuildError(BaseError):
+    """A build that cannot go on; setup() prints it as one "error: ..." line, no traceback."""
 
 
 def _flag(name):
@@ -72,33 +77,45 @@ class RecpipeBuildExt(build_ext):
     when one fails), the libjpeg one where libjpeg is usable (a note when it is not)."""
 
     def build_extensions(self):
-        needs_jpeg = [ext for ext in self.extensions if _needs_jpeg(ext)]
-        if needs_jpeg:
-            names = " and ".join(ext.name for ext in needs_jpeg)
-            if _flag("RECPIPE_WITHOUT_LIBJPEG"):
-                note = WITHOUT_NOTE
-            else:
-                note = None if self._jpeglib_usable() else JPEG_NOTE
-            if note is not None:
+        self.check_extensions_list(self.extensions)
+        required = [ext for ext in self.extensions if not _needs_jpeg(ext)]
+        # the required ones first: a missing compiler is reported as that, not as missing libjpeg
+        for ext in required:
+            try:
+                self.build_extension(ext)
+            except Exception as exc:  # noqa: BLE001 - any toolchain failure
+                raise BuildError(REQUIRED_ERROR.format(name=ext.name, exc=exc)) from exc
+        needs_jpeg = self._libjpeg_extensions([ext for ext in self.extensions
+                                               if _needs_jpeg(ext)])
+        self.extensions = required + needs_jpeg  # what --inplace copies and installs list
+        for ext in needs_jpeg:
+            try:
+                self.build_extension(ext)
+            except Exception as exc:  # noqa: BLE001 - libjpeg was usable, yet it failed
                 if _require_all():
-                    raise RuntimeError(f"RECPIPE_REQUIRE_EXTENSIONS is set but jpeglib.h/libjpeg "
-                                       f"is not usable (or RECPIPE_WITHOUT_LIBJPEG is set), so "
-                                       f"{names} cannot be built")
-                sys.stderr.write(note.format(names=names))
-                self.extensions = [ext for ext in self.extensions if ext not in needs_jpeg]
-        super().build_extensions()
+                    raise
+                sys.stderr.write(f"warning: not building {ext.name} ({exc}); recpipe decodes on "
+                                 "its Python path (whole-image decodes).\n")
+                self.extensions.remove(ext)
 
-    def build_extension(self, ext):
-        try:
-            super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001 - any toolchain failure
-            if not _needs_jpeg(ext):
-                raise RuntimeError(REQUIRED_ERROR.format(name=ext.name, exc=exc)) from exc
-            if _require_all():
-                raise
-            # libjpeg was usable but the extension failed: the state without libjpeg, said once
-            sys.stderr.write(f"warning: not building {ext.name} ({exc}); recpipe decodes on its "
-                             "Python path (whole-image decodes).\n")
+    def _libjpeg_extensions(self, needs_jpeg):
+        """``needs_jpeg``, or none of them (with one note) where libjpeg is not usable or
+        RECPIPE_WITHOUT_LIBJPEG is set; a build error instead with RECPIPE_REQUIRE_EXTENSIONS."""
+        if not needs_jpeg:
+            return []
+        names = " and ".join(ext.name for ext in needs_jpeg)
+        if _flag("RECPIPE_WITHOUT_LIBJPEG"):
+            note = WITHOUT_NOTE
+        else:
+            note = None if self._jpeglib_usable() else JPEG_NOTE
+        if note is None:
+            return needs_jpeg
+        if _require_all():
+            raise BuildError(f"RECPIPE_REQUIRE_EXTENSIONS is set but jpeglib.h/libjpeg is not "
+                             f"usable (or RECPIPE_WITHOUT_LIBJPEG is set), so {names} cannot be "
+                             "built")
+        sys.stderr.write(note.format(names=names))
+        return []
 
     def _jpeglib_usable(self):
         """Whether a program including jpeglib.h compiles and links against -ljpeg here."""
