@@ -149,7 +149,9 @@ class Renderer:
     def _region(self, img, plan, window):
         """The output-sized crop (H, W, C) uint8, before colour, mirror and normalisation."""
         full = img.shape[:2] if window is None else (window[2], window[3])
-        if plan.affine is None and not self.config.pad and (
+        # an upscaled crop (a resize below the output) takes MXNet's steps on the reduced-scale
+        # decode: its crop lies in the upscaled image, not in the resized one
+        if plan.affine is None and not self.config.pad and plan.upscale is None and (
                 full != plan.source_size
                 or (window is not None and plan.resized_size != plan.source_size)):
             region = None
