@@ -9,7 +9,7 @@ sizes, tiny images). Every sample ``recpipe._batch`` renders must equal the Pyth
 pixels and label exactly; how many configurations and samples took the native path is recorded
 (``record_property``, and the log) and bounded below.
 
-``RECPIPE_DIFF_CONFIGS`` sets the number of configurations (default 2000, about 20 s on 2 shared
+``RECPIPE_DIFF_CONFIGS`` sets the number of configurations (default 2000, about 30 s on 2 shared
 cores; e.g. 100000 for a long run). ``RECPIPE_DIFF_SEED`` changes the seed.
 """
 
@@ -91,7 +91,7 @@ def test_random_configurations_over_the_option_space(tmp_path, record_property):
     log.info("native differential over %d configurations: %s", CONFIGURATIONS, summary)
     # enough of the space took the native path, every allowed field and every kind among it
     assert tally["native path"] >= CONFIGURATIONS // 4, summary
-    assert tally["samples rendered by C"] >= 0.7 * tally["samples"], summary
+    assert tally["samples rendered by C"] >= 0.6 * tally["samples"], summary  # tiny: Python
     if CONFIGURATIONS >= 500:
         allowed = NATIVE_AUGMENT_FIELDS & set(DEFAULTS)
         assert not allowed - set(fields_native), f"never drawn natively: {summary}"
