@@ -172,12 +172,12 @@ NORMALISING = frozenset({"mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b"
 
 
 def random_config(rng, fields, *, dct_off=0.2):
-    """``(keywords, AugmentConfig or None)``: ``data_shape`` (3 channels, odd sizes too) and
+    """``(keywords, AugmentConfig or None)``: ``data_shape`` (3 or 1 channels, odd sizes) and
     each of ``fields`` (an allow-list) away from its default half of the time; ``dct_scaling``
     off with probability ``dct_off``. A combination AugmentConfig refuses is repaired by putting
     drawn fields back to their defaults, one at a time (None: still refused)."""
     h, w = int(rng.integers(4, 73)), int(rng.integers(4, 73))
-    values = {"data_shape": (3, h, w)}
+    values = {"data_shape": (1 if rng.random() < 0.15 else 3, h, w)}  # gray output too
     names = sorted(set(fields) - {"data_shape"})
     if "dtype" in names and rng.random() < 0.75:
         values["dtype"] = draw_value("dtype", rng, h, w)
