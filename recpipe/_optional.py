@@ -22,7 +22,8 @@ def require(module, extra):
 
 @functools.lru_cache(maxsize=None)
 def extension(name):
-    """recpipe's C extension ``recpipe.<name>``, or None when it was not built (logged once)."""
+    """recpipe's C extension ``recpipe.<name>``, or None when it was not built (logged once):
+    the libjpeg one (``_batch``) is optional; ``recpipe doctor`` probes the required ones so."""
     try:
         return importlib.import_module(f"recpipe.{name}")
     except ImportError as e:
