@@ -19,7 +19,8 @@ PY=${PYTHON:-python3}
 CC=${CC:-gcc}
 TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/test_c_overflow.py
        tests/decode/test_resize.py tests/decode/test_colour.py tests/decode/test_hostile_native.py
-       tests/decode/test_bombs.py tests/decode/test_reference_batches.py)
+       tests/decode/test_bombs.py tests/decode/test_reference_batches.py
+       tests/decode/test_native_contract.py tests/decode/test_native_random.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -52,6 +53,8 @@ UBSAN_LIB=$(runtime libubsan.so)
 cd "$work"
 export PYTHONPATH="$work"
 export RECPIPE_REQUIRE_JPEGROI=1
+# the randomized differential test, shorter under the sanitizers (2000 configurations by default)
+export RECPIPE_DIFF_CONFIGS=${RECPIPE_DIFF_CONFIGS:-400}
 export LD_PRELOAD="$ASAN_LIB $UBSAN_LIB"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:handle_segv=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
