@@ -2,7 +2,14 @@
 (``fill``) and the region decoder (``decode_region``, recpipe/_jpegroi_methods.h).
 
 ``options`` is a ``recpipe.decode.native.RunOptions``: the tuple below lists its fields' types
-in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against each other)."""
+in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against each other), and
+``OPTION_FIELDS`` is (tests/test_stubs.py checks these names against the module's):
+
+    out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets, label_width,
+    fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest, max_scans, resize,
+    rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation,
+    scales, gain_r, gain_g, gain_b
+"""
 
 from typing import Dict, List, Tuple, Union
 

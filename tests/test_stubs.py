@@ -138,3 +138,18 @@ def test_the_probes_catch_a_lying_stub():
     swapped = ast.parse(ast.unparse(fill).replace("key_lo", "KEY").replace("key_hi", "key_lo")
                         .replace("KEY", "key_hi")).body[0]
     assert _stub_parameters(swapped) != _doc_parameters(module.fill)
+
+
+def test_the_batch_stub_lists_the_option_fields_in_order():
+    """_batch.pyi's docstring names OPTION_FIELDS; they are the module's and RunOptions'."""
+    from recpipe.decode.native import RunOptions
+
+    module = _module("_batch")
+    docstring = ast.get_docstring(_stub("_batch"))
+    block = docstring.split("``OPTION_FIELDS`` is", 1)[1].split("\n\n", 1)[1]
+    listed = tuple(name.strip() for name in block.replace("\n", " ").split(",") if name.strip())
+    assert listed == module.OPTION_FIELDS == RunOptions._fields
+    options = next(node for node in _stub("_batch").body
+                   if isinstance(node, ast.FunctionDef) and node.name == "fill").args.args
+    annotation = next(arg for arg in options if arg.arg == "options").annotation
+    assert len(annotation.slice.elts) == len(module.OPTION_FIELDS)
