@@ -133,6 +133,8 @@ def diagnose(measure: bool = True) -> dict:
                      "fsspec": _version("fsspec"), "simplejpeg": _version("simplejpeg"),
                      "torch": _installed_version("torch")},
         "decoders": {"live": available_decoders(), "auto": available_decoders()[0]},
+        # recpipe's two build states: with its libjpeg extension (_batch) or without
+        "build": "with libjpeg" if paths["_batch"] else "without libjpeg",
         "fast_paths": {name: {"present": present, "what": _DESCRIPTIONS[name],
                               **({} if present else {"install": INSTALL_HINTS[name]})}
                        for name, present in paths.items()},

@@ -104,6 +104,7 @@ from recpipe.doctor import diagnose
 rec, recipes = sys.argv[1], json.loads(sys.argv[2])
 out = {"batch": extension("_batch") is not None, "decoders": available_decoders(),
        "doctor": {k: v["present"] for k, v in diagnose(measure=False)["fast_paths"].items()},
+       "build": diagnose(measure=False)["build"],
        "sums": {}}
 for decoder in ("opencv", "turbojpeg"):
     if decoder not in available_decoders():
@@ -159,7 +160,7 @@ def test_the_state_without_libjpeg_decodes_the_same_pixels(without_libjpeg, tmp_
     bare = _batches(tree, rec, tmp_path)
     full = _batches(ROOT, rec, tmp_path)
     assert not bare["batch"] and "libjpeg" not in bare["decoders"]
-    assert bare["doctor"]["_batch"] is False
+    assert bare["doctor"]["_batch"] is False and bare["build"] == "without libjpeg"
     assert all(bare["doctor"][name] for name in REQUIRED), bare["doctor"]
     assert set(bare["sums"]) == set(full["sums"]) and bare["sums"]
     for key, (digest, native_run) in bare["sums"].items():

@@ -13,6 +13,8 @@ def test_the_report_names_decoders_paths_protocols_and_cores():
     report = doctor.diagnose(measure=True)
     assert report["decoders"]["live"] == available_decoders()
     assert report["decoders"]["auto"] == available_decoders()[0]
+    assert report["build"] == ("with libjpeg" if report["fast_paths"]["_batch"]["present"]
+                               else "without libjpeg")
     assert set(report["fast_paths"]) == {"_batch", "_resize", "_colour", "_crc32c",
                                          "libturbojpeg", "simplejpeg"}
     for info in report["fast_paths"].values():
