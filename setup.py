@@ -1,16 +1,21 @@
-"""Build step for recpipe's optional C extensions; the metadata lives in pyproject.toml.
+"""Build step for recpipe's C extensions; the metadata lives in pyproject.toml.
 
-``recpipe._jpegroi`` (region-of-interest JPEG decoding) and ``recpipe._batch`` (runs of records
-decoded into batch slots) need libjpeg-turbo's headers (``apt-get install libjpeg62-turbo-dev``
-or ``libjpeg-turbo8-dev``); ``recpipe._resize``
-(bilinear resize straight into the batch) and ``recpipe._colour`` (colour jitter straight into
-the batch) and ``recpipe._crc32c`` (record checksums) need only a C compiler. When one cannot be built, the
-build only warns and recpipe uses its OpenCV/whole-image paths instead.
+Two build states, with libjpeg or without:
 
-The extensions that link libjpeg (``libraries=["jpeg"]``) are probed for once: without
-``jpeglib.h`` they are left out with one note saying how to get them (the manylinux wheel
-carries libjpeg-turbo; ``tools/build_wheel.sh`` builds it). ``RECPIPE_REQUIRE_EXTENSIONS=1``
-turns every left-out extension into a build error (the wheel build sets it).
+- ``recpipe._resize`` (bilinear resize straight into the batch), ``recpipe._colour`` (colour
+  jitter straight into the batch) and ``recpipe._crc32c`` (record checksums) need only a C
+  compiler and Python's headers. They are required: when one cannot be built, the build fails
+  saying what is missing.
+- ``recpipe._batch``, the one libjpeg extension (region-of-interest and DCT-scaled JPEG
+  decoding, ``decode_region``, and runs of records decoded into batch slots without the GIL,
+  ``fill``), needs libjpeg-turbo's headers (``apt-get install libjpeg62-turbo-dev`` or
+  ``libjpeg-turbo8-dev``). It is probed for once: without a usable ``jpeglib.h``/``-ljpeg`` it
+  is left out with one note saying how to get it (the manylinux wheel carries libjpeg-turbo;
+  ``tools/build_wheel.sh`` builds it), and recpipe decodes on its Python path.
+
+``RECPIPE_REQUIRE_EXTENSIONS=1`` turns a left-out ``recpipe._batch`` into a build error (the
+wheel build sets it). ``RECPIPE_WITHOUT_LIBJPEG=1`` builds the state without libjpeg even where
+libjpeg is usable (tests/test_build_states.py checks that state).
 """
 
 import contextlib
@@ -21,6 +26,7 @@ import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import BaseError
 
 JPEG_NOTE = ("note: jpeglib.h (libjpeg-turbo's headers) not found: building recpipe without "
              "{names} (region decoding and GIL-free batch decoding); recpipe falls back to "
@@ -28,10 +34,27 @@ JPEG_NOTE = ("note: jpeglib.h (libjpeg-turbo's headers) not found: building recp
              "wheel (it carries libjpeg-turbo), or apt-get install libjpeg62-turbo-dev "
              "(libjpeg-turbo8-dev on Ubuntu) and reinstall. `recpipe doctor` shows what is "
              "missing and what it costs.\n")
+WITHOUT_NOTE = ("note: RECPIPE_WITHOUT_LIBJPEG is set: building recpipe without {names} "
+                "(the state without libjpeg; recpipe decodes on its Python path).\n")
+REQUIRED_ERROR = ("recpipe's C extension {name} could not be built ({exc}). recpipe needs a C "
+                  "compiler and Python's headers to install from source (apt-get install gcc "
+                  "python3-dev, or your platform's equivalent), or install the manylinux wheel.")
+
+
+class BuildError(BaseError):
+    """A build that cannot go on; setup() prints it as one "error: ..." line, no traceback."""
+
+
+def _flag(name):
+    return os.environ.get(name, "") not in ("", "0")
 
 
 def _require_all():
-    return os.environ.get("RECPIPE_REQUIRE_EXTENSIONS", "") not in ("", "0")
+    return _flag("RECPIPE_REQUIRE_EXTENSIONS")
+
+
+def _needs_jpeg(ext):
+    return "jpeg" in (ext.libraries or [])
 
 
 @contextlib.contextmanager
@@ -49,34 +72,50 @@ def _quiet_stderr(log_path):
         os.close(saved)
 
 
-class OptionalBuildExt(build_ext):
-    """build_ext that turns a failed compile or link into a warning."""
-
-    def run(self):
-        try:
-            super().run()
-        except Exception as exc:  # noqa: BLE001 - any toolchain failure: skip the extension
-            self._skipped(exc)
+class RecpipeBuildExt(build_ext):
+    """build_ext with recpipe's two build states: the compiler-only extensions always (an error
+    when one fails), the libjpeg one where libjpeg is usable (a note when it is not)."""
 
     def build_extensions(self):
-        if _require_all():  # optional=True would otherwise turn failures into warnings
-            for ext in self.extensions:
-                ext.optional = False
-        needs_jpeg = [ext for ext in self.extensions if "jpeg" in (ext.libraries or [])]
-        if needs_jpeg and not self._jpeglib_usable():
-            names = " and ".join(ext.name for ext in needs_jpeg)
-            if _require_all():
-                raise RuntimeError(f"RECPIPE_REQUIRE_EXTENSIONS is set but jpeglib.h/libjpeg "
-                                   f"is not usable, so {names} cannot be built")
-            sys.stderr.write(JPEG_NOTE.format(names=names))
-            self.extensions = [ext for ext in self.extensions if ext not in needs_jpeg]
-        super().build_extensions()
+        self.check_extensions_list(self.extensions)
+        required = [ext for ext in self.extensions if not _needs_jpeg(ext)]
+        # the required ones first: a missing compiler is reported as that, not as missing libjpeg
+        for ext in required:
+            try:
+                self.build_extension(ext)
+            except Exception as exc:  # noqa: BLE001 - any toolchain failure
+                raise BuildError(REQUIRED_ERROR.format(name=ext.name, exc=exc)) from exc
+        needs_jpeg = self._libjpeg_extensions([ext for ext in self.extensions
+                                               if _needs_jpeg(ext)])
+        self.extensions = required + needs_jpeg  # what --inplace copies and installs list
+        for ext in needs_jpeg:
+            try:
+                self.build_extension(ext)
+            except Exception as exc:  # noqa: BLE001 - libjpeg was usable, yet it failed
+                if _require_all():
+                    raise
+                sys.stderr.write(f"warning: not building {ext.name} ({exc}); recpipe decodes on "
+                                 "its Python path (whole-image decodes).\n")
+                self.extensions.remove(ext)
 
-    def build_extension(self, ext):
-        try:
-            super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
-            self._skipped(exc, ext.name)
+    def _libjpeg_extensions(self, needs_jpeg):
+        """``needs_jpeg``, or none of them (with one note) where libjpeg is not usable or
+        RECPIPE_WITHOUT_LIBJPEG is set; a build error instead with RECPIPE_REQUIRE_EXTENSIONS."""
+        if not needs_jpeg:
+            return []
+        names = " and ".join(ext.name for ext in needs_jpeg)
+        if _flag("RECPIPE_WITHOUT_LIBJPEG"):
+            note = WITHOUT_NOTE
+        else:
+            note = None if self._jpeglib_usable() else JPEG_NOTE
+        if note is None:
+            return needs_jpeg
+        if _require_all():
+            raise BuildError(f"RECPIPE_REQUIRE_EXTENSIONS is set but jpeglib.h/libjpeg is not "
+                             f"usable (or RECPIPE_WITHOUT_LIBJPEG is set), so {names} cannot be "
+                             "built")
+        sys.stderr.write(note.format(names=names))
+        return []
 
     def _jpeglib_usable(self):
         """Whether a program including jpeglib.h compiles and links against -ljpeg here."""
@@ -101,31 +140,21 @@ class OptionalBuildExt(build_ext):
                     return False
         return True
 
-    @staticmethod
-    def _skipped(exc, name="C extensions"):
-        if _require_all():
-            raise exc
-        sys.stderr.write(f"warning: not building {name} ({exc}); recpipe falls back to slower "
-                         "paths (whole-image decodes for _jpegroi: install libjpeg-turbo headers, "
-                         "apt-get install libjpeg62-turbo-dev; OpenCV/NumPy for _resize/_colour).\n")
-
 
 setup(
     ext_modules=[
-        Extension("recpipe._jpegroi", sources=["recpipe/_jpegroi.c"], libraries=["jpeg"],
-                  depends=["recpipe/_roi_core.h"], extra_compile_args=["-O2"], optional=True),
         Extension("recpipe._resize", sources=["recpipe/_resize.c"],
                   depends=["recpipe/_floats.h", "recpipe/_resize_core.h"],
-                  extra_compile_args=["-O3"], optional=True),
+                  extra_compile_args=["-O3"]),
         Extension("recpipe._colour", sources=["recpipe/_colour.c"],
-                  depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"],
-                  optional=True),
+                  depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"]),
         Extension("recpipe._crc32c", sources=["recpipe/_crc32c.c"], depends=["recpipe/_crc32c.h"],
-                  extra_compile_args=["-O3"], optional=True),
+                  extra_compile_args=["-O3"]),
         Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
                   depends=["recpipe/_augment_kernels.h", "recpipe/_crc32c.h", "recpipe/_floats.h",
-                           "recpipe/_planes.h", "recpipe/_resize_core.h", "recpipe/_roi_core.h"],
-                  extra_compile_args=["-O3"], optional=True),
+                           "recpipe/_jpegroi_methods.h", "recpipe/_planes.h",
+                           "recpipe/_resize_core.h", "recpipe/_roi_core.h"],
+                  extra_compile_args=["-O3"]),
     ],
-    cmdclass={"build_ext": OptionalBuildExt},
+    cmdclass={"build_ext": RecpipeBuildExt},
 )

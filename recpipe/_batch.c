@@ -32,7 +32,7 @@
  * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest,
  * max_scans, resize, rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast,
  * saturation, scales), as recpipe's Augmenter and Decoder have them (check_rest, max_scans: as
- * recpipe._jpegroi's; resize -1: none; rrc: random-resized crop with that area and aspect
+ * decode_region's; resize -1: none; rrc: random-resized crop with that area and aspect
  * range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
@@ -55,6 +55,7 @@
 #include "_planes.h"
 #include "_resize_core.h"
 #include "_roi_core.h"
+#include "_jpegroi_methods.h" /* decode_region: one JPEG region, in the method table */
 
 #include <math.h>
 
@@ -1059,6 +1060,7 @@ static PyMethodDef batch_methods[] = {
     {"uniforms", batch_uniforms, METH_VARARGS,
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
+    JPEGROI_METHODS
     {NULL, NULL, 0, NULL},
 };
 
@@ -1079,7 +1081,7 @@ PyMODINIT_FUNC PyInit__batch(void)
         key_made = 1;
     }
     PyObject *module = PyModule_Create(&batch_module);
-    if (module != NULL && add_contract(module) < 0)
+    if (module != NULL && (add_contract(module) < 0 || jpegroi_add_constants(module) < 0))
         Py_CLEAR(module);
     return module;
 }

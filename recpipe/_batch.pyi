@@ -1,7 +1,15 @@
-"""Type stubs of recpipe's native run decoder (recpipe/_batch.c).
+"""Type stubs of recpipe's libjpeg extension (recpipe/_batch.c): the native run decoder
+(``fill``) and the region decoder (``decode_region``, recpipe/_jpegroi_methods.h).
 
 ``options`` is a ``recpipe.decode.native.RunOptions``: the tuple below lists its fields' types
-in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against each other)."""
+in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against each other), and
+``OPTION_FIELDS`` is (tests/test_stubs.py checks these names against the module's):
+
+    out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets, label_width,
+    fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest, max_scans, resize,
+    rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation,
+    scales, gain_r, gain_g, gain_b
+"""
 
 from typing import Dict, List, Tuple, Union
 
@@ -9,6 +17,8 @@ from typing_extensions import Buffer
 
 OPTION_FIELDS: Tuple[str, ...]
 DRAW_SLOTS: Dict[str, int]
+LIBJPEG_TURBO_VERSION: int  # where the headers were libjpeg-turbo's
+JPEG_LIB_VERSION: int
 
 def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffer,
          samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
@@ -19,3 +29,7 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
                         float, float],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
+def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int,
+                  y1: int, channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
+                  max_bytes: int, check_rest: bool = ...,
+                  max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]: ...

@@ -1,7 +1,8 @@
 """What this installation can do and what it is missing: ``recpipe doctor``.
 
 ``diagnose()`` returns a JSON-ready dict: the decoders that are live and which one ``"auto"``
-picks, the C extensions built (region decoder, fused resize, fused colour jitter), whether
+picks, the C extensions built (the libjpeg one, ``_batch``: region decoder and GIL-free runs;
+the required fused resize, colour jitter and CRC32C ones), whether
 libjpeg-turbo was found and how to get it, the fsspec protocols whose clients import, usable
 cores (affinity, cgroup quota, this rank's share), library versions, the recpipe environment
 variables that are set, and, measured on a built-in sample, each decoder's rate and what the
@@ -31,15 +32,15 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINTS = {
     "libturbojpeg": "apt-get install libturbojpeg0 (Debian/Ubuntu), then nothing else",
-    "_jpegroi": "apt-get install libjpeg62-turbo-dev (libjpeg-turbo8-dev on Ubuntu), then "
-                "pip install -e . (or reinstall recpipe) so the extension is built",
-    "_resize": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe",
-    "_colour": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe",
+    "_resize": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
+               "(it is required: this installation is incomplete)",
+    "_colour": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
+               "(it is required: this installation is incomplete)",
     "_batch": "apt-get install libjpeg62-turbo-dev (libjpeg-turbo8-dev on Ubuntu), then "
               "pip install -e . (or reinstall recpipe) so the extension is built",
     "simplejpeg": "pip install 'recpipe[turbo]'",
     "_crc32c": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
-               "(or pip install google-crc32c)",
+               "(it is required: this installation is incomplete)",
 }
 _PROTOCOLS = {"s3": "s3fs", "gcs": "gcsfs", "hdfs (arrow)": "pyarrow", "hdfs (native)": "hdfs_native",
               "http": "aiohttp", "azure": "adlfs"}
@@ -75,20 +76,19 @@ def _fast_paths():
     """``{name: present}`` of every optional fast path."""
     from .decode.decoders import turbojpeg_available
 
-    return {"_jpegroi": extension("_jpegroi") is not None,
+    return {"_batch": extension("_batch") is not None,
             "_resize": extension("_resize") is not None,
             "_colour": extension("_colour") is not None,
-            "_batch": extension("_batch") is not None,
             "_crc32c": extension("_crc32c") is not None,
             "libturbojpeg": turbojpeg_available(),
             "simplejpeg": _importable("simplejpeg")}
 
 
 _DESCRIPTIONS = {
-    "_jpegroi": "region + DCT-scaled JPEG decoder (recpipe._jpegroi, links libjpeg-turbo)",
     "_resize": "fused resize/crop/mirror/normalise into the batch (recpipe._resize)",
     "_colour": "fused colour jitter/PCA/normalise (recpipe._colour)",
-    "_batch": "runs of records decoded into the batch without the GIL (recpipe._batch)",
+    "_batch": "the libjpeg extension (recpipe._batch, links libjpeg-turbo): region + DCT-scaled "
+              "JPEG decoder, and runs of records decoded into the batch without the GIL",
     "_crc32c": "hardware CRC32C of records against their .sums sidecar (recpipe._crc32c)",
     "libturbojpeg": "libjpeg-turbo's TurboJPEG library (the 'turbojpeg' decoder)",
     "simplejpeg": "simplejpeg (the 'simplejpeg' decoder)",
@@ -133,6 +133,8 @@ def diagnose(measure: bool = True) -> dict:
                      "fsspec": _version("fsspec"), "simplejpeg": _version("simplejpeg"),
                      "torch": _installed_version("torch")},
         "decoders": {"live": available_decoders(), "auto": available_decoders()[0]},
+        # recpipe's two build states: with its libjpeg extension (_batch) or without
+        "build": "with libjpeg" if paths["_batch"] else "without libjpeg",
         "fast_paths": {name: {"present": present, "what": _DESCRIPTIONS[name],
                               **({} if present else {"install": INSTALL_HINTS[name]})}
                        for name, present in paths.items()},
@@ -163,20 +165,19 @@ def _missing_cost(rates, paths):
         costs["decoder"] = (f"only OpenCV decodes here ({rates['opencv']:.0f} images/s on the "
                             "sample): libjpeg-turbo's region and DCT-scaled decode typically "
                             "make the train pipeline 1.5-2.5x faster (BENCHMARKS.md)")
-    if not paths["_jpegroi"]:
-        costs["_jpegroi"] = ("every JPEG is decoded whole: random crops decode 1.2-2x more "
-                             "pixels than they use (BENCHMARKS.md, region decoding)")
-    if not paths["_resize"]:
-        costs["_resize"] = "resize, crop, mirror and normalise run as separate OpenCV/NumPy steps"
-    if not paths["_colour"]:
-        costs["_colour"] = "colour jitter runs in NumPy: about 2.7x the per-sample cost"
+    for name in ("_resize", "_colour"):  # required: recpipe was not built
+        if not paths.get(name, True):
+            costs[name] = ("recpipe is not fully built: augmentations fail with ImportError "
+                           "until it is (python setup.py build_ext --inplace, or reinstall)")
     if not paths["_batch"]:
-        costs["_batch"] = ("every sample is read, planned and dispatched by Python: ~50-60 us "
+        costs["_batch"] = ("every JPEG is decoded whole: random crops decode 1.2-2x more "
+                           "pixels than they use (BENCHMARKS.md, region decoding); and every "
+                           "sample is read, planned and dispatched by Python: ~50-60 us "
                            "of GIL-held work a sample, at most ~16-19k images/s on any core "
                            "count (BENCHMARKS.md, small images)")
     if not paths.get("_crc32c", True):
-        costs["_crc32c"] = ("record checksums use google_crc32c/crc32c if installed, else pure "
-                            "Python: far slower than a decode")
+        costs["_crc32c"] = ("recpipe is not fully built: reading a pack with a .sums "
+                            "sidecar fails with ImportError until it is")
     return costs
 
 
@@ -184,7 +185,7 @@ def slow_paths(report: Optional[dict] = None) -> List[str]:
     """Names of the missing fast paths (empty when this installation has them all)."""
     paths = _fast_paths() if report is None else {
         name: info["present"] for name, info in report["fast_paths"].items()}
-    missing = [name for name in ("_jpegroi", "_resize", "_colour", "_batch") if not paths[name]]
-    if not paths["_jpegroi"] and not paths["libturbojpeg"]:
+    missing = [name for name in ("_batch", "_resize", "_colour") if not paths[name]]
+    if not paths["_batch"] and not paths["libturbojpeg"]:
         missing.append("libjpeg-turbo")
     return missing

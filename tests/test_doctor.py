@@ -13,7 +13,9 @@ def test_the_report_names_decoders_paths_protocols_and_cores():
     report = doctor.diagnose(measure=True)
     assert report["decoders"]["live"] == available_decoders()
     assert report["decoders"]["auto"] == available_decoders()[0]
-    assert set(report["fast_paths"]) == {"_jpegroi", "_resize", "_colour", "_batch", "_crc32c",
+    assert report["build"] == ("with libjpeg" if report["fast_paths"]["_batch"]["present"]
+                               else "without libjpeg")
+    assert set(report["fast_paths"]) == {"_batch", "_resize", "_colour", "_crc32c",
                                          "libturbojpeg", "simplejpeg"}
     for info in report["fast_paths"].values():
         assert info["present"] or "install" in info
@@ -26,15 +28,16 @@ def test_the_report_names_decoders_paths_protocols_and_cores():
 
 def test_missing_paths_are_listed_with_their_install_hint():
     report = doctor.diagnose(measure=False)
-    report["fast_paths"]["_jpegroi"] = {"present": False}
+    report["fast_paths"]["_batch"] = {"present": False}
     report["fast_paths"]["libturbojpeg"] = {"present": False}
-    assert doctor.slow_paths(report)[:1] == ["_jpegroi"] and "libjpeg-turbo" in doctor.slow_paths(report)
-    assert "libjpeg62-turbo-dev" in doctor.INSTALL_HINTS["_jpegroi"]
+    assert doctor.slow_paths(report)[:1] == ["_batch"] and "libjpeg-turbo" in doctor.slow_paths(report)
+    assert "libjpeg62-turbo-dev" in doctor.INSTALL_HINTS["_batch"]
     assert "libturbojpeg0" in doctor.INSTALL_HINTS["libturbojpeg"]
-    costs = doctor._missing_cost({"opencv": 100.0}, {"_jpegroi": False, "_resize": True,
-                                                     "_colour": False, "_batch": False})
-    assert set(costs) == {"decoder", "_jpegroi", "_colour", "_batch"}
-    assert "GIL" in costs["_batch"]
+    costs = doctor._missing_cost({"opencv": 100.0}, {"_resize": True, "_colour": False,
+                                                     "_batch": False})
+    assert set(costs) == {"decoder", "_colour", "_batch"}
+    assert "GIL" in costs["_batch"] and "decoded whole" in costs["_batch"]
+    assert "not fully built" in costs["_colour"]
 
 
 def test_cli_json(capsys):
@@ -45,7 +48,7 @@ def test_cli_json(capsys):
     assert "decoders:" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("missing", [[], ["_jpegroi"]])
+@pytest.mark.parametrize("missing", [[], ["_batch"]])
 def test_demo_points_at_doctor_on_a_slow_path(capsys, monkeypatch, missing):
     monkeypatch.setattr(doctor, "slow_paths", lambda report=None: missing)
     assert main(["demo", "--classes", "1", "--per-class", "8", "--seconds", "0.2",

@@ -90,7 +90,7 @@ def test_the_package_is_typed():
 
     root = pathlib.Path(recpipe.__file__).parent
     assert (root / "py.typed").exists()
-    for extension in ("_jpegroi", "_resize", "_colour"):
+    for extension in ("_batch", "_resize", "_colour", "_crc32c"):
         assert (root / f"{extension}.pyi").exists(), extension
 
 

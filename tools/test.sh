@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-# libjpeg62-turbo-dev (Debian; libjpeg-turbo8-dev on Ubuntu): headers for the recpipe._jpegroi
-# C extension (region decoding), built by `pip install -e .` below when they are present
+# libjpeg62-turbo-dev (Debian; libjpeg-turbo8-dev on Ubuntu): headers for the recpipe._batch
+# C extension (region decoding, GIL-free runs), built by `pip install -e .` below when they are present
 if ! ldconfig -p 2>/dev/null | grep -q libturbojpeg || [ ! -f /usr/include/jpeglib.h ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt_jpeg() { apt-get install -y -q libturbojpeg0 "$1" >/dev/null 2>&1; }
@@ -23,7 +23,7 @@ if ! ldconfig -p 2>/dev/null | grep -q libturbojpeg || [ ! -f /usr/include/jpegl
       "and region-decode tests will be skipped" >&2
   fi
 fi
-# with the headers and a compiler here, recpipe._jpegroi must build (tests/decode/test_jpegroi.py)
+# with the headers and a compiler here, recpipe._batch must build (tests/decode/test_jpegroi.py)
 if [ -f /usr/include/jpeglib.h ] && command -v cc >/dev/null; then
   export RECPIPE_REQUIRE_JPEGROI=1
 fi

@@ -9,14 +9,9 @@ contrast (blend with the image's mean gray), 2 saturation (blend with each pixel
 
 import numpy as np
 
-from .._optional import extension
+from .._optional import native
 
-__all__ = ["available", "jitter_into"]
-
-
-def available():
-    """True when the ``recpipe._colour`` extension was built."""
-    return extension("_colour") is not None
+__all__ = ["jitter_into"]
 
 
 def jitter_into(region, out, ops, pca, scratch, *, mirror=False, nchw=True, gains=None,
@@ -27,7 +22,7 @@ def jitter_into(region, out, ops, pca, scratch, *, mirror=False, nchw=True, gain
     if not region.flags.c_contiguous:
         region = np.ascontiguousarray(region)
     height, width = region.shape[:2]
-    extension("_colour").jitter(region, height, width, out, tuple(ops),
-                                None if pca is None else tuple(float(v) for v in pca),
-                                mirror, nchw, (1.0,) * 3 if gains is None else tuple(gains),
-                                (0.0,) * 3 if offsets is None else tuple(offsets), scratch)
+    native("_colour").jitter(region, height, width, out, tuple(ops),
+                             None if pca is None else tuple(float(v) for v in pca),
+                             mirror, nchw, (1.0,) * 3 if gains is None else tuple(gains),
+                             (0.0,) * 3 if offsets is None else tuple(offsets), scratch)

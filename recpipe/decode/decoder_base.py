@@ -1,7 +1,7 @@
 """What every decoding backend shares: the ``Decoder`` interface and its checks, image headers
 (``image_size``, ``is_jpeg``), ``Window`` (where a region decode's pixels lie), the OpenCV
-fallback for non-JPEG bytes, and region decoding through ``recpipe._jpegroi``. The backends and
-``get_decoder`` are in ``decoders`` (whose docstring describes the behaviour they share).
+fallback for non-JPEG bytes, and region decoding through ``recpipe._batch.decode_region``. The
+backends and ``get_decoder`` are in ``decoders`` (whose docstring describes the behaviour they share).
 """
 
 import logging
@@ -158,7 +158,7 @@ class Decoder:
     name = "base"
     scales: Tuple[Tuple[int, int], ...] = ((1, 1),)
     roi = False  # True when decode_region decodes only the region
-    _roi = None  # the recpipe._jpegroi module, for backends that decode regions with it
+    _roi = None  # recpipe._batch (decode_region), for backends that decode regions with it
     counts_scans = False  # True when _decode_jpeg enforces max_scans itself (libjpeg's monitor)
 
     def __init__(self, *, fast_dct=False, fast_upsample=False, strict=True,
@@ -194,7 +194,7 @@ class Decoder:
 
     def region_options(self):
         """``(fast_dct, fast_upsample, strict, max_pixels, max_region_bytes, check_rest,
-        max_scans)`` as this backend decodes JPEG regions with ``recpipe._jpegroi``
+        max_scans)`` as this backend decodes JPEG regions with ``recpipe._batch``
         (``max_pixels``, ``max_scans`` 0: no limit), for a native caller that must decode
         exactly as it does; None when it does not use it."""
         if self._roi is None or not self.roi:
@@ -240,7 +240,7 @@ class Decoder:
     def decode_region(self, data, box, *, scale=(1, 1), channels=3):
         """``(pixels, Window)``: ``pixels`` (uint8, ``(h, w, channels)``) cover at least ``box``
         ``(x0, y0, x1, y1)`` of the image decoded at ``scale``. Backends with the region decoder
-        (``_roi``: ``recpipe._jpegroi``) decode only the region of a JPEG; otherwise the whole
+        (``_roi``: ``recpipe._batch``) decode only the region of a JPEG; otherwise the whole
         image is decoded (``Window(0, 0, H, W)``)."""
         if self._roi is not None and channels in (1, 3) and len(data) and is_jpeg(data):
             self._check_declared(data)
@@ -254,14 +254,14 @@ class Decoder:
 
 def roi_decode(decoder, data, box, scale, channels):
     """``(pixels, Window)`` of ``box`` (``x1``/``y1`` of -1: to the edge) through
-    ``recpipe._jpegroi`` with ``decoder``'s options."""
+    ``recpipe._batch.decode_region`` with ``decoder``'s options."""
     scale = reduce_scale(*scale)
     if scale not in decoder.scales:
         raise ValueError(f"{decoder.name} cannot decode at scale {scale}: "
                          f"supported {list(decoder.scales)}")
     x0, y0, x1, y1 = (int(v) for v in box)
     try:
-        buf, height, width, depth, x, y, full_h, full_w = decoder._roi.decode(
+        buf, height, width, depth, x, y, full_h, full_w = decoder._roi.decode_region(
             data, scale[0], scale[1], x0, y0, x1, y1, channels, decoder.fast_dct,
             decoder.fast_upsample, decoder.strict, MAX_REGION_BYTES, decoder.check_rest,
             decoder.max_scans or 0)
@@ -275,9 +275,10 @@ def roi_decode(decoder, data, box, scale, channels):
 
 
 def load_roi():
-    """The ``recpipe._jpegroi`` extension module, or None when it was not built (then JPEG
-    regions are cut from full decodes; ``recpipe doctor`` says how to build it)."""
-    return extension("_jpegroi")
+    """``recpipe._batch``, the libjpeg extension whose ``decode_region`` decodes JPEG regions,
+    or None when it was not built (then JPEG regions are cut from full decodes; ``recpipe
+    doctor`` says how to build it)."""
+    return extension("_batch")
 
 
 def reduce_scale(num, den):

@@ -27,7 +27,7 @@ Shared behaviour of every backend:
   image (grey/garbage at the bottom) is returned, as libjpeg and ``cv2.imdecode`` do.
 - A JPEG of more than ``max_scans`` scans (default 100; None: no limit) raises
   ``recpipe.DecodeError`` before its extra scans cost anything: libjpeg's progress monitor
-  stops it in ``recpipe._jpegroi`` and ``recpipe._batch``; for the other libraries the scans
+  stops it in ``recpipe._batch``; for the other libraries the scans
   are counted in the stream first (``recpipe.jpeg.count_scans``, no decoding).
 - Decoders are safe to share between threads (libjpeg-turbo keeps one handle per thread) and
   release the GIL while decoding (ctypes calls, simplejpeg's ``nogil`` and OpenCV all do).
@@ -36,7 +36,7 @@ Region decoding: ``decode_region(data, box, scale=, channels=)`` returns ``(pixe
 where ``pixels`` covers at least ``box = (x0, y0, x1, y1)`` (coordinates of the image decoded at
 ``scale``) and ``window = Window(x, y, full_height, full_width)`` says where ``pixels[0, 0]`` lies
 in that image and how big the whole image is. Backends with ``roi = True`` decode only the region
-(the 'turbojpeg' backend with the ``recpipe._jpegroi`` C extension: libjpeg-turbo's
+(the 'turbojpeg' backend with the ``recpipe._batch`` C extension: libjpeg-turbo's
 ``jpeg_crop_scanline`` / ``jpeg_skip_scanlines``, stopping after the region's last row); the
 others decode the whole image and return it with ``window = (0, 0, H, W)``. Inside ``box`` the
 pixels equal a full decode's (the extension widens libjpeg's column crop by a column each side,
@@ -49,7 +49,7 @@ decodes read to EOI in every mode). Limits of the other backends: 'turbojpeg' fu
 on a warning (``TJFLAG_STOPONWARNING``, ``tjGetErrorCode``) and 'simplejpeg' raises on one
 (``strict=True``): both decode the whole image, so they catch what a full decode catches in
 every mode; OpenCV reports no warnings at all, so the 'opencv' backend first entropy-decodes the
-stream with ``recpipe._jpegroi`` (at 1/8 scale) when that is built, else only checks the
+stream with ``recpipe._batch`` (at 1/8 scale) when that is built, else only checks the
 stream's structure (EOI present, no invalid marker in the entropy-coded data).
 
 The 'turbojpeg' backend binds ``libturbojpeg`` directly with ctypes through the TurboJPEG 2.x
@@ -120,7 +120,7 @@ class OpenCVDecoder(Decoder):
 def _validate_jpeg(data):
     """Raise DecodeError where OpenCV would only warn and return grey or garbage pixels.
 
-    With ``recpipe._jpegroi`` built, the stream is entropy-decoded by libjpeg at 1/8 scale with
+    With ``recpipe._batch`` built, the stream is entropy-decoded by libjpeg at 1/8 scale with
     warnings as errors (bad Huffman codes, corrupt data, truncation). Without it, the stream's
     structure is checked: an EOI after the last scan, and no invalid marker (a 0xFF not followed
     by 0x00, a restart marker or a segment marker) inside the entropy-coded data.
@@ -128,7 +128,7 @@ def _validate_jpeg(data):
     roi = load_roi()
     if roi is not None:
         try:
-            roi.decode(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, MAX_REGION_BYTES, True,
+            roi.decode_region(data, 1, 8, 0, 0, -1, -1, 1, True, True, True, MAX_REGION_BYTES, True,
                        0)  # the scans were counted before
         except ValueError as e:
             raise DecodeError(f"libjpeg: {e}") from None
@@ -299,7 +299,7 @@ def _buffer_address(data):
 class TurboJpegDecoder(Decoder):
     """libjpeg-turbo's TurboJPEG API via ctypes, one handle per thread; all scales it offers.
 
-    ``decode_region`` goes through the ``recpipe._jpegroi`` extension when it was built
+    ``decode_region`` goes through the ``recpipe._batch`` extension when it was built
     (``roi`` is then True); without it, regions are cut from full decodes.
     """
 
@@ -359,7 +359,7 @@ class TurboJpegDecoder(Decoder):
 
 
 class LibjpegDecoder(Decoder):
-    """libjpeg(-turbo) through recpipe's own ``recpipe._jpegroi`` extension: whole images and
+    """libjpeg(-turbo) through recpipe's own ``recpipe._batch`` extension: whole images and
     regions, every n/8 DCT scale, with no other library needed at run time. Pixels equal the
     'turbojpeg' backend's (the same libjpeg-turbo, ISLOW DCT, fancy upsampling)."""
 
@@ -372,7 +372,7 @@ class LibjpegDecoder(Decoder):
         super().__init__(**options)
         self._roi = load_roi()
         if self._roi is None:
-            raise ImportError("recpipe._jpegroi is not built: install the libjpeg-turbo headers "
+            raise ImportError("recpipe._batch is not built: install the libjpeg-turbo headers "
                               "(apt-get install libjpeg62-turbo-dev) and reinstall recpipe")
 
     def _decode_jpeg(self, data, scale, channels):
@@ -385,7 +385,7 @@ def turbojpeg_available():
 
 
 def roi_available():
-    """True when region decoding is built (``recpipe._jpegroi``) and libturbojpeg loads."""
+    """True when region decoding is built (``recpipe._batch``) and libturbojpeg loads."""
     return load_roi() is not None and _load_turbojpeg() is not None
 
 

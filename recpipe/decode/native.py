@@ -109,8 +109,8 @@ def _per_channel(values) -> Tuple[float, float, float]:
 def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     """The ``RunOptions`` of runs decoded with ``decoder`` and ``augmenter``, or None when they
     take the Python path (no ``recpipe._batch``, no augmenter, an augmentation outside the
-    allow-list, a C kernel not built or not chosen, a decoder not decoding regions with
-    ``recpipe._jpegroi``). The caller checks what is not about the augmentation: a local file,
+    allow-list, a C kernel not chosen (``Kernels.none()``), a decoder not decoding regions with
+    ``recpipe._batch``). The caller checks what is not about the augmentation: a local file,
     labels from the record headers."""
     if native_module() is None or augmenter is None:
         return None

@@ -5,7 +5,7 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 (``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
 
 ``fill`` hands the whole run to ``recpipe._batch`` when it can (a decoder that decodes regions
-with ``recpipe._jpegroi``, labels from the record headers, an augmentation the C kernels render
+with ``recpipe._batch``, labels from the record headers, an augmentation the C kernels render
 alone: an optional resize, then an output-sized or random-resized crop, mirror and
 normalisation; the gate and the run description are ``recpipe.decode.native``'s): read, header,
 label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with

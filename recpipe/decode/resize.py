@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._optional import extension
+from .._optional import native
 
-__all__ = ["Axis", "available", "linear_into", "taps_span"]
+__all__ = ["Axis", "linear_into", "taps_span"]
 
 
 class Axis(NamedTuple):
@@ -28,11 +28,6 @@ class Axis(NamedTuple):
     length: int
     shift: float
     scale: float
-
-
-def available():
-    """True when the ``recpipe._resize`` extension was built."""
-    return extension("_resize") is not None
 
 
 def linear_into(src, out, y_axis, x_axis, *, mirror=False, nchw=True, gains=None, offsets=None):
@@ -46,8 +41,8 @@ def linear_into(src, out, y_axis, x_axis, *, mirror=False, nchw=True, gains=None
     offsets = (0.0,) * channels if offsets is None else tuple(offsets)
     if not src.flags.c_contiguous:
         src = np.ascontiguousarray(src)
-    extension("_resize").linear(src, src.shape[0], src.shape[1], channels, out, out_h, out_w,
-                     tuple(y_axis), tuple(x_axis), mirror, nchw, gains, offsets)
+    native("_resize").linear(src, src.shape[0], src.shape[1], channels, out, out_h, out_w,
+                             tuple(y_axis), tuple(x_axis), mirror, nchw, gains, offsets)
 
 
 def taps_span(size, shift, scale, length):

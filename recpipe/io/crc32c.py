@@ -1,19 +1,13 @@
 """CRC32C (Castagnoli) of bytes: ``crc32c(data, value=0)``, continuing ``value``.
 
 Uses recpipe's C extension ``recpipe._crc32c`` (SSE4.2 CRC32 instruction, or a slicing-by-8
-table); without it, the ``google_crc32c`` or ``crc32c`` package when importable; else a pure
-Python table walk (correct but slow: a warning is logged once).
+table), which every build of recpipe has (it needs only a C compiler); ``crc32c_python`` is the
+pure Python reference it is tested against.
 """
 
-import functools
-import importlib
-import logging
-
-from .._optional import extension
+from .._optional import native
 
 __all__ = ["crc32c", "crc32c_python", "implementation"]
-
-log = logging.getLogger(__name__)
 
 _POLY = 0x82F63B78
 
@@ -40,36 +34,11 @@ def crc32c_python(data, value=0):
     return crc ^ 0xFFFFFFFF
 
 
-def _google(module):
-    return lambda data, value=0: module.extend(value, bytes(data))
-
-
-def _package(module):
-    return lambda data, value=0: module.crc32c(bytes(data), value)
-
-
-@functools.lru_cache(maxsize=None)
-def _chosen():
-    """``(name, function)`` of the fastest CRC32C available here."""
-    native = extension("_crc32c")
-    if native is not None:
-        return "recpipe._crc32c", native.crc32c
-    for name, wrap in (("google_crc32c", _google), ("crc32c", _package)):
-        try:
-            return name, wrap(importlib.import_module(name))
-        except ImportError:
-            continue
-    log.warning("recpipe._crc32c is not built and neither google_crc32c nor crc32c is "
-                "installed: record checksums use a slow pure Python CRC32C (build the C "
-                "extensions or pip install google-crc32c)")
-    return "python", crc32c_python
-
-
 def implementation():
     """The name of the CRC32C implementation in use."""
-    return _chosen()[0]
+    return "recpipe._crc32c"
 
 
 def crc32c(data, value=0):
     """The CRC32C of ``data`` (bytes-like), continuing ``value`` (the CRC of what came before)."""
-    return _chosen()[1](data, value)
+    return native("_crc32c").crc32c(data, value)

@@ -13,7 +13,7 @@ from recpipe.decode.augment import (
     resize_shorter_size,
     sample_rng,
 )
-from recpipe.decode.decoders import get_decoder
+from recpipe.decode.decoders import available_decoders, get_decoder
 
 MEANS = dict(mean_r=123.68, mean_g=116.28, mean_b=103.53)
 STDS = dict(std_r=58.4, std_g=57.1, std_b=57.4)
@@ -457,3 +457,29 @@ def test_thread_reused_rng_matches_sample_rng():
         assert np.array_equal(fresh.standard_normal(3), reused.standard_normal(3))
     aug = Augmenter(cfg(**TRAIN_KW, brightness=0.2, pca_noise=0.1))
     assert aug.plan(90, 70, Augmenter.sample_rng(4, 1, 9)) == aug.plan(90, 70, sample_rng(4, 1, 9))
+
+
+@pytest.mark.parametrize("name", ["opencv", "libjpeg"])
+def test_a_random_crop_of_an_upscaled_small_resize_decodes(name):
+    """resize below the output size, then a random crop: the crop lies in the upscaled image,
+    not in the resized one. The plain-crop shortcut of reduced-scale decodes used to cut an
+    empty part there and cv2.resize raised (found by tests/decode/test_native_random.py)."""
+    if name not in available_decoders():
+        pytest.skip(f"decoder {name} is not available")
+    dec = get_decoder(name)
+    aug = Augmenter(cfg(data_shape=(3, 24, 21), resize=10, rand_crop=True, dtype="uint8"))
+    exact = Augmenter(cfg(data_shape=(3, 24, 21), resize=10, rand_crop=True, dtype="uint8",
+                          dct_scaling=False))
+    data = photo_jpeg(89, 233, seed=4)
+    upscaled = 0
+    for sample in range(24):
+        plan = aug.plan(*dec.size(data), sample_rng(729, 3, sample))
+        upscaled += plan.upscale is not None and plan.crop[0] > plan.resized_size[1]
+        out = np.empty(aug.out_shape, aug.dtype)
+        img, window = aug.decode(dec, data, plan)
+        aug.apply(img, plan, out, window=window)
+        ref = np.empty(exact.out_shape, exact.dtype)
+        img, window = exact.decode(dec, data, plan)
+        exact.apply(img, plan, ref, window=window)
+        assert np.abs(out.astype(int) - ref).mean() < 12  # the same part of the image
+    assert upscaled  # the case that failed: a crop starting right of the resized width

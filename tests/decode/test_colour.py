@@ -8,7 +8,6 @@ from recpipe.decode.augment import AugmentConfig, Augmenter, Kernels, sample_rng
 
 from .test_augment import smooth_image
 
-pytestmark = pytest.mark.skipif(not colour.available(), reason="recpipe._colour not built")
 
 JITTER = dict(brightness=0.4, contrast=0.4, saturation=0.4)
 

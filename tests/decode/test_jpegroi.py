@@ -1,4 +1,4 @@
-"""The recpipe._jpegroi C extension: region decodes equal full decodes inside the region, and no
+"""recpipe._batch's region decoder (decode_region): region decodes equal full decodes inside the region, and no
 input (garbage, truncated, fuzzed, huge dimensions) crashes it."""
 
 import os
@@ -12,13 +12,13 @@ from recpipe import DecodeError
 from recpipe.decode.decoders import Window, get_decoder, roi_available
 
 try:
-    from recpipe import _jpegroi
-except ImportError:  # pragma: no cover - depends on the build machine
-    _jpegroi = None
+    from recpipe import _batch
+except ImportError:  # pragma: no cover - the build without libjpeg
+    _batch = None
 
 needs_roi = pytest.mark.skipif(
     not roi_available(),
-    reason="recpipe._jpegroi is not built (needs libjpeg-turbo headers, e.g. apt-get install "
+    reason="recpipe._batch is not built (needs libjpeg-turbo headers, e.g. apt-get install "
            "libjpeg62-turbo-dev, then pip install -e .) or libturbojpeg is missing")
 
 
@@ -26,7 +26,7 @@ def test_extension_built_when_required():
     """tools/test.sh sets RECPIPE_REQUIRE_JPEGROI=1 after installing the headers."""
     if os.environ.get("RECPIPE_REQUIRE_JPEGROI") != "1":
         pytest.skip("RECPIPE_REQUIRE_JPEGROI is not set")
-    assert _jpegroi is not None, "recpipe._jpegroi was not built"
+    assert _batch is not None, "recpipe._batch was not built"
     assert get_decoder("turbojpeg").roi
 
 
@@ -59,7 +59,7 @@ SUBSAMPLINGS = {
 @pytest.fixture(scope="module")
 def dec():
     if not roi_available():
-        pytest.skip("recpipe._jpegroi is not built")
+        pytest.skip("recpipe._batch is not built")
     return get_decoder("turbojpeg")
 
 
@@ -258,12 +258,12 @@ def test_threads_share_the_decoder(dec):
 def test_low_level_argument_checks():
     data = jpeg(smooth_image(16, 16, seed=30))
     with pytest.raises(ValueError, match="channels"):
-        _jpegroi.decode(data, 1, 1, 0, 0, -1, -1, 2, False, False, True, 0)
+        _batch.decode_region(data, 1, 1, 0, 0, -1, -1, 2, False, False, True, 0)
     with pytest.raises(ValueError, match="scale"):
-        _jpegroi.decode(data, 0, 1, 0, 0, -1, -1, 3, False, False, True, 0)
+        _batch.decode_region(data, 0, 1, 0, 0, -1, -1, 3, False, False, True, 0)
     with pytest.raises(TypeError):
-        _jpegroi.decode("not bytes", 1, 1, 0, 0, -1, -1, 3, False, False, True, 0)
-    buf, h, w, depth, x, y, full_h, full_w = _jpegroi.decode(data, 1, 1, 0, 0, -1, -1, 3, False,
-                                                             False, True, 0)
+        _batch.decode_region("not bytes", 1, 1, 0, 0, -1, -1, 3, False, False, True, 0)
+    buf, h, w, depth, x, y, full_h, full_w = _batch.decode_region(data, 1, 1, 0, 0, -1, -1, 3,
+                                                                  False, False, True, 0)
     assert (h, w, depth, x, y, full_h, full_w) == (16, 16, 3, 0, 0, 16, 16)
     assert isinstance(buf, bytearray) and len(buf) == 16 * 16 * 3

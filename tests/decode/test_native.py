@@ -138,7 +138,7 @@ def test_c_names_the_option_it_cannot_parse(tmp_path):
     path.write_bytes(b"")
     options = run_options(Augmenter(AugmentConfig(**BASE)), _decoder())
     if options is None:
-        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+        pytest.skip("the decoder does not decode regions with recpipe._batch")
     columns = [np.zeros(1, np.int64) for _ in range(4)]
     images = np.zeros((1, 3, 64, 64), np.float32)
     with open(path, "rb") as f:

@@ -1,105 +1,98 @@
-"""A seeded randomized differential test: configurations drawn over the options recpipe._batch
-renders (geometry, mirror, colour jitter, normalisation, layout, uint8/float32/float16 with
-scales down to float16's subnormals and up past its range) x JPEG kinds (gray, 4:2:0, 4:4:4,
-progressive); the native run must give the Python path's pixels exactly."""
+"""A seeded randomized differential test over the whole native option space: thousands of
+configurations drawn from the allow-list itself (every ``NATIVE_AUGMENT_FIELDS`` field, values
+from tests/decode/native_diff.py's ``SPACE``, so a field another kernel adds to the allow-list is
+drawn as soon as it is allowed: both layouts, every dtype with float16's subnormal and overflowing
+scales, geometry, colour, normalisation), ``dct_scaling`` on and off, the region decoders with
+``fast_dct``/``fast_upsample`` on and off, runs split over 1 or 2 concurrent ``fill`` calls, x
+JPEG kinds (baseline 4:2:0/4:2:2/4:4:4, progressive, gray, restart markers, Exif/APP segments, odd
+sizes, tiny images). Every sample ``recpipe._batch`` renders must equal the Python path's
+pixels and label exactly; how many configurations and samples took the native path is recorded
+(``record_property``, and the log) and bounded below.
 
-import cv2
+``RECPIPE_DIFF_CONFIGS`` sets the number of configurations (default 2000, about 30 s on 2 shared
+cores; e.g. 100000 for a long run). ``RECPIPE_DIFF_SEED`` changes the seed.
+"""
+
+import logging
+import os
+from collections import Counter
+
 import numpy as np
 import pytest
 
-import recpipe
 from recpipe._optional import extension
-from recpipe.decode.augment import AugmentConfig, Augmenter
-from recpipe.decode.decoders import get_decoder
-from recpipe.decode.native import augment_is_native
-from recpipe.decode.records import RecordDecoder
+from recpipe.decode.decoders import available_decoders, get_decoder
+from recpipe.decode.native import NATIVE_AUGMENT_FIELDS, augment_is_native
 from recpipe.io.reader import RecordReader
 
+from .native_diff import DEFAULTS, KINDS, native_and_python, pack_kinds, random_config
+
 pytestmark = pytest.mark.skipif(extension("_batch") is None, reason="recpipe._batch is not built")
-KINDS = ("gray", "420", "444", "progressive")
-CONFIGURATIONS = 240
+CONFIGURATIONS = int(os.environ.get("RECPIPE_DIFF_CONFIGS", "2000"))
+SEED = int(os.environ.get("RECPIPE_DIFF_SEED", "2026"))
+log = logging.getLogger(__name__)
 
 
-def _records(path):
-    rng = np.random.default_rng(5)
-    payloads = []
-    for i, kind in enumerate(KINDS * 2):
-        h, w = int(rng.integers(40, 260)), int(rng.integers(40, 260))
-        img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
-        flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
-        if kind == "gray":
-            img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
-        elif kind == "444":
-            flags += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]
-        elif kind == "progressive":
-            flags += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
-        data = cv2.imencode(".jpg", img, flags)[1].tobytes()
-        payloads.append(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data))
-    with recpipe.RecordWriter(str(path)) as writer:
-        for payload in payloads:
-            writer.write(payload)
-    return str(path)
+def _region_decoders():
+    """Every decoder whose regions the native path decodes, with fast_dct/fast_upsample."""
+    found = []
+    for name in ("libjpeg", "turbojpeg"):
+        if name not in available_decoders():
+            continue
+        for fast_dct in (False, True):
+            for fast_upsample in (False, True):
+                decoder = get_decoder(name, fast_dct=fast_dct, fast_upsample=fast_upsample)
+                if decoder.region_options() is not None:
+                    found.append(decoder)
+    return found
 
 
-def _configuration(rng):
-    """One random configuration inside the allow-list (None: one AugmentConfig refuses)."""
-    h, w = int(rng.integers(8, 72)), int(rng.integers(8, 72))
-    dtype = str(rng.choice(["uint8", "float32", "float16"]))
-    config = dict(data_shape=(3, h, w), dtype=dtype, layout=str(rng.choice(["NCHW", "NHWC"])))
-    geometry = rng.integers(3)
-    if geometry == 1:
-        config.update(resize=int(rng.integers(max(h, w), 2 * max(h, w) + 2)),
-                      rand_crop=bool(rng.integers(2)))
-    elif geometry == 2:
-        low = float(rng.uniform(0.3, 1.0))
-        config.update(random_resized_crop=True, min_random_area=float(rng.uniform(0.05, 0.9)),
-                      min_aspect_ratio=low, max_aspect_ratio=float(rng.uniform(1.0, 1 / low)))
-    else:
-        config.update(rand_crop=bool(rng.integers(2)))
-    config.update(rand_mirror=bool(rng.integers(2)), mirror=bool(rng.integers(4) == 0))
-    if dtype != "float16" and rng.integers(2):
-        for name in ("brightness", "contrast", "saturation"):
-            if rng.integers(2):
-                config[name] = float(rng.uniform(0.0, 0.6))
-    if dtype != "uint8":
-        for channel in "rgb":
-            config[f"mean_{channel}"] = float(rng.uniform(0, 255)) * int(rng.integers(2))
-            config[f"std_{channel}"] = float(rng.uniform(0.5, 90))
-        # float16 extremes: subnormal results (tiny scales) and overflow to inf (large ones)
-        config["scale"] = float(10.0 ** rng.uniform(-9, 4))
-    try:
-        return AugmentConfig.from_kwargs(**config)
-    except ValueError:
-        return None
+def _away_from_default(values):
+    return {name for name, value in values.items()
+            if name in DEFAULTS and value != DEFAULTS[name]}
 
 
-def test_random_configurations_give_the_python_paths_pixels(tmp_path):
-    rec = _records(tmp_path / "kinds.rec")
-    rng = np.random.default_rng(2026)
-    decoder = get_decoder("auto")
-    checked = 0
+def test_random_configurations_over_the_option_space(tmp_path, record_property):
+    decoders = _region_decoders()
+    if not decoders:
+        pytest.skip("no decoder decodes regions with recpipe._batch")
+    rng = np.random.default_rng(SEED)
+    rec, kinds = pack_kinds(tmp_path / "kinds.rec", rng)
+    tally, fields_native, kinds_native = Counter(), Counter(), Counter()
     with RecordReader(rec) as reader:
-        positions = np.arange(len(reader))
-        for _ in range(CONFIGURATIONS):
-            config = _configuration(rng)
+        for index in range(CONFIGURATIONS):
+            values, config = random_config(rng, NATIVE_AUGMENT_FIELDS)
             if config is None:
+                tally["refused by AugmentConfig"] += 1
                 continue
-            assert augment_is_native(config), config
-            records = RecordDecoder(reader, decoder, Augmenter(config), seed=int(rng.integers(99)))
-            if not records.native:
-                pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
-            epoch = int(rng.integers(4))
-            samples = positions * 31 + epoch
-            shape = (len(positions),) + records.augmenter.out_shape
-            expected = np.zeros(shape, records.augmenter.dtype)
-            for position, sample in zip(positions, samples):
-                records.decode_into(expected[position], int(position), int(sample), epoch)
-            images = np.full(shape, 3, records.augmenter.dtype)
-            failures = records.fill(images, np.zeros(len(positions), np.float32), positions,
-                                    positions, samples, epoch)
-            # an upscaled crop may be left to Python; every other sample is native
-            assert all(images[slot].tobytes() == expected[slot].tobytes() or slot in failures
-                       for slot in positions), config
-            np.testing.assert_array_equal(images, expected, err_msg=str(config))
-            checked += 1
-    assert checked > CONFIGURATIONS // 2
+            decoder = decoders[int(rng.integers(len(decoders)))]
+            threads = 2 if rng.random() < 0.3 else 1
+            seed, epoch = int(rng.integers(1 << 62)), int(rng.integers(4))
+            out = native_and_python(reader, decoder, config, seed=seed, epoch=epoch,
+                                    threads=threads)
+            if out.native is None:
+                tally["python path"] += 1
+                continue
+            assert augment_is_native(config), values  # the gate admits only the allow-list
+            context = (f"configuration {index} (RECPIPE_DIFF_SEED={SEED}): {values}, {decoder!r}, "
+                       f"seed={seed}, epoch={epoch}, threads={threads}")
+            mismatches = out.mismatches()
+            assert not mismatches, f"native != Python for records {mismatches}; {context}"
+            done = np.flatnonzero(out.done)
+            np.testing.assert_array_equal(out.labels[done], done.astype(np.float32),
+                                          err_msg=context)
+            tally["native path"] += 1
+            tally["samples"] += len(out.done)
+            tally["samples rendered by C"] += len(done)
+            fields_native.update(_away_from_default(values))
+            kinds_native.update(kinds[i] for i in done)
+    summary = dict(tally, fields=dict(fields_native), kinds=dict(kinds_native))
+    record_property("native_differential", summary)
+    log.info("native differential over %d configurations: %s", CONFIGURATIONS, summary)
+    # enough of the space took the native path, every allowed field and every kind among it
+    assert tally["native path"] >= CONFIGURATIONS // 4, summary
+    assert tally["samples rendered by C"] >= 0.6 * tally["samples"], summary  # tiny: Python
+    if CONFIGURATIONS >= 500:
+        allowed = NATIVE_AUGMENT_FIELDS & set(DEFAULTS)
+        assert not allowed - set(fields_native), f"never drawn natively: {summary}"
+        assert set(kinds_native) >= set(KINDS) - {"tiny"}, summary

@@ -19,7 +19,7 @@ NAMES = [name for name, _, _ in CONFIGS]
 # differently, so without the libjpeg decoder there is nothing to compare (tools/test.sh builds it)
 pytestmark = pytest.mark.skipif(
     "libjpeg" not in available_decoders() and os.environ.get("RECPIPE_REQUIRE_JPEGROI") != "1",
-    reason="the libjpeg decoder (recpipe._jpegroi) is not built")
+    reason="the libjpeg decoder (recpipe._batch) is not built")
 
 
 def _mismatches(expected, got):

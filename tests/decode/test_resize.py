@@ -10,7 +10,6 @@ from recpipe.decode.decoders import get_decoder, roi_available
 
 from .test_augment import photo_jpeg, smooth_image
 
-pytestmark = pytest.mark.skipif(not fast_resize.available(), reason="recpipe._resize not built")
 Axis = fast_resize.Axis
 
 
@@ -113,7 +112,7 @@ def sample(aug, dec, data, index):
     return out.astype(np.float64)
 
 
-@pytest.mark.skipif(not roi_available(), reason="region decoding (recpipe._jpegroi) not built")
+@pytest.mark.skipif(not roi_available(), reason="region decoding (recpipe._batch) not built")
 def test_val_region_path_equals_full_image_path_within_one():
     """resize + center crop from a tight region decode vs MXNet's exact whole-image path."""
     dec = get_decoder("turbojpeg")

@@ -23,7 +23,7 @@ from recpipe.jpeg import count_scans
 
 from .jpeg_samples import entropy_span, flip_bit, scan_bomb, zero_run
 
-roi = pytest.mark.skipif(extension("_jpegroi") is None, reason="recpipe._jpegroi is not built")
+roi = pytest.mark.skipif(extension("_batch") is None, reason="recpipe._batch is not built")
 PATHS = ["native", "python"]
 
 
@@ -144,7 +144,7 @@ def test_every_backend_flags_what_a_full_strict_decode_flags(name):
     through the libjpeg pre-check, or the structure check without it)."""
     jpeg = _jpeg(_image(160, 160, 5))
     rng = np.random.default_rng(11)
-    reference = get_decoder("libjpeg") if extension("_jpegroi") else get_decoder("turbojpeg")
+    reference = get_decoder("libjpeg") if extension("_batch") else get_decoder("turbojpeg")
     decoder = get_decoder(name, integrity="strict")
     for _ in range(30):
         bad = _damaged(jpeg, "zero", rng, low=0.5)
@@ -233,7 +233,7 @@ def _pack(path, payloads):
 def _damaged_below_centre(rng, count):
     """``count`` 256x256 JPEGs damaged in their bottom rows in a way a full decode flags."""
     out = []
-    full = get_decoder("libjpeg" if extension("_jpegroi") else "turbojpeg")
+    full = get_decoder("libjpeg" if extension("_batch") else "turbojpeg")
     seed = 100
     while len(out) < count:
         jpeg = _jpeg(_image(256, 256, seed))

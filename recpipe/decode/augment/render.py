@@ -23,22 +23,16 @@ _GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 class Kernels:
     """Which of recpipe's C kernels rendering may use: ``resize`` (``recpipe._resize``:
     bilinear resize, mirror and normalisation straight into the batch) and ``colour``
-    (``recpipe._colour``: colour jitter, PCA noise, mirror and normalisation in one pass).
-    ``Kernels.available()``: every one that is built (the default); ``Kernels.none()``: OpenCV
-    and NumPy only. Asking for one that is not built raises."""
+    (``recpipe._colour``: colour jitter, PCA noise, mirror and normalisation in one pass). Both
+    are always built (they need only a C compiler): ``Kernels.available()`` uses them (the
+    default); ``Kernels.none()`` is the pure OpenCV and NumPy reference."""
 
     resize: bool = True
     colour: bool = True
 
-    def __post_init__(self):
-        if self.resize and not fast_resize.available():
-            raise ValueError("the resize kernel (recpipe._resize) is not built")
-        if self.colour and not colour.available():
-            raise ValueError("the colour kernel (recpipe._colour) is not built")
-
     @classmethod
     def available(cls):
-        return cls(resize=fast_resize.available(), colour=colour.available())
+        return cls(resize=True, colour=True)
 
     @classmethod
     def none(cls):
@@ -155,7 +149,9 @@ class Renderer:
     def _region(self, img, plan, window):
         """The output-sized crop (H, W, C) uint8, before colour, mirror and normalisation."""
         full = img.shape[:2] if window is None else (window[2], window[3])
-        if plan.affine is None and not self.config.pad and (
+        # an upscaled crop (a resize below the output) takes MXNet's steps on the reduced-scale
+        # decode: its crop lies in the upscaled image, not in the resized one
+        if plan.affine is None and not self.config.pad and plan.upscale is None and (
                 full != plan.source_size
                 or (window is not None and plan.resized_size != plan.source_size)):
             region = None

@@ -1,7 +1,9 @@
 /*
- * recpipe._jpegroi: region-of-interest and DCT-scaled JPEG decoding with libjpeg(-turbo).
+ * recpipe._batch's region decoder: region-of-interest and DCT-scaled JPEG decoding with
+ * libjpeg(-turbo), included by _batch.c (one libjpeg extension) and listed in its method table
+ * by JPEGROI_METHODS; jpegroi_add_constants adds the library's version numbers to the module.
  *
- * decode(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample,
+ * decode_region(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample,
  *        strict, max_bytes[, check_rest, max_scans])
  *     -> (buffer, height, width, depth, x, y, full_height, full_width)
  *
@@ -26,7 +28,9 @@
  * with more scans raises "JPEG has more than N scans" before decoding the next. The GIL is released while libjpeg runs; the output is allocated with
  * the GIL held between the two released phases. Everything is freed on every path.
  */
-#define PY_SSIZE_T_CLEAN
+#ifndef RECPIPE_JPEGROI_METHODS_H
+#define RECPIPE_JPEGROI_METHODS_H
+
 #include <Python.h>
 
 #include "_roi_core.h"
@@ -44,7 +48,7 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     int status;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "y*IIllllipppK|pI:decode", &view, &num, &den, &x0, &y0, &x1,
+    if (!PyArg_ParseTuple(args, "y*IIllllipppK|pI:decode_region", &view, &num, &den, &x0, &y0, &x1,
                           &y1, &channels, &fast_dct, &fast_upsample, &strict, &max_bytes,
                           &check_rest, &max_scans))
         return NULL;
@@ -120,26 +124,20 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     return result;
 }
 
-static PyMethodDef roi_methods[] = {
-    {"decode", roi_decode, METH_VARARGS,
-     "decode(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample, "
-     "strict, max_bytes[, check_rest, max_scans]) -> (bytearray, height, width, depth, x, y, "
-     "full_height, full_width)"},
-    {NULL, NULL, 0, NULL}};
+#define JPEGROI_METHODS                                                                            \
+    {"decode_region", roi_decode, METH_VARARGS,                                                    \
+     "decode_region(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, "              \
+     "fast_upsample, strict, max_bytes, check_rest=False, max_scans=0) -> (bytearray, height, "    \
+     "width, depth, x, y, full_height, full_width)"},
 
-static struct PyModuleDef roi_module = {
-    PyModuleDef_HEAD_INIT, "recpipe._jpegroi",
-    "Region-of-interest, DCT-scaled JPEG decoding through libjpeg-turbo's libjpeg API.", -1,
-    roi_methods, NULL, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__jpegroi(void)
+/* LIBJPEG_TURBO_VERSION (where the headers are libjpeg-turbo's) and JPEG_LIB_VERSION. */
+static int jpegroi_add_constants(PyObject *module)
 {
-    PyObject *module = PyModule_Create(&roi_module);
-    if (module == NULL)
-        return NULL;
 #ifdef LIBJPEG_TURBO_VERSION_NUMBER
-    PyModule_AddIntConstant(module, "LIBJPEG_TURBO_VERSION", LIBJPEG_TURBO_VERSION_NUMBER);
+    if (PyModule_AddIntConstant(module, "LIBJPEG_TURBO_VERSION", LIBJPEG_TURBO_VERSION_NUMBER) < 0)
+        return -1;
 #endif
-    PyModule_AddIntConstant(module, "JPEG_LIB_VERSION", JPEG_LIB_VERSION);
-    return module;
+    return PyModule_AddIntConstant(module, "JPEG_LIB_VERSION", JPEG_LIB_VERSION);
 }
+
+#endif /* RECPIPE_JPEGROI_METHODS_H */
