@@ -14,14 +14,11 @@ As MXNet's ``MXNET_*`` variables did, these change a run without touching the pr
 ``recpipe doctor``).
 """
 
-import atexit
 import logging
 import os
 import sys
-import threading
 
-__all__ = ["VARIABLES", "configure_logging", "threads_override", "trace_path",
-           "traced"]
+__all__ = ["VARIABLES", "configure_logging", "threads_override", "trace_path"]
 
 log = logging.getLogger(__name__)
 
@@ -69,47 +66,6 @@ def threads_override(threads):
 def trace_path():
     """``$RECPIPE_TRACE`` or None."""
     return os.environ.get("RECPIPE_TRACE", "").strip() or None
-
-
-class _Traces:
-    """The span lists of every traced loader, written together at exit."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.lists = []
-        self.registered = False
-
-    def add(self, spans):
-        with self.lock:
-            self.lists.append(spans)
-            if not self.registered:
-                atexit.register(self.write)
-                self.registered = True
-
-    def write(self):
-        path = trace_path()
-        if not path:
-            return
-        from .decode.stats import write_chrome_trace
-
-        with self.lock:
-            spans = [(f"loader{i + 1}/{thread}", stage, start, end)
-                     for i, spans in enumerate(self.lists) for thread, stage, start, end in spans]
-        try:
-            write_chrome_trace(spans, path)
-        except OSError as e:
-            log.error("could not write RECPIPE_TRACE=%s: %s", path, e)
-            return
-        log.info("wrote %d trace spans of %d loader(s) to %s", len(spans), len(self.lists), path)
-
-
-_TRACES = _Traces()
-
-
-def traced(spans):
-    """Register a loader's span list (``PipelineStats.trace``) for ``$RECPIPE_TRACE``."""
-    if spans is not None and trace_path():
-        _TRACES.add(spans)
 
 
 def configure_logging():
