@@ -14,7 +14,7 @@ import bisect
 import collections
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, List, NamedTuple, Optional, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Protocol, Union
 
 import numpy as np
 
@@ -33,6 +33,7 @@ __all__ = [
     "Problem",
     "VerifyReport",
     "IndexRebuild",
+    "ImageDecoder",
     "verify",
     "rebuild_index",
 ]
@@ -60,6 +61,15 @@ PROBLEM_KINDS = {
     "quarantined": "a record a loader quarantined that this run did not clear (decode failures "
                    "are re-checked only with --decode)",
 }
+
+
+class ImageDecoder(Protocol):
+    """What ``verify`` needs of a decoder (``recpipe.decode.get_decoder`` gives one):
+    ``decode(bytes)`` raising ``DecodeError`` for an image that does not decode, and a name."""
+
+    name: str
+
+    def decode(self, data: Any) -> Any: ...
 
 
 class Problem(NamedTuple):
@@ -140,47 +150,53 @@ def _resolve_index(url, index_url, storage_options) -> Optional[str]:
     return str(index_url) if index_url else None
 
 
-def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool = False,
-           storage_options: Optional[dict] = None, limit: int = 1000,
-           progress: Optional[Callable[[int], None]] = None, sums: bool = True,
+def verify(url: str, index_url: Union[str, None, bool] = None, *,
+           decoder: Optional[ImageDecoder] = None, storage_options: Optional[dict] = None,
+           limit: int = 1000, progress: Optional[Callable[[int], None]] = None, sums: bool = True,
            write_sums: bool = False) -> VerifyReport:
-    """Check every record of ``url``, its index, its checksums and (``decode=True``) every image.
+    """Check every record of ``url``, its index, its checksums and (given a ``decoder``) every
+    image.
 
     ``index_url=None`` checks the ``.idx`` beside the ``.rec`` when there is one; ``False``
-    checks no index. ``sums``: check each record's CRC32C against the ``.sums`` sidecar when
-    it exists (no decoding needed). ``write_sums`` (needs ``decode``): write the sidecar,
+    checks no index. ``decoder``: decode every image with it, as the loaders' default does
+    with ``recpipe.decode.get_decoder("auto")`` (this layer reads records and does not choose
+    a decoder). ``sums``: check each record's CRC32C against the ``.sums`` sidecar when
+    it exists (no decoding needed). ``write_sums`` (needs a ``decoder``): write the sidecar,
     atomically, when every record read and decoded (files made by MXNet or InsightFace). The
     loaders' quarantine entries of this file are listed in the report and those whose record
     passed are removed. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
     ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays, 12 more to
     write sums), whatever the size; ``progress(bytes)`` is called as the scan advances.
     """
-    if write_sums and not decode:
-        raise ValueError("write_sums needs decode=True: a sidecar is written only for records "
+    if decoder is True or decoder is False:
+        raise TypeError("decoder: pass a decoder object (recpipe.decode.get_decoder('auto')), "
+                        "not a bool")
+    if write_sums and decoder is None:
+        raise ValueError("write_sums needs a decoder: a sidecar is written only for records "
                          "that decoded")
     url = str(url)
     index_path = _resolve_index(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_path, source.size, limit=limit)
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
-                                   write_sums=write_sums, decoded=decode)
-        decoder = _ImageChecker(report) if decode else None
-        heads = _scan_records(report, source, decoder, integrity, progress)
+                                   write_sums=write_sums, decoded=decoder is not None)
+        checker = _ImageChecker(report, decoder) if decoder is not None else None
+        heads = _scan_records(report, source, checker, integrity, progress)
         report.records = len(heads)
     heads = np.frombuffer(heads, dtype=np.int64)
     integrity.finish(heads, report.size)
     if index_path:
         _check_index(report, index_path, heads, report.bad_ranges, storage_options)
-    if decoder is not None:
-        report.decoded, report.decode_failures = decoder.decoded, decoder.failures
+    if checker is not None:
+        report.decoded, report.decode_failures = checker.decoded, checker.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
     return report
 
 
-def _scan_records(report, source, decoder, integrity, progress):
+def _scan_records(report, source, checker, integrity, progress):
     """Walk every record: framing, checksum, decode. Returns the record heads (array 'q')."""
     heads = array.array("q")
-    keep = decoder is not None or integrity.needs_payload
+    keep = checker is not None or integrity.needs_payload
     for item in scan_with_progress(source, keep_payload=keep, progress=progress):
         if item.error is not None:
             report.bad_ranges.append((item.offset, item.end))
@@ -191,21 +207,18 @@ def _scan_records(report, source, decoder, integrity, progress):
             continue
         heads.append(item.offset)
         integrity.record(item)
-        if decoder is not None and not decoder.check(item):
+        if checker is not None and not checker.check(item):
             integrity.fail(item.offset)
     return heads
 
 
 class _ImageChecker:
-    """Decodes each record's image as the loaders do by default (``get_decoder("auto")``:
-    strict, whole image, the ``max_pixels`` limit) and files the failures in a report. In a
-    file in InsightFace's layout (announced by its first record) the records without image
+    """Decodes each record's image with the caller's decoder and files the failures in a report.
+    In a file in InsightFace's layout (announced by its first record) the records without image
     bytes (the header and identity records) are not images and pass."""
 
-    def __init__(self, report, decoder="auto"):
-        from ..decode.decoders import get_decoder
-
-        self.decoder = get_decoder(decoder)
+    def __init__(self, report, decoder):
+        self.decoder = decoder
         self.report = report
         self.decoded = 0
         self.failures = 0

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import recpipe
+from recpipe.decode.decoders import get_decoder
 from recpipe.cli import main
 from recpipe.io import pack
 from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES
@@ -43,7 +44,7 @@ def kinds(report):
 
 def test_clean_file_passes(dataset):
     rec, idx, offsets, payloads = dataset
-    report = verify(str(rec), decode=True)
+    report = verify(str(rec), decoder=get_decoder("auto"))
     assert report.ok and report.problems == []
     assert report.index_url == str(idx) and report.index_entries == len(payloads)
     assert report.records == len(payloads) and report.decoded == len(payloads)
@@ -148,7 +149,7 @@ def test_decode_failures_are_counted(tmp_path):
     data, offsets = framed_file(good + bad)
     rec = tmp_path / "d.rec"
     rec.write_bytes(data)
-    report = verify(str(rec), index_url=False, decode=True)
+    report = verify(str(rec), index_url=False, decoder=get_decoder("auto"))
     assert report.decoded == 3 and report.decode_failures == 3
     assert kinds(report) == [("decode-failed", offsets[3], 3), ("decode-failed", offsets[4], 4),
                              ("bad-header", offsets[5], 5)]
@@ -311,7 +312,7 @@ def test_verify_over_memory_url():
         with recpipe.RecordWriter(f"{root}/v.rec") as writer:
             for payload in image_payloads(3):
                 writer.write(payload)
-        report = verify(f"{root}/v.rec", decode=True)
+        report = verify(f"{root}/v.rec", decoder=get_decoder("auto"))
         assert report.ok and report.records == 3 and report.index_entries == 3
     finally:
         fsspec.filesystem("memory").rm(root, recursive=True)
