@@ -3,7 +3,7 @@
 import importlib
 import logging
 
-from .env import configure_logging
+from .system.env import configure_logging
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,

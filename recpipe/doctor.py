@@ -22,8 +22,8 @@ from typing import List, Optional
 
 from . import __version__
 from ._optional import extension
-from .env import VARIABLES
-from .host import local_ranks, node_share, usable_cores
+from .system.env import VARIABLES
+from .system.host import local_ranks, node_share, usable_cores
 
 __all__ = ["INSTALL_HINTS", "diagnose", "measure_decoders", "slow_paths"]
 

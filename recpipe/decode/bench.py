@@ -10,7 +10,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..host import node_share
+from ..system.host import node_share
 from ..io.reader import RecordReader
 from .decoders import get_decoder
 from .loader import ImageLoader
@@ -29,7 +29,7 @@ CONFIGS = {"train": TRAIN, "val": VAL, "faces": FACES}
 
 
 def usable_cores():
-    """Cores this rank may use (``recpipe.host.node_share``: affinity, cgroup quota, and its
+    """Cores this rank may use (``recpipe.system.host.node_share``: affinity, cgroup quota, and its
     share among the ranks of the node), at least 1."""
     return node_share()[0]
 

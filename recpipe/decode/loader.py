@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..env import threads_override, trace_path
+from ..system.env import threads_override, trace_path
 from ..io.layout import image_positions
 from ..io.quarantine import RecordQuarantine
 from ..io.reader import RecordReader

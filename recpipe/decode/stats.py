@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 
-from ..env import trace_path
+from ..system.env import trace_path
 
 __all__ = ["MAX_TRACE_SPANS", "STAGES", "StageClock", "PipelineStats", "traced",
            "write_chrome_trace"]
@@ -122,7 +122,7 @@ def write_chrome_trace(spans, path):
 
 class _Traces:
     """The span lists of every traced loader of the process, written together at exit as one
-    Chrome trace to ``$RECPIPE_TRACE`` (``recpipe.env.trace_path``)."""
+    Chrome trace to ``$RECPIPE_TRACE`` (``recpipe.system.env.trace_path``)."""
 
     def __init__(self):
         self.lock = threading.Lock()

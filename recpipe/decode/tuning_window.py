@@ -25,7 +25,7 @@ import statistics
 import time
 from typing import Callable, Protocol
 
-from ..host import available_memory, cpu_pressure, node_share, read_text, usable_cores
+from ..system.host import available_memory, cpu_pressure, node_share, read_text, usable_cores
 from .autotune import HISTORY, Controller, MemoryModel, Settings, WindowMetrics
 
 __all__ = ["AutoTuner", "Tunable", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
@@ -152,7 +152,7 @@ class AutoTuner:
     ``min_threads``/``max_threads`` (default 1 and twice the usable cores),
     ``max_prefetch`` (16), ``ram_budget`` in bytes (default half the available memory),
     ``settings`` (``autotune.Settings``), ``cores`` (default: this rank's share of the cores
-    from affinity and cgroup quota, ``recpipe.host.node_share``).
+    from affinity and cgroup quota, ``recpipe.system.host.node_share``).
     With ``min_threads == max_threads`` and ``max_prefetch == loader.prefetch`` it only measures.
     """
 

@@ -1,4 +1,4 @@
-"""Configuration through environment variables (recpipe.env), each in a fresh process."""
+"""Configuration through environment variables (recpipe.system.env), each in a fresh process."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import pytest
 
 import recpipe
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -70,7 +70,7 @@ def test_recpipe_log_level_prints_recpipe_messages(rec):
 
 
 def test_the_readme_lists_every_variable():
-    from recpipe.env import VARIABLES
+    from recpipe.system.env import VARIABLES
 
     readme = open(os.path.join(REPO_ROOT, "README.md")).read()
     for name in VARIABLES:
