@@ -22,6 +22,7 @@ from typing import List, Optional
 
 from . import __version__
 from ._optional import extension
+from .image.opencv import load_cv2
 from .system.env import VARIABLES
 from .system.host import local_ranks, node_share, usable_cores
 
@@ -116,7 +117,7 @@ def measure_decoders(seconds=0.3, images=16):
 
 def diagnose(measure: bool = True) -> dict:
     """The report as a JSON-ready dict (``measure=False`` skips the timed decode)."""
-    import cv2
+    cv2 = load_cv2()
     import numpy as np
 
     from .decode.decoders import available_decoders

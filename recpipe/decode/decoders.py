@@ -28,7 +28,7 @@ Shared behaviour of every backend:
 - A JPEG of more than ``max_scans`` scans (default 100; None: no limit) raises
   ``recpipe.DecodeError`` before its extra scans cost anything: libjpeg's progress monitor
   stops it in ``recpipe._jpegroi`` and ``recpipe._batch``; for the other libraries the scans
-  are counted in the stream first (``recpipe.jpeg.count_scans``, no decoding).
+  are counted in the stream first (``recpipe.image.jpeg.count_scans``, no decoding).
 - Decoders are safe to share between threads (libjpeg-turbo keeps one handle per thread) and
   release the GIL while decoding (ctypes calls, simplejpeg's ``nogil`` and OpenCV all do).
 

@@ -148,7 +148,7 @@ def _spread(values):
 
 def _sample_images(source, offsets):
     """Format, size and colour facts of the images in the records at ``offsets``."""
-    from ..imageinfo import sniff
+    from ..image.info import sniff
 
     formats: "collections.Counter[str]" = collections.Counter()
     channels: "collections.Counter[str]" = collections.Counter()
