@@ -69,9 +69,9 @@ def run(args):
 
 
 def write_plot(command, function, data, path, title, say):
-    """Draw ``data`` with ``recpipe.plots.<function>`` into ``path``; without matplotlib, say
+    """Draw ``data`` with ``recpipe.report.plots.<function>`` into ``path``; without matplotlib, say
     that the plot needs the ``plot`` extra (the results are printed already) and return 1."""
-    from .. import plots
+    from ..report import plots
 
     try:
         getattr(plots, function)(data, path, title)

@@ -4,7 +4,7 @@ import logging
 import os
 
 import numpy as np
-from .image.opencv import load_cv2
+from ..image.opencv import load_cv2
 
 __all__ = ["make_sample_images"]
 

@@ -20,11 +20,11 @@ import tempfile
 import time
 from typing import List, Optional
 
-from . import __version__
-from ._optional import extension
-from .image.opencv import load_cv2
-from .system.env import VARIABLES
-from .system.host import local_ranks, node_share, usable_cores
+from .. import __version__
+from .._optional import extension
+from ..image.opencv import load_cv2
+from ..system.env import VARIABLES
+from ..system.host import local_ranks, node_share, usable_cores
 
 __all__ = ["INSTALL_HINTS", "diagnose", "measure_decoders", "slow_paths"]
 
@@ -74,7 +74,7 @@ def _installed_version(module):
 
 def _fast_paths():
     """``{name: present}`` of every optional fast path."""
-    from .decode.decoders import turbojpeg_available
+    from ..decode.decoders import turbojpeg_available
 
     return {"_jpegroi": extension("_jpegroi") is not None,
             "_resize": extension("_resize") is not None,
@@ -98,7 +98,7 @@ _DESCRIPTIONS = {
 
 def measure_decoders(seconds=0.3, images=16):
     """Images/s of every live decoder on a built-in sample (480x360 JPEGs), one thread."""
-    from .decode.decoders import available_decoders, get_decoder
+    from ..decode.decoders import available_decoders, get_decoder
     from .sample import make_sample_images
 
     with tempfile.TemporaryDirectory(prefix="recpipe-doctor-") as folder:
@@ -120,7 +120,7 @@ def diagnose(measure: bool = True) -> dict:
     cv2 = load_cv2()
     import numpy as np
 
-    from .decode.decoders import available_decoders
+    from ..decode.decoders import available_decoders
 
     paths = _fast_paths()
     cores, source = usable_cores()
