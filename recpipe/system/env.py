@@ -9,6 +9,8 @@ As MXNet's ``MXNET_*`` variables did, these change a run without touching the pr
   one Chrome trace (open it in chrome://tracing or https://ui.perfetto.dev).
 - ``RECPIPE_LOG_LEVEL``: ``DEBUG``, ``INFO``, ``WARNING``...: recpipe's log messages at that level
   and above go to stderr (without it recpipe only logs to the handlers the program configures).
+  Importing recpipe configures nothing: the level is applied when the ``recpipe`` command starts
+  and when a loader reads these variables (``threads_override``), from then on.
 
 ``VARIABLES`` lists every variable recpipe reads, these and those of other modules (README table,
 ``recpipe doctor``).
@@ -48,7 +50,9 @@ VARIABLES = {
 
 
 def threads_override(threads):
-    """``threads``, or ``$RECPIPE_THREADS`` when set (a number >= 1 or 'auto')."""
+    """``threads``, or ``$RECPIPE_THREADS`` when set (a number >= 1 or 'auto'). A loader's first
+    look at recpipe's environment: ``$RECPIPE_LOG_LEVEL`` is applied here too."""
+    configure_logging()
     text = os.environ.get("RECPIPE_THREADS", "").strip()
     if not text:
         return threads
