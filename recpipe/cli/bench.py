@@ -3,6 +3,7 @@
 import json
 import sys
 
+from ..system.host import node_share
 from .options import (BATCH_HELP, DECODER_HELP, DECODERS, DTYPE_HELP, add_storage_options,
                       storage_options)
 
@@ -50,7 +51,7 @@ def run(args):
                             say=lambda message: _say(args, message),
                             storage_options=storage_options(args))
     if args.sweep or args.plot:
-        top = args.max_threads or bench.usable_cores()
+        top = args.max_threads or node_share()[0]
         first = next(iter(results["configs"]), "train")
         _say(args, f"thread sweep 1..{top} ({first})...")
         results["sweep"] = [

@@ -25,11 +25,10 @@ import statistics
 import time
 from typing import Callable, Protocol
 
-from ..system.host import available_memory, cpu_pressure, node_share, read_text, usable_cores
+from ..system.host import available_memory, cpu_pressure, node_share, read_text
 from .autotune import HISTORY, Controller, MemoryModel, Settings, WindowMetrics
 
-__all__ = ["AutoTuner", "Tunable", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
-           "initial_threads"]
+__all__ = ["AutoTuner", "Tunable", "initial_threads", "run_queue_seconds"]
 
 
 log = logging.getLogger(__name__)
