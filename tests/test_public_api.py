@@ -117,3 +117,4 @@ def test_install_hints_name_extras_that_exist():
     for path in root.rglob("*.py"):
         named |= set(re.findall(r'require\("[\w.]+", "([\w-]+)"\)', path.read_text()))
     assert named and named <= extras, named - extras
+
