@@ -27,7 +27,7 @@ from typing import Dict, Hashable, List, Optional, Tuple
 
 from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
 from .io.index import read_index
-from .io.scan import Window, read_record
+from .io.scan import SlidingBuffer, read_record
 from .io.source import Source
 from .io.sources import open_source
 from .io.sums import RecordSums, load_sums
@@ -74,7 +74,7 @@ class MXRecordIO:
         self.pid: Optional[int] = None
         self.is_open = False
         self._source: Optional[Source] = None
-        self._window: Optional[Window] = None
+        self._window: Optional[SlidingBuffer] = None
         self._writer: Optional[RecordWriter] = None
         self._sums: Optional[RecordSums] = None
         self._pos = 0
@@ -92,7 +92,7 @@ class MXRecordIO:
             except BaseException:
                 self._source.close()
                 raise
-            self._window = Window(self._source, _READ_BLOCK)
+            self._window = SlidingBuffer(self._source, _READ_BLOCK)
             self._pos = 0
             self.writable = False
         else:
@@ -118,7 +118,7 @@ class MXRecordIO:
             raise RuntimeError(f"{self.uri}: the record file is not open for writing")
         return self._writer
 
-    def _live_reader(self) -> Tuple[Source, Window]:
+    def _live_reader(self) -> Tuple[Source, SlidingBuffer]:
         # _check_pid re-opens a closed reader first
         if self._source is None or self._window is None:
             raise RuntimeError(f"{self.uri}: the record file is not open for reading")

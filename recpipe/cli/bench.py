@@ -87,13 +87,13 @@ def _check_inputs(args):
     """Raise the error a bad FILE or --decoder would raise mid-run, before anything is printed:
     the decoder by name, the file's first record head (an image or .idx is named as such)."""
     from ..decode.decoders import get_decoder
-    from ..io.scan import Window, read_record
+    from ..io.scan import SlidingBuffer, read_record
     from ..io.sources import open_source
 
     get_decoder(args.decoder)
     with open_source(args.file, storage_options(args)) as source:
         if source.size:
-            read_record(Window(source, 1 << 16, 0), 0, record=0, keep_payload=False)
+            read_record(SlidingBuffer(source, 1 << 16, 0), 0, record=0, keep_payload=False)
 
 
 def print_results(results, as_json):

@@ -5,10 +5,10 @@ import sys
 import threading
 import time
 
-__all__ = ["BufferPool", "SHARED_POOL_BYTES", "shared_pool"]
+__all__ = ["RequestBufferPool", "SHARED_POOL_BYTES", "shared_pool"]
 
 
-class BufferPool:
+class RequestBufferPool:
     """Request buffers kept for reuse: a body read into a buffer that was used before lands in
     pages already mapped, where a new ``bytearray`` of several MiB costs a fresh mapping, page
     faults and zero-filling on every request (glibc hands such sizes back to the kernel when freed).
@@ -90,10 +90,10 @@ SHARED_POOL_BYTES = 256 << 20
 
 
 def shared_pool():
-    """The process's ``BufferPool`` for S3 request bodies (all sources share it, so that idle
+    """The process's ``RequestBufferPool`` for S3 request bodies (all sources share it, so idle
     buffers stay under ``SHARED_POOL_BYTES`` however many files are open)."""
     global _SHARED_POOL
     with _SHARED_POOL_LOCK:
         if _SHARED_POOL is None or _SHARED_POOL[0] != os.getpid():
-            _SHARED_POOL = (os.getpid(), BufferPool(SHARED_POOL_BYTES))
+            _SHARED_POOL = (os.getpid(), RequestBufferPool(SHARED_POOL_BYTES))
         return _SHARED_POOL[1]

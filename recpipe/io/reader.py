@@ -12,7 +12,7 @@ from .format import HEAD_SIZE, MAGIC, decode_head
 from .index import index_url_for
 from .index_cache import load_index_table
 from .index_table import Column, IndexTable
-from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
+from .scan import DEFAULT_BLOCK_SIZE, SlidingBuffer, iter_records, read_record
 from .sources import exists, open_source, source_identity
 from .sums import RecordSums, checks_sums, load_sums
 
@@ -141,7 +141,7 @@ class RecordReader:
         position %= len(self)
         start, end = self.span(position)
         # the span is exact with a full index; a partial one may leave big gaps: do not read them
-        window = Window(self._source, start=start, preload=self._preload(start, end))
+        window = SlidingBuffer(self._source, start=start, preload=self._preload(start, end))
         payload, next_pos = read_record(window, start, record=position)
         if next_pos > end:
             raise RecordFormatError(

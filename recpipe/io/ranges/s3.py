@@ -10,7 +10,7 @@ on its own keep-alive ``http.client`` connection and reads the body with ``recv_
 into one buffer per request. Through s3fs every body goes through aiohttp's event-loop thread
 (a protocol callback per socket read, chunk objects, a join at the end): about 0.9 CPU-s of
 client CPU per GB against 0.4 here (loopback, tools/bench_s3.py), CPU that the decode threads
-lose when they share the cores. Request buffers are reused (``BufferPool``, one per process) and the prefetcher
+lose when they share the cores. Request buffers are reused (``RequestBufferPool``, one per process) and the prefetcher
 and the stream hand out slices of them: a record's bytes are copied twice, from the socket into
 the request buffer and from there into the payload ``RecordReader`` returns (from a local file:
 from the page cache into a block, then the same). Error statuses become the exceptions s3fs
@@ -62,7 +62,7 @@ class S3HttpRanges:
     ``fs`` is the ``s3fs.S3FileSystem`` that opened ``path``: its client presigns the URL
     (``Params`` holds ``VersionId`` for versioned paths) and its HTTP session's TLS settings make
     the SSL context. ``fetch`` returns a memoryview of exactly ``end - start`` bytes (of a buffer
-    from ``buffers``: a ``BufferPool``, by default the process's ``shared_pool()``) or raises.
+    from ``buffers``: a ``RequestBufferPool``, by default the process's ``shared_pool()``) or raises.
 
     ``fallback`` (a range reader, e.g. ``FsspecRanges``): used from then on when the server
     refuses the presigned URL (400, 401, 403, 405, 501) before any request of ours succeeded;
