@@ -1,9 +1,10 @@
 """Request buffers of remote reads, reused across requests (one pool per process)."""
 
-import os
 import sys
 import threading
 import time
+
+from ..system.fork import after_fork_in_child
 
 __all__ = ["RequestBufferPool", "SHARED_POOL_BYTES", "shared_pool"]
 
@@ -94,6 +95,14 @@ def shared_pool():
     buffers stay under ``SHARED_POOL_BYTES`` however many files are open)."""
     global _SHARED_POOL
     with _SHARED_POOL_LOCK:
-        if _SHARED_POOL is None or _SHARED_POOL[0] != os.getpid():
-            _SHARED_POOL = (os.getpid(), RequestBufferPool(SHARED_POOL_BYTES))
-        return _SHARED_POOL[1]
+        if _SHARED_POOL is None:
+            _SHARED_POOL = RequestBufferPool(SHARED_POOL_BYTES)
+            after_fork_in_child(_SHARED_POOL, _forget_shared_pool)  # a child makes its own
+        return _SHARED_POOL
+
+
+def _forget_shared_pool(pool):
+    global _SHARED_POOL, _SHARED_POOL_LOCK
+    _SHARED_POOL_LOCK = threading.Lock()
+    if _SHARED_POOL is pool:
+        _SHARED_POOL = None
