@@ -21,12 +21,12 @@ import numpy as np
 from ..errors import DecodeError, RecordFormatError
 from .atomic import AtomicOutput
 from .header import unpack_header
-from .index import format_index_line, index_url_for
+from .index import format_index_line, index_url_for, resolve_index_url
 from .index_cache import load_index_table
 from .integrity_check import IntegrityCheck
 from .layout import face_layout_of
 from .scan import scan_with_progress
-from .sources import exists, open_source
+from .sources import open_source
 
 __all__ = [
     "PROBLEM_KINDS",
@@ -140,16 +140,6 @@ class VerifyReport:
         }
 
 
-def _resolve_index(url, index_url, storage_options) -> Optional[str]:
-    """The ``.idx`` to use: the given one, else the one beside the ``.rec`` if it exists."""
-    if index_url is None:
-        candidate = index_url_for(url)
-        if candidate != str(url) and exists(candidate, storage_options):
-            return candidate
-        return None
-    return str(index_url) if index_url else None
-
-
 def verify(url: str, index_url: Union[str, None, bool] = None, *,
            decoder: Optional[ImageDecoder] = None, storage_options: Optional[dict] = None,
            limit: int = 1000, progress: Optional[Callable[[int], None]] = None, sums: bool = True,
@@ -175,7 +165,7 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
         raise ValueError("write_sums needs a decoder: a sidecar is written only for records "
                          "that decoded")
     url = str(url)
-    index_path = _resolve_index(url, index_url, storage_options)
+    index_path = resolve_index_url(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_path, source.size, limit=limit)
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
