@@ -6,7 +6,8 @@ moves code (issue 24: rooms, names, import paths) must leave both where they wer
 ``python setup.py build_ext --inplace`` there); this script's own tree is the other side. Each
 round runs both sides once, in alternating order, each as fresh processes: ``recpipe bench FILE
 --json`` (bare decode and the train/val pipelines) and ``python -c "import recpipe"`` (import
-time, best of ``--imports``). The table gives per-side medians and this tree's ratio to the base.
+time, best of ``--imports``). The table gives per-side medians and the median (and range) of the
+rounds' ratios this tree / base, paired by round.
 
     python tools/bench_layers.py --base /tmp/base --rec data.rec [--rounds 3] [--seconds 2]
 """
@@ -69,14 +70,19 @@ def main(argv=None):
     for measure in measures:
         base = statistics.median(s[measure] for s in samples["base"])
         this = statistics.median(s[measure] for s in samples["this tree"])
-        rows[measure] = {"base": base, "this tree": this, "ratio": this / base}
+        ratios = sorted(t[measure] / b[measure]
+                        for b, t in zip(samples["base"], samples["this tree"]))
+        rows[measure] = {"base": base, "this tree": this, "ratio": statistics.median(ratios),
+                         "ratio_range": [ratios[0], ratios[-1]]}
     if args.json:
         print(json.dumps({"rounds": args.rounds, "rows": rows}, indent=2))
         return 0
-    print(f"{'measure':24} {'base':>10} {'this tree':>10} {'ratio':>7}   (medians of "
-          f"{args.rounds} alternated rounds)")
+    print(f"{'measure':24} {'base':>10} {'this tree':>10} {'ratio':>7}  {'range':>13}   (medians"
+          f" of {args.rounds} alternated rounds; ratio: median of the rounds' this/base)")
     for measure, row in rows.items():
-        print(f"{measure:24} {row['base']:10.1f} {row['this tree']:10.1f} {row['ratio']:7.3f}")
+        low, high = row["ratio_range"]
+        print(f"{measure:24} {row['base']:10.1f} {row['this tree']:10.1f} {row['ratio']:7.3f}  "
+              f"{low:6.3f}-{high:<6.3f}")
     return 0
 
 
