@@ -8,7 +8,8 @@ from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
 from ..io.sources import exists, open_source
 from ..io.contents import inspect
-from ..io.verify import PROBLEM_KINDS, rebuild_index, verify
+from ..io.rebuild import rebuild_index
+from ..io.verify import PROBLEM_KINDS, verify
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
 

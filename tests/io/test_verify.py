@@ -12,7 +12,8 @@ from recpipe.cli import main
 from recpipe.io import pack
 from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES
 from recpipe.io.contents import inspect
-from recpipe.io.verify import PROBLEM_KINDS, rebuild_index, verify
+from recpipe.io.rebuild import rebuild_index
+from recpipe.io.verify import PROBLEM_KINDS, verify
 
 from ._helpers import framed_file, index_text, jpeg
 
