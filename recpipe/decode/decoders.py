@@ -20,7 +20,7 @@ Shared behaviour of every backend:
 - An image whose header declares more than ``max_pixels`` pixels (default 89,478,485, Pillow's
   limit; None: no limit) raises ``recpipe.DecodeError`` before any pixel is decoded (JPEG and PNG
   headers are read; other formats are bounded by OpenCV's ``OPENCV_IO_MAX_IMAGE_PIXELS``, set to
-  the same default unless already set).
+  the same default unless already set, when recpipe loads OpenCV: ``recpipe.image.opencv``).
 - Corrupt data raises ``recpipe.DecodeError`` carrying the backend's message, never crashes.
   A truncated JPEG (libjpeg "Premature end of JPEG file" and other recoverable *warnings*)
   raises too when ``strict=True`` (the default); with ``strict=False`` the backend's partial
