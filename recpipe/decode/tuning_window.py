@@ -66,7 +66,7 @@ def _process_cpu_seconds():
     return times.user + times.system
 
 
-class _Window:
+class _MeasurementWindow:
     """The batches delivered since the window opened, and the counters read when it opened."""
 
     def __init__(self, now, stats, threads):
@@ -211,7 +211,7 @@ class AutoTuner:
     def _open_when_settled(self, now):
         self._skip_batches -= 1
         if self._skip_batches <= 0 and now >= self._skip_until:
-            self._window = _Window(now, self.loader.stats(), self.loader.threads)
+            self._window = _MeasurementWindow(now, self.loader.stats(), self.loader.threads)
 
     def _close_window(self, now):
         stats = self.loader.stats()
@@ -224,7 +224,7 @@ class AutoTuner:
             self._skip_batches = max(2, decision.prefetch + 1)
             self._skip_until = now + self.settle_seconds
         else:
-            self._window = _Window(now, stats, self.loader.threads)
+            self._window = _MeasurementWindow(now, stats, self.loader.threads)
         level = logging.DEBUG if decision.action in _QUIET_ACTIONS else logging.INFO
         log.log(level, "autotune %s", decision.describe())
         for listener in self._listeners:
