@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 import recpipe
-from recpipe.decode.decoders import get_decoder
 from recpipe.cli import main
+from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.io.quarantine import (QuarantineEntry, QuarantineFile, quarantine_dir,
                                    quarantine_of)

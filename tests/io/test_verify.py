@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import recpipe
-from recpipe.decode.decoders import get_decoder
 from recpipe.cli import main
+from recpipe.decode.decoders import get_decoder
+from recpipe.errors import DecodeError
 from recpipe.io import pack
 from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES
 from recpipe.io.contents import inspect
@@ -51,6 +52,27 @@ def test_clean_file_passes(dataset):
     assert report.records == len(payloads) and report.decoded == len(payloads)
     assert report.decode_failures == 0 and report.skipped_bytes == 0
     assert report.size == rec.stat().st_size
+
+
+def test_images_are_checked_with_the_callers_decoder(dataset):
+    """verify (the io layer) takes its decoder from the caller: any object whose decode()
+    raises DecodeError; a bool is refused with the way to get the loaders' default."""
+    rec, _, _, payloads = dataset
+
+    class Refusing:
+        name = "refusing"
+
+        def decode(self, data):
+            raise DecodeError("refused")
+
+    report = verify(str(rec), decoder=Refusing())
+    assert report.decode_failures == len(payloads) and report.decoded == 0
+    assert {p.kind for p in report.problems} == {"decode-failed"}
+    assert "(refusing): refused" in report.problems[0].reason
+    with pytest.raises(TypeError, match=r"get_decoder\('auto'\)"):
+        verify(str(rec), decoder=True)
+    with pytest.raises(ValueError, match="write_sums needs a decoder"):
+        verify(str(rec), write_sums=True)
 
 
 def test_bad_magic_is_found_and_later_records_still_counted(dataset):

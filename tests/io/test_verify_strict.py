@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import recpipe
-from recpipe.decode.decoders import get_decoder
 from recpipe.decode import decoders
+from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.errors import DecodeError
 from recpipe.io.verify import verify
