@@ -3,7 +3,6 @@
 import importlib
 import logging
 
-from .env import configure_logging
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
@@ -39,8 +38,9 @@ __all__ = [
     "unpack_img",
 ]
 
+# a library configures no logging on import: $RECPIPE_LOG_LEVEL is applied by the CLI at its start
+# and by a loader when it reads recpipe's environment (recpipe.system.env.configure_logging)
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-configure_logging()  # $RECPIPE_LOG_LEVEL (recpipe.env)
 
 
 # ``import recpipe as mx`` serves programs written for ``mx.recordio`` / ``mx.image`` (``mx.img``)

@@ -1,6 +1,20 @@
 """Exception types of recpipe: builtin subclasses carrying where the problem is."""
 
-__all__ = ["RecordFormatError", "DecodeError", "RecordTooLargeError", "RemoteReadError"]
+__all__ = ["RecordFormatError", "DecodeError", "RecordTooLargeError", "RemoteReadError",
+           "ON_ERROR", "check_on_error"]
+
+# ``on_error``: what a loader or the packer does with an item (a record, a file) that fails, one
+# vocabulary for both: "raise" stops with the error; "skip" leaves the item out, counted and
+# logged; "replace" (loaders only) puts another sample in its place, so batches stay full
+ON_ERROR = ("raise", "skip", "replace")
+
+
+def check_on_error(value, allowed=ON_ERROR):
+    """Raise ValueError unless ``value`` is one of ``allowed`` (a part of ``ON_ERROR``)."""
+    if value in allowed:
+        return
+    unavailable = f" ({value!r} is not available here)" if value in ON_ERROR else ""
+    raise ValueError(f"on_error={value!r}: expected one of {tuple(allowed)}{unavailable}")
 
 
 def _where(path, offset, record):

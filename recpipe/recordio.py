@@ -22,16 +22,16 @@ all deliberate (see README, "Migrating from mxnet"):
 
 import logging
 import os
-import weakref
 from typing import Dict, Hashable, List, Optional, Tuple
 
 from .io.header import IRHeader, pack, pack_img, unpack, unpack_img
 from .io.index import read_index
-from .io.scan import Window, read_record
+from .io.scan import SlidingBuffer, read_record
 from .io.source import Source
 from .io.sources import open_source
 from .io.sums import RecordSums, load_sums
 from .io.writer import RecordWriter
+from .system.fork import after_fork_in_child
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack",
            "unpack_img"]
@@ -41,19 +41,7 @@ log = logging.getLogger(__name__)
 # random reads (read_idx) fetch this much around a record; sequential reads reuse the block
 _READ_BLOCK = 256 << 10
 _STATE_DROPPED = ("_source", "_window", "_writer", "_sums")
-# this process's open writers, disowned in forked children
-_OPEN_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
-
-def _disown_inherited_writers():
-    """After a fork, in the child: the writers belong to the parent; the child neither
-    publishes them at exit nor writes their buffered bytes a second time."""
-    for record_io in list(_OPEN_WRITERS):
-        record_io._disown()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_disown_inherited_writers)
 
 
 class MXRecordIO:
@@ -74,7 +62,7 @@ class MXRecordIO:
         self.pid: Optional[int] = None
         self.is_open = False
         self._source: Optional[Source] = None
-        self._window: Optional[Window] = None
+        self._window: Optional[SlidingBuffer] = None
         self._writer: Optional[RecordWriter] = None
         self._sums: Optional[RecordSums] = None
         self._pos = 0
@@ -92,7 +80,7 @@ class MXRecordIO:
             except BaseException:
                 self._source.close()
                 raise
-            self._window = Window(self._source, _READ_BLOCK)
+            self._window = SlidingBuffer(self._source, _READ_BLOCK)
             self._pos = 0
             self.writable = False
         else:
@@ -100,7 +88,9 @@ class MXRecordIO:
         self.pid = os.getpid()
         self.is_open = True
         if self.writable:
-            _OPEN_WRITERS.add(self)
+            # after a fork, in the child: the writer belongs to the parent; the child neither
+            # publishes it at exit nor writes its buffered bytes a second time
+            after_fork_in_child(self, MXRecordIO._disown)
 
     def _disown(self):
         """Let go of a writer this process inherited from its parent (see ``close``)."""
@@ -118,7 +108,7 @@ class MXRecordIO:
             raise RuntimeError(f"{self.uri}: the record file is not open for writing")
         return self._writer
 
-    def _live_reader(self) -> Tuple[Source, Window]:
+    def _live_reader(self) -> Tuple[Source, SlidingBuffer]:
         # _check_pid re-opens a closed reader first
         if self._source is None or self._window is None:
             raise RuntimeError(f"{self.uri}: the record file is not open for reading")
@@ -164,7 +154,6 @@ class MXRecordIO:
             return
         self.is_open = False
         self.pid = None
-        _OPEN_WRITERS.discard(self)
         if self.writable:
             writer, self._writer = self._writer, None
             if writer is not None:

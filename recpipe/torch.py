@@ -47,7 +47,7 @@ from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions
 from .decode.order import epoch_order
 from .decode.records import RecordDecoder
-from .distributed import detect_rank
+from .system.distributed import detect_rank
 from .errors import DecodeError, RecordFormatError
 from .spelling import did_you_mean
 from .io.layout import image_positions

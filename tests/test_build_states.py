@@ -99,7 +99,7 @@ import numpy as np
 from recpipe import ImageLoader
 from recpipe._optional import extension
 from recpipe.decode.decoders import available_decoders
-from recpipe.doctor import diagnose
+from recpipe.report.doctor import diagnose
 
 rec, recipes = sys.argv[1], json.loads(sys.argv[2])
 out = {"batch": extension("_batch") is not None, "decoders": available_decoders(),

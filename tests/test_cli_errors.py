@@ -76,9 +76,9 @@ def test_doctor_names_the_installed_torch_without_importing_it():
     pytest.importorskip("torch")
     from importlib.metadata import version
 
-    from recpipe.doctor import diagnose
+    from recpipe.report.doctor import diagnose
 
-    code = ("import sys, recpipe.doctor as d; r = d.diagnose(measure=False); "
+    code = ("import sys, recpipe.report.doctor as d; r = d.diagnose(measure=False); "
             "print(r['versions']['torch'], 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))

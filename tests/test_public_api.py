@@ -78,6 +78,16 @@ def test_public_names_are_sorted_and_importable(module_name):
         exec(f"from {module_name} import {name}", {})
 
 
+@pytest.mark.parametrize("old, new", [("recpipe.host", "recpipe.system.host"),
+                                      ("recpipe.env", "recpipe.system.env"),
+                                      ("recpipe.distributed", "recpipe.system.distributed")])
+def test_a_moved_module_keeps_its_old_path_as_the_same_module(old, new):
+    """A moved module's old path is an alias of the module itself (names and patches shared)."""
+    assert importlib.import_module(old) is importlib.import_module(new)
+    assert getattr(importlib.import_module(old.rsplit(".", 1)[0]), old.rsplit(".", 1)[1]) \
+        is importlib.import_module(new)
+
+
 def test_mxnet_style_submodules_are_package_attributes():
     import recpipe as mx
 
@@ -107,3 +117,4 @@ def test_install_hints_name_extras_that_exist():
     for path in root.rglob("*.py"):
         named |= set(re.findall(r'require\("[\w.]+", "([\w-]+)"\)', path.read_text()))
     assert named and named <= extras, named - extras
+

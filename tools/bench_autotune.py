@@ -30,7 +30,8 @@ import sys
 import time
 
 import recpipe
-from recpipe.decode.bench import TRAIN, usable_cores
+from recpipe.decode.bench import TRAIN
+from recpipe.system.host import node_share
 from recpipe.io import IRHeader, pack
 
 BATCH = 128
@@ -225,7 +226,7 @@ def main(argv=None):
     cpu, wall1 = calibrate(rec, 4.0)
     results = {
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "machine": {"cores": usable_cores(), "cpu": platform.processor() or platform.machine(),
+        "machine": {"cores": node_share()[0], "cpu": platform.processor() or platform.machine(),
                     "python": platform.python_version(), "load_before": os.getloadavg()},
         "data": {"rec": rec, "records": len(recpipe.RecordReader(rec)), "batch": BATCH,
                  "config": "train"},

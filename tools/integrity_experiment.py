@@ -80,7 +80,7 @@ def image_span(reader, position):
 
 def entropy_range(image):
     """``(start, end)`` of the entropy-coded data: after the first SOS segment, before EOI."""
-    from recpipe.jpeg import SOS, segments
+    from recpipe.image.jpeg import SOS, segments
 
     start = next(end for marker, _, end in segments(image) if marker == SOS)
     return start, image.rindex(b"\xff\xd9")

@@ -10,6 +10,8 @@ import logging
 import pkgutil
 import sys
 
+from ..system.env import configure_logging
+
 __all__ = ["main", "build_parser"]
 
 
@@ -35,6 +37,7 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    configure_logging()  # $RECPIPE_LOG_LEVEL
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:

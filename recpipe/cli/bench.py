@@ -3,6 +3,7 @@
 import json
 import sys
 
+from ..system.host import node_share
 from .options import (BATCH_HELP, DECODER_HELP, DECODERS, DTYPE_HELP, add_storage_options,
                       storage_options)
 
@@ -50,7 +51,7 @@ def run(args):
                             say=lambda message: _say(args, message),
                             storage_options=storage_options(args))
     if args.sweep or args.plot:
-        top = args.max_threads or bench.usable_cores()
+        top = args.max_threads or node_share()[0]
         first = next(iter(results["configs"]), "train")
         _say(args, f"thread sweep 1..{top} ({first})...")
         results["sweep"] = [
@@ -69,9 +70,9 @@ def run(args):
 
 
 def write_plot(command, function, data, path, title, say):
-    """Draw ``data`` with ``recpipe.plots.<function>`` into ``path``; without matplotlib, say
+    """Draw ``data`` with ``recpipe.report.plots.<function>`` into ``path``; without matplotlib, say
     that the plot needs the ``plot`` extra (the results are printed already) and return 1."""
-    from .. import plots
+    from ..report import plots
 
     try:
         getattr(plots, function)(data, path, title)
@@ -86,13 +87,13 @@ def _check_inputs(args):
     """Raise the error a bad FILE or --decoder would raise mid-run, before anything is printed:
     the decoder by name, the file's first record head (an image or .idx is named as such)."""
     from ..decode.decoders import get_decoder
-    from ..io.scan import Window, read_record
+    from ..io.scan import SlidingBuffer, read_record
     from ..io.sources import open_source
 
     get_decoder(args.decoder)
     with open_source(args.file, storage_options(args)) as source:
         if source.size:
-            read_record(Window(source, 1 << 16, 0), 0, record=0, keep_payload=False)
+            read_record(SlidingBuffer(source, 1 << 16, 0), 0, record=0, keep_payload=False)
 
 
 def print_results(results, as_json):

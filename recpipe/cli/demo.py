@@ -34,9 +34,9 @@ def run(args):
 
 def _demo(args, folder):
     from ..decode import bench
-    from ..doctor import slow_paths
+    from ..report.doctor import slow_paths
     from ..packing.packer import pack_dataset
-    from ..sample import make_sample_images
+    from ..report.sample import make_sample_images
     from .bench import print_results
 
     images_dir = os.path.join(folder, "images")

@@ -2,7 +2,7 @@
 
 import json
 
-from ..doctor import diagnose
+from ..report.doctor import diagnose
 
 __all__ = ["register", "run"]
 

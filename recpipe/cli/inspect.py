@@ -8,7 +8,8 @@ from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
 from ..io.sources import exists, open_source
 from ..io.contents import inspect
-from ..io.verify import PROBLEM_KINDS, rebuild_index, verify
+from ..io.rebuild import rebuild_index
+from ..io.verify import PROBLEM_KINDS, verify
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
 
@@ -131,13 +132,22 @@ def _print_quarantined(entries, limit=20):
         print(f"    ... {len(entries) - limit} more")
 
 
+def _default_decoder():
+    """The loaders' default decoder (strict, whole image, the ``max_pixels`` limit): what
+    ``recpipe verify --decode`` checks every image with."""
+    from ..decode.decoders import get_decoder
+
+    return get_decoder("auto")
+
+
 def run_verify(args):
     index_url = False if args.no_index else args.index
     if args.write_sums and not args.decode:
         print("recpipe verify: error: --write-sums needs --decode", file=sys.stderr)
         return 2
     with byte_progress(not args.no_progress, "verify") as progress:
-        report = verify(args.file, index_url, decode=args.decode, progress=progress,
+        report = verify(args.file, index_url, decoder=_default_decoder() if args.decode else None,
+                        progress=progress,
                         storage_options=storage_options(args), sums=not args.no_sums,
                         write_sums=args.write_sums)
     if args.json:

@@ -3,6 +3,7 @@
 import os
 import sys
 
+from ..image.opencv import load_cv2
 from .options import add_storage_options, storage_options
 
 __all__ = ["register", "run"]
@@ -43,7 +44,7 @@ def _viewable(image):
 
 
 def run(args):
-    import cv2
+    cv2 = load_cv2()
     import numpy as np
 
     from ..decode.replay import replay

@@ -10,13 +10,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..host import node_share
+from ..system.host import node_share
 from ..io.reader import RecordReader
 from .decoders import get_decoder
 from .loader import ImageLoader
 from .records import RecordDecoder
 
-__all__ = ["TRAIN", "VAL", "FACES", "CONFIGS", "usable_cores", "peak_rss_mb", "load_images",
+__all__ = ["TRAIN", "VAL", "FACES", "CONFIGS", "peak_rss_mb", "load_images",
            "bare_decode_rate", "pipeline_rate", "thread_sweep", "measure"]
 
 log = logging.getLogger(__name__)
@@ -26,12 +26,6 @@ TRAIN = dict(data_shape=(3, 224, 224), random_resized_crop=True, min_random_area
 VAL = dict(data_shape=(3, 224, 224), resize=256)
 FACES = dict(data_shape=(3, 112, 112), rand_mirror=True)  # InsightFace's 112x112 crops, flipped
 CONFIGS = {"train": TRAIN, "val": VAL, "faces": FACES}
-
-
-def usable_cores():
-    """Cores this rank may use (``recpipe.host.node_share``: affinity, cgroup quota, and its
-    share among the ranks of the node), at least 1."""
-    return node_share()[0]
 
 
 def peak_rss_mb():
@@ -138,7 +132,7 @@ def measure(url, configs, *, threads=None, batch_size=128, seconds=3.0, dtype="u
     if unknown:
         raise ValueError(f"unknown configuration(s) {unknown}: choose from {sorted(CONFIGS)}")
     say = say or log.info
-    threads = threads or usable_cores()
+    threads = threads or node_share()[0]
     results = {"file": url, "threads": threads, "decoder": decoder, "batch_size": batch_size,
                "dtype": dtype, "configs": {}}
     say(f"bare decode ({threads} threads)...")

@@ -5,7 +5,6 @@ backends and ``get_decoder`` are in ``decoders`` (whose docstring describes the 
 """
 
 import logging
-import os
 import struct
 from typing import NamedTuple, Tuple
 
@@ -13,7 +12,8 @@ import numpy as np
 
 from .._optional import extension
 from ..errors import DecodeError
-from ..jpeg import SOF_MARKERS, JpegHeaderError, count_scans, segments
+from ..image.jpeg import SOF_MARKERS, JpegHeaderError, count_scans, segments
+from ..image.opencv import DEFAULT_MAX_PIXELS, imdecode, load_cv2
 
 __all__ = ["DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SCANS", "Decoder", "EIGHTHS", "INTEGRITY_MODES",
            "MAX_REGION_BYTES", "Window", "check_jpeg_complete", "cmyk_to_rgb", "image_size", "is_jpeg", "load_roi",
@@ -26,8 +26,6 @@ EIGHTHS = ((1, 1), (7, 8), (3, 4), (5, 8), (1, 2), (3, 8), (1, 4), (1, 8))
 # region decodes refuse outputs (and libjpeg working buffers) above this many bytes
 MAX_REGION_BYTES = 1 << 31
 
-# images declaring more pixels are refused before decoding (Pillow's MAX_IMAGE_PIXELS)
-DEFAULT_MAX_PIXELS = 89_478_485
 # JPEGs with more scans are refused (libjpeg-turbo's -maxscans idea): a progressive scan costs a
 # pass over every block of its component, so a small file of thousands of scans is a CPU bomb.
 # Encoders write 1 (baseline), 6-10 (libjpeg's progressive scripts) to ~20 (mozjpeg's optimised
@@ -40,7 +38,7 @@ DEFAULT_MAX_SCANS = 100
 INTEGRITY_MODES = ("off", "auto", "strict")
 
 # formats other than JPEG/PNG are sized by decoding them: OpenCV's own limit bounds that work
-os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
+# (set when recpipe loads OpenCV: recpipe.image.opencv.load_cv2)
 
 _JPEG_SOI = b"\xff\xd8"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -114,15 +112,13 @@ def cmyk_to_rgb(cmyk):
 
 
 def to_gray(rgb):
-    import cv2
-
+    cv2 = load_cv2()
     return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)[:, :, None]
 
 
 
 def opencv_decode(data, channels, reduce=1):
-    import cv2
-
+    cv2 = load_cv2()
     flags = cv2.IMREAD_IGNORE_ORIENTATION
     if channels == 1:
         flags |= {1: cv2.IMREAD_GRAYSCALE, 2: cv2.IMREAD_REDUCED_GRAYSCALE_2,
@@ -130,12 +126,7 @@ def opencv_decode(data, channels, reduce=1):
     else:
         flags |= {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2,
                   4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}[reduce]
-    try:
-        img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flags)
-    except cv2.error as e:
-        raise DecodeError(f"OpenCV cannot decode the image: {e}") from None
-    if img is None:
-        raise DecodeError("OpenCV cannot decode the image (unknown format or corrupt data)")
+    img = imdecode(data, flags)
     if channels == 1:
         return img.reshape(img.shape[0], img.shape[1], 1)
     return cv2.cvtColor(img, cv2.COLOR_BGR2RGB, dst=img)

@@ -20,7 +20,7 @@ Shared behaviour of every backend:
 - An image whose header declares more than ``max_pixels`` pixels (default 89,478,485, Pillow's
   limit; None: no limit) raises ``recpipe.DecodeError`` before any pixel is decoded (JPEG and PNG
   headers are read; other formats are bounded by OpenCV's ``OPENCV_IO_MAX_IMAGE_PIXELS``, set to
-  the same default unless already set).
+  the same default unless already set, when recpipe loads OpenCV: ``recpipe.image.opencv``).
 - Corrupt data raises ``recpipe.DecodeError`` carrying the backend's message, never crashes.
   A truncated JPEG (libjpeg "Premature end of JPEG file" and other recoverable *warnings*)
   raises too when ``strict=True`` (the default); with ``strict=False`` the backend's partial
@@ -28,7 +28,7 @@ Shared behaviour of every backend:
 - A JPEG of more than ``max_scans`` scans (default 100; None: no limit) raises
   ``recpipe.DecodeError`` before its extra scans cost anything: libjpeg's progress monitor
   stops it in ``recpipe._batch``; for the other libraries the scans
-  are counted in the stream first (``recpipe.jpeg.count_scans``, no decoding).
+  are counted in the stream first (``recpipe.image.jpeg.count_scans``, no decoding).
 - Decoders are safe to share between threads (libjpeg-turbo keeps one handle per thread) and
   release the GIL while decoding (ctypes calls, simplejpeg's ``nogil`` and OpenCV all do).
 

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..env import threads_override, trace_path, traced
+from ..system.env import threads_override, trace_path
 from ..io.layout import image_positions
 from ..io.quarantine import RecordQuarantine
 from ..io.reader import RecordReader
@@ -29,7 +29,7 @@ from .order import byte_runs, epoch_order, split_batches
 from .pool import WorkerPool, shut_down, weak_method
 from .provenance import ProvenanceLog
 from .records import RecordDecoder
-from .stats import PipelineStats
+from .stats import PipelineStats, traced
 from .tuning_window import AutoTuner, initial_threads
 
 __all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR"]

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Hashable, Optional, Sequence, Union
 
+from ..errors import ON_ERROR, check_on_error
 from ..spelling import did_you_mean
 from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
 from .decoders import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
@@ -20,7 +21,6 @@ from .order import check_batching, check_parts
 
 __all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY"]
 
-ON_ERROR = ("raise", "skip", "replace")
 # how far a read checks that a record is what was packed: "off" (no sums), "auto" (the
 # checksum sidecar's CRC32C where one exists; libjpeg warnings are errors), "strict" (auto, and
 # the rest of each JPEG scan is entropy-decoded so whatever a full decode flags is caught)
@@ -104,8 +104,7 @@ def _check_keywords(keywords):
 
 
 def _validate(o):
-    if o.on_error not in ON_ERROR:
-        raise ValueError(f"on_error={o.on_error!r}: expected one of {ON_ERROR}")
+    check_on_error(o.on_error)
     if o.integrity not in INTEGRITY:
         raise ValueError(f"integrity={o.integrity!r}: expected one of {INTEGRITY}")
     if o.label_width < 1:

@@ -5,11 +5,18 @@ Each worker thread owns a ``StageClock`` and only adds to it, so the hot path ta
 trace (chrome://tracing or https://ui.perfetto.dev).
 """
 
+import atexit
 import json
+import logging
 import threading
 import time
 
-__all__ = ["MAX_TRACE_SPANS", "STAGES", "StageClock", "PipelineStats", "write_chrome_trace"]
+from ..system.env import trace_path
+
+__all__ = ["MAX_TRACE_SPANS", "STAGES", "StageClock", "PipelineStats", "traced",
+           "write_chrome_trace"]
+
+log = logging.getLogger(__name__)
 
 STAGES = ("read", "decode", "augment", "batch")
 
@@ -111,3 +118,43 @@ def write_chrome_trace(spans, path):
                        "args": {"name": thread}})
     with open(path, "w") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+
+
+class _Traces:
+    """The span lists of every traced loader of the process, written together at exit as one
+    Chrome trace to ``$RECPIPE_TRACE`` (``recpipe.system.env.trace_path``)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.lists = []
+        self.registered = False
+
+    def add(self, spans):
+        with self.lock:
+            self.lists.append(spans)
+            if not self.registered:
+                atexit.register(self.write)
+                self.registered = True
+
+    def write(self):
+        path = trace_path()
+        if not path:
+            return
+        with self.lock:
+            spans = [(f"loader{i + 1}/{thread}", stage, start, end)
+                     for i, spans in enumerate(self.lists) for thread, stage, start, end in spans]
+        try:
+            write_chrome_trace(spans, path)
+        except OSError as e:
+            log.error("could not write RECPIPE_TRACE=%s: %s", path, e)
+            return
+        log.info("wrote %d trace spans of %d loader(s) to %s", len(spans), len(self.lists), path)
+
+
+_TRACES = _Traces()
+
+
+def traced(spans):
+    """Register a loader's span list (``PipelineStats.trace``) for ``$RECPIPE_TRACE``."""
+    if spans is not None and trace_path():
+        _TRACES.add(spans)

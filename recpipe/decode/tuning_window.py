@@ -25,11 +25,10 @@ import statistics
 import time
 from typing import Callable, Protocol
 
-from ..host import available_memory, cpu_pressure, node_share, read_text, usable_cores
+from ..system.host import available_memory, cpu_pressure, node_share, read_text
 from .autotune import HISTORY, Controller, MemoryModel, Settings, WindowMetrics
 
-__all__ = ["AutoTuner", "Tunable", "usable_cores", "available_memory", "cpu_pressure", "run_queue_seconds",
-           "initial_threads"]
+__all__ = ["AutoTuner", "Tunable", "initial_threads", "run_queue_seconds"]
 
 
 log = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ def _process_cpu_seconds():
     return times.user + times.system
 
 
-class _Window:
+class _MeasurementWindow:
     """The batches delivered since the window opened, and the counters read when it opened."""
 
     def __init__(self, now, stats, threads):
@@ -152,7 +151,7 @@ class AutoTuner:
     ``min_threads``/``max_threads`` (default 1 and twice the usable cores),
     ``max_prefetch`` (16), ``ram_budget`` in bytes (default half the available memory),
     ``settings`` (``autotune.Settings``), ``cores`` (default: this rank's share of the cores
-    from affinity and cgroup quota, ``recpipe.host.node_share``).
+    from affinity and cgroup quota, ``recpipe.system.host.node_share``).
     With ``min_threads == max_threads`` and ``max_prefetch == loader.prefetch`` it only measures.
     """
 
@@ -212,7 +211,7 @@ class AutoTuner:
     def _open_when_settled(self, now):
         self._skip_batches -= 1
         if self._skip_batches <= 0 and now >= self._skip_until:
-            self._window = _Window(now, self.loader.stats(), self.loader.threads)
+            self._window = _MeasurementWindow(now, self.loader.stats(), self.loader.threads)
 
     def _close_window(self, now):
         stats = self.loader.stats()
@@ -225,7 +224,7 @@ class AutoTuner:
             self._skip_batches = max(2, decision.prefetch + 1)
             self._skip_until = now + self.settle_seconds
         else:
-            self._window = _Window(now, stats, self.loader.threads)
+            self._window = _MeasurementWindow(now, stats, self.loader.threads)
         level = logging.DEBUG if decision.action in _QUIET_ACTIONS else logging.INFO
         log.log(level, "autotune %s", decision.describe())
         for listener in self._listeners:

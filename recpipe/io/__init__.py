@@ -1,8 +1,8 @@
 """RecordIO reading and writing through fsspec, byte-compatible with MXNet.
 
-Health checks live in ``recpipe.io.verify`` (``verify``, ``rebuild_index``) and
-``recpipe.io.contents`` (``inspect``); they are not re-exported here so that the function
-``verify`` does not shadow its module.
+Health checks live in ``recpipe.io.verify`` (``verify``), ``recpipe.io.rebuild``
+(``rebuild_index``) and ``recpipe.io.contents`` (``inspect``); they are not re-exported here so
+that the function ``verify`` does not shadow its module.
 """
 
 from .format import MAGIC, MAX_RECORD_SIZE, frame

@@ -1,14 +1,15 @@
 """Request buffers of remote reads, reused across requests (one pool per process)."""
 
-import os
 import sys
 import threading
 import time
 
-__all__ = ["BufferPool", "SHARED_POOL_BYTES", "shared_pool"]
+from ..system.fork import after_fork_in_child
+
+__all__ = ["RequestBufferPool", "SHARED_POOL_BYTES", "shared_pool"]
 
 
-class BufferPool:
+class RequestBufferPool:
     """Request buffers kept for reuse: a body read into a buffer that was used before lands in
     pages already mapped, where a new ``bytearray`` of several MiB costs a fresh mapping, page
     faults and zero-filling on every request (glibc hands such sizes back to the kernel when freed).
@@ -90,10 +91,18 @@ SHARED_POOL_BYTES = 256 << 20
 
 
 def shared_pool():
-    """The process's ``BufferPool`` for S3 request bodies (all sources share it, so that idle
+    """The process's ``RequestBufferPool`` for S3 request bodies (all sources share it, so idle
     buffers stay under ``SHARED_POOL_BYTES`` however many files are open)."""
     global _SHARED_POOL
     with _SHARED_POOL_LOCK:
-        if _SHARED_POOL is None or _SHARED_POOL[0] != os.getpid():
-            _SHARED_POOL = (os.getpid(), BufferPool(SHARED_POOL_BYTES))
-        return _SHARED_POOL[1]
+        if _SHARED_POOL is None:
+            _SHARED_POOL = RequestBufferPool(SHARED_POOL_BYTES)
+            after_fork_in_child(_SHARED_POOL, _forget_shared_pool)  # a child makes its own
+        return _SHARED_POOL
+
+
+def _forget_shared_pool(pool):
+    global _SHARED_POOL, _SHARED_POOL_LOCK
+    _SHARED_POOL_LOCK = threading.Lock()
+    if _SHARED_POOL is pool:
+        _SHARED_POOL = None

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import RecordFormatError
 from .header import unpack_header
 from .layout import face_layout_of
-from .scan import Window, read_record, scan_with_progress
+from .scan import SlidingBuffer, read_record, scan_with_progress
 from .sources import open_source
 
 __all__ = ["inspect"]
@@ -148,7 +148,7 @@ def _spread(values):
 
 def _sample_images(source, offsets):
     """Format, size and colour facts of the images in the records at ``offsets``."""
-    from ..imageinfo import sniff
+    from ..image.info import sniff
 
     formats: "collections.Counter[str]" = collections.Counter()
     channels: "collections.Counter[str]" = collections.Counter()
@@ -156,7 +156,7 @@ def _sample_images(source, offsets):
     flags: "collections.Counter[str]" = collections.Counter()
     widths, heights = [], []
     for offset in offsets:
-        payload, _ = read_record(Window(source, _SAMPLE_BLOCK), offset)
+        payload, _ = read_record(SlidingBuffer(source, _SAMPLE_BLOCK), offset)
         try:
             _, start = unpack_header(payload)
         except RecordFormatError:

@@ -10,7 +10,8 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..errors import DecodeError, RecordFormatError
+from ..errors import RecordFormatError
+from ..image.opencv import imdecode, load_cv2
 
 __all__ = ["IRHeader", "HEADER_SIZE", "pack", "unpack", "unpack_header", "pack_img", "unpack_img"]
 
@@ -66,8 +67,7 @@ def unpack(s: bytes) -> Tuple[IRHeader, bytes]:
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode ``img`` (an OpenCV BGR array) and pack it with ``header``, like ``mx.recordio.pack_img``."""
-    import cv2
-
+    cv2 = load_cv2()
     fmt = img_fmt.lower()
     if fmt in (".jpg", ".jpeg"):
         params = [cv2.IMWRITE_JPEG_QUALITY, quality]
@@ -83,15 +83,5 @@ def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str 
 
 def unpack_img(s: bytes, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]:
     """Unpack a payload and decode its image with OpenCV (BGR), like ``mx.recordio.unpack_img``."""
-    import cv2
-
     header, img = unpack(s)
-    decoded = None
-    if len(img):  # OpenCV asserts on an empty buffer instead of returning None
-        try:
-            decoded = cv2.imdecode(np.frombuffer(img, dtype=np.uint8), iscolor)
-        except cv2.error:
-            decoded = None
-    if decoded is None:
-        raise DecodeError(f"OpenCV could not decode the {len(img)}-byte image (id {header.id})")
-    return header, decoded
+    return header, imdecode(img, iscolor, what=f"image (id {header.id})")

@@ -17,7 +17,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError, RemoteReadError
-from .sources import open_source, url_to_fs
+from .sources import exists, open_source, url_to_fs
 
 __all__ = [
     "ListEntry",
@@ -28,6 +28,8 @@ __all__ = [
     "read_list",
     "read_index_bytes",
     "read_text",
+    "decode_text",
+    "resolve_index_url",
     "parse_list",
     "format_list_line",
 ]
@@ -61,13 +63,28 @@ def read_index_bytes(url, storage_options=None):
     return data
 
 
-def read_text(url, storage_options=None):
-    """A whole text file (``.idx``, ``.lst``, imglist) at any URL, read through the retry layer."""
-    data = read_index_bytes(url, storage_options)
+def decode_text(data, url):
+    """UTF-8 ``data`` of the file at ``url`` as text; RecordFormatError at the first bad byte."""
     try:
-        return data.decode("utf-8")
+        return bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         raise RecordFormatError(f"not a text file ({e.reason})", path=str(url), offset=e.start) from e
+
+
+def read_text(url, storage_options=None):
+    """A whole text file (``.idx``, ``.lst``, imglist) at any URL, read through the retry layer."""
+    return decode_text(read_index_bytes(url, storage_options), url)
+
+
+def resolve_index_url(rec_url, index_url=None, storage_options=None):
+    """The ``.idx`` of ``rec_url`` to use, or None: ``index_url`` when given, none when it is
+    ``False`` or ``""``, else the conventional one beside the ``.rec`` when it exists."""
+    if index_url is None:
+        candidate = index_url_for(rec_url)
+        if candidate != str(rec_url) and exists(candidate, storage_options):
+            return candidate
+        return None
+    return str(index_url) if index_url else None
 
 
 def parse_index(text, *, path=None, key_type=int):

@@ -39,8 +39,7 @@ import tempfile
 
 import numpy as np
 
-from ..errors import RecordFormatError
-from .index import parse_index, read_index_bytes
+from .index import decode_text, parse_index, read_index_bytes
 from .index_table import IndexTable, local_chunks, memory_chunks, parse_index_chunks
 from .sources import local_path
 
@@ -240,64 +239,65 @@ def store_cached(idx_path, table, *, fingerprint=None, rec_identity=_NO_REC):
     return path
 
 
-def _parse_open_index(f, url):
-    """The ``IndexTable`` of the open ``.idx`` file ``f`` (integer keys)."""
-    table = parse_index_chunks(local_chunks(f), path=str(url))
+def _parse(chunks, read_text, url, key_type=int):
+    """The ``IndexTable`` of an ``.idx``: numpy's parse of its ``chunks`` for integer keys, else
+    (string keys, or lines it leaves to the text parse, which names a bad line) ``read_text()``
+    parsed line by line."""
+    table = parse_index_chunks(chunks, path=url) if key_type is int else None
     if table is None:
-        f.seek(0)
-        keys, offsets = parse_index(_decode(f.read(), url), path=str(url), key_type=int)
+        keys, offsets = parse_index(read_text(), path=url, key_type=key_type)
         table = IndexTable.from_lists(keys, offsets)
     return table
 
 
-def _parse_local(path, url, cache):
-    """``(table, fingerprint)``: the parse of the file at ``path`` and (with ``cache``) the
-    identity of that very file, equal before and after the parse; ``fingerprint`` is None
-    without ``cache`` or when the file kept changing."""
-    for _ in range(_PARSE_ATTEMPTS if cache else 1):
+def _read_again(f, url):
+    f.seek(0)
+    return decode_text(f.read(), url)
+
+
+def _parse_local(path, url, fingerprint):
+    """``(table, identity)``: the parse of the local file at ``path`` and, with ``fingerprint``,
+    the identity of that very file, equal before and after the parse (None when it kept
+    changing, or without ``fingerprint``)."""
+    for _ in range(_PARSE_ATTEMPTS if fingerprint else 1):
         with open(path, "rb") as f:
-            fd = f.fileno()
-            before = os.fstat(fd)
-            table = _parse_open_index(f, url)
-            if not cache:
+            before = os.fstat(f.fileno())
+            table = _parse(local_chunks(f), lambda: _read_again(f, url), url)
+            after = os.fstat(f.fileno())
+            if not fingerprint:
                 return table, None
-            after = os.fstat(fd)
             if _identity(before)[:4] == _identity(after)[:4]:  # ctime moves on unlink too
-                return table, _identity(after) + (_edge_hash(fd, after.st_size),)
+                return table, _identity(after) + (_edge_hash(f.fileno(), after.st_size),)
         log.warning("%s changed while it was parsed: parsing it again", url)
     log.warning("%s kept changing while it was parsed: not caching it", url)
     return table, None
 
 
-def load_index_table(url, storage_options=None, *, key_type=int, cache=True, rec_url=None):
-    """The ``IndexTable`` of the ``.idx`` at ``url``: from the memory-mapped cache when valid
-    (local files, integer keys; bound to the ``.rec`` at ``rec_url`` when given), else parsed
-    (and cached)."""
-    path = local_path(url, storage_options)
-    if key_type is int and path is not None:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such file: {url}")
-        rec_path = local_path(rec_url, storage_options) if rec_url is not None else None
-        cache = cache and enabled() and os.path.getsize(path) >= min_cached_bytes()
-        if cache:
-            table = load_cached(path, rec_path)
-            if table is not None:
-                return table
-            rec_before = _rec_identity(rec_path)
-        table, fingerprint = _parse_local(path, url, cache)
-        if cache and fingerprint is not None and rec_before == _rec_identity(rec_path):
-            store_cached(path, table, fingerprint=fingerprint, rec_identity=rec_before)
-        return table
-    data = read_index_bytes(url, storage_options)
-    table = parse_index_chunks(memory_chunks(data), path=str(url)) if key_type is int else None
+def _cached_or_parsed(path, url, rec_path):
+    """The valid cache of the local ``.idx`` at ``path``, else its parse, cached when neither
+    the ``.idx`` nor its ``.rec`` changed meanwhile."""
+    table = load_cached(path, rec_path)
     if table is None:
-        keys, offsets = parse_index(_decode(data, url), path=str(url), key_type=key_type)
-        table = IndexTable.from_lists(keys, offsets)
+        rec_before = _rec_identity(rec_path)
+        table, fingerprint = _parse_local(path, url, fingerprint=True)
+        if fingerprint is not None and rec_before == _rec_identity(rec_path):
+            store_cached(path, table, fingerprint=fingerprint, rec_identity=rec_before)
     return table
 
 
-def _decode(data, url):
-    try:
-        return bytes(data).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RecordFormatError(f"not a text file ({e.reason})", path=str(url), offset=e.start) from e
+def load_index_table(url, storage_options=None, *, key_type=int, cache=True, rec_url=None):
+    """The ``IndexTable`` of the ``.idx`` at ``url``: the one way readers and ``verify`` open an
+    index. A local file with integer keys comes from the memory-mapped cache when valid (bound
+    to the ``.rec`` at ``rec_url`` when given), else is parsed (and cached when large enough);
+    anything else is read whole through ``read_index_bytes`` and parsed."""
+    url = str(url)
+    path = local_path(url, storage_options) if key_type is int else None
+    if path is None:
+        data = read_index_bytes(url, storage_options)
+        return _parse(memory_chunks(data), lambda: decode_text(data, url), url, key_type)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such file: {url}")
+    if cache and enabled() and os.path.getsize(path) >= min_cached_bytes():
+        rec_path = local_path(rec_url, storage_options) if rec_url is not None else None
+        return _cached_or_parsed(path, url, rec_path)
+    return _parse_local(path, url, fingerprint=False)[0]

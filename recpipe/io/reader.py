@@ -9,11 +9,11 @@ import numpy as np
 
 from ..errors import RecordFormatError
 from .format import HEAD_SIZE, MAGIC, decode_head, padded
-from .index import index_url_for
+from .index import resolve_index_url
 from .index_cache import load_index_table
 from .index_table import Column, IndexTable
-from .scan import DEFAULT_BLOCK_SIZE, Window, iter_records, read_record
-from .sources import exists, open_source, source_identity
+from .scan import DEFAULT_BLOCK_SIZE, SlidingBuffer, iter_records, read_record
+from .sources import open_source, source_identity
 from .sums import RecordSums, checks_sums, load_sums
 
 __all__ = ["RecordReader"]
@@ -57,10 +57,7 @@ class RecordReader:
             raise
 
     def _load_index(self, index_url, storage_options, key_type, index_cache):
-        if index_url is None:
-            candidate = index_url_for(self.url)
-            index_url = candidate if candidate != self.url and exists(candidate, storage_options) else None
-        self.index_url = str(index_url) if index_url else None
+        self.index_url = resolve_index_url(self.url, index_url, storage_options)
         if self.index_url:
             self._table = load_index_table(self.index_url, storage_options, key_type=key_type,
                                            cache=index_cache, rec_url=self.url)
@@ -141,7 +138,7 @@ class RecordReader:
         position %= len(self)
         start, end = self.span(position)
         # the span is exact with a full index; a partial one may leave big gaps: do not read them
-        window = Window(self._source, start=start, preload=self._preload(start, end))
+        window = SlidingBuffer(self._source, start=start, preload=self._preload(start, end))
         payload, next_pos = read_record(window, start, record=position)
         if next_pos > end:
             raise RecordFormatError(

@@ -12,10 +12,10 @@ I/O; ``RemoteSource`` adds on top:
 """
 
 import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from ..system.fork import after_fork_in_child
 from .cache import BlockCache
 from .prefetch import Prefetcher
 from .readahead import ReadAhead
@@ -84,8 +84,7 @@ class RemoteSource(Source):
             self.cache = BlockCache(options.cache_dir, identity or f"{url}@{size}",
                                     max_bytes=options.cache_bytes, block_size=options.cache_block)
         self._lock = threading.Lock()
-        self._pool = None
-        self._pid = None
+        self._pool = None  # this process's request threads (a forked child drops the parent's)
         self._closed = False
         self._last = None  # (offset, end) of the previous direct read
         timeout = options.deadline + options.request_timeout
@@ -94,6 +93,11 @@ class RemoteSource(Source):
         self._prefetcher = Prefetcher(self._submit, budget=options.budget_bytes,
                                       max_gap=options.max_gap, max_block=options.max_block,
                                       plan_window=options.plan_window, timeout=timeout)
+        after_fork_in_child(self, RemoteSource._forget_parent)
+
+    def _forget_parent(self):
+        self._lock = threading.Lock()
+        self._pool = None  # its threads stayed in the parent
 
     # -- requests -------------------------------------------------------------------------
 
@@ -101,10 +105,9 @@ class RemoteSource(Source):
         with self._lock:
             if self._closed:
                 raise ValueError(f"read from a closed source: {self.url}")
-            if self._pool is None or self._pid != os.getpid():
+            if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.options.max_inflight,
                                                 thread_name_prefix="recpipe-fetch")
-                self._pid = os.getpid()
             return self._pool
 
     def _submit(self, start, end):
@@ -191,7 +194,7 @@ class RemoteSource(Source):
             pool, self._pool = self._pool, None
         self._stream.close()
         self._prefetcher.close()
-        if pool is not None and self._pid == os.getpid():
+        if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         self.ranges.close()
 

@@ -15,7 +15,7 @@ from .format import HEAD_SIZE, MAGIC, MAGIC_BYTES, decode_head, padded
 from .sniff import not_recordio_error
 
 __all__ = [
-    "Window",
+    "SlidingBuffer",
     "ScanItem",
     "read_record",
     "iter_records",
@@ -29,7 +29,7 @@ DEFAULT_BLOCK_SIZE = 4 << 20
 _PROGRESS_BYTES = 4 << 20  # how often scan_with_progress reports
 
 
-class Window:
+class SlidingBuffer:
     """A sliding buffer over a source: ``get(pos, n)`` returns file bytes ``[pos, pos+n)``."""
 
     def __init__(self, source, block_size=DEFAULT_BLOCK_SIZE, start=0, preload=0):
@@ -107,7 +107,7 @@ def iter_records(source, start=0, end=None, *, first_record=0, keep_payload=True
                  block_size=DEFAULT_BLOCK_SIZE):
     """Yield ``(offset, payload)`` for the records whose heads lie in ``[start, end)``, in order."""
     end = source.size if end is None else min(end, source.size)
-    window = Window(source, block_size, start)
+    window = SlidingBuffer(source, block_size, start)
     pos = start
     record = first_record
     while pos < end:
@@ -156,7 +156,7 @@ class ScanItem(NamedTuple):
 
 def scan_records(source, *, keep_payload=True, block_size=DEFAULT_BLOCK_SIZE):
     """Yield a ``ScanItem`` for every record and every unreadable byte range, in file order."""
-    window = Window(source, block_size)
+    window = SlidingBuffer(source, block_size)
     pos = 0
     record = 0
     while pos < source.size:

@@ -21,6 +21,7 @@ from typing import Optional
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from ..system.fork import after_fork_in_child
 from .source import Source
 
 __all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
@@ -100,8 +101,13 @@ class LocalSource(Source):
         self.url = url or self.path
         self._lock = threading.Lock()
         self._fd: Optional[int] = None
-        self._pid: Optional[int] = None
+        self._inherited = False  # the descriptor is the parent's (set in a forked child)
         self.size = os.fstat(self._open()).st_size
+        after_fork_in_child(self, LocalSource._forget_parent)
+
+    def _forget_parent(self):
+        self._lock = threading.Lock()
+        self._inherited = self._fd is not None
 
     def _open(self):
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below)
@@ -114,7 +120,7 @@ class LocalSource(Source):
             raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket)",
                           self.url)
         self._fd = fd
-        self._pid = os.getpid()
+        self._inherited = False
         return fd
 
     def descriptor(self):
@@ -124,9 +130,9 @@ class LocalSource(Source):
     def _descriptor(self):
         if self._fd is None:
             raise ValueError(f"read from a closed source: {self.url}")
-        if self._pid != os.getpid():  # forked child: do not share the parent's descriptor
+        if self._inherited:  # forked child: do not share the parent's descriptor
             with self._lock:
-                if self._pid != os.getpid():
+                if self._inherited:
                     self._open()
         return self._fd
 
@@ -147,7 +153,7 @@ class LocalSource(Source):
 
     def close(self):
         fd, self._fd = self._fd, None
-        if fd is not None and self._pid == os.getpid():
+        if fd is not None and not self._inherited:
             os.close(fd)
 
     def __getstate__(self):

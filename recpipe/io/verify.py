@@ -1,12 +1,11 @@
-"""Dataset health: ``verify`` a ``.rec``/``.idx`` pair, ``rebuild_index`` (``inspect`` lives in
-``recpipe.io.contents``).
+"""Dataset health: ``verify`` a ``.rec``/``.idx`` pair (``rebuild_index`` lives in
+``recpipe.io.rebuild``, ``inspect`` in ``recpipe.io.contents``).
 
 ``verify`` walks the whole file with resynchronisation (a bad record does not hide the ones
 after it), checks the index against the record heads it found, every record against the
 ``.sums`` sidecar when there is one, and, on request, decodes every image (then, with
 ``write_sums``, it writes the sidecar when every record passed). It lists the records a loader
-quarantined and clears the entries whose record now passes (``integrity_check``). ``rebuild_index`` writes a fresh ``.idx`` atomically, keyed by ``IRHeader.id`` when those
-are usable (as im2rec does) or by position (as mxnet's ``tools/rec2idx.py`` does).
+quarantined and clears the entries whose record now passes (``integrity_check``).
 """
 
 import array
@@ -14,27 +13,25 @@ import bisect
 import collections
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, List, NamedTuple, Optional, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Protocol, Union
 
 import numpy as np
 
 from ..errors import DecodeError, RecordFormatError
-from .atomic import AtomicOutput
 from .header import unpack_header
-from .index import format_index_line, index_url_for
+from .index import resolve_index_url
 from .index_cache import load_index_table
 from .integrity_check import IntegrityCheck
 from .layout import face_layout_of
 from .scan import scan_with_progress
-from .sources import exists, open_source
+from .sources import open_source
 
 __all__ = [
     "PROBLEM_KINDS",
     "Problem",
     "VerifyReport",
-    "IndexRebuild",
+    "ImageDecoder",
     "verify",
-    "rebuild_index",
 ]
 
 log = logging.getLogger(__name__)
@@ -60,6 +57,15 @@ PROBLEM_KINDS = {
     "quarantined": "a record a loader quarantined that this run did not clear (decode failures "
                    "are re-checked only with --decode)",
 }
+
+
+class ImageDecoder(Protocol):
+    """What ``verify`` needs of a decoder (``recpipe.decode.get_decoder`` gives one):
+    ``decode(bytes)`` raising ``DecodeError`` for an image that does not decode, and a name."""
+
+    name: str
+
+    def decode(self, data: Any) -> Any: ...
 
 
 class Problem(NamedTuple):
@@ -130,57 +136,53 @@ class VerifyReport:
         }
 
 
-def _resolve_index(url, index_url, storage_options) -> Optional[str]:
-    """The ``.idx`` to use: the given one, else the one beside the ``.rec`` if it exists."""
-    if index_url is None:
-        candidate = index_url_for(url)
-        if candidate != str(url) and exists(candidate, storage_options):
-            return candidate
-        return None
-    return str(index_url) if index_url else None
-
-
-def verify(url: str, index_url: Union[str, None, bool] = None, *, decode: bool = False,
-           storage_options: Optional[dict] = None, limit: int = 1000,
-           progress: Optional[Callable[[int], None]] = None, sums: bool = True,
+def verify(url: str, index_url: Union[str, None, bool] = None, *,
+           decoder: Optional[ImageDecoder] = None, storage_options: Optional[dict] = None,
+           limit: int = 1000, progress: Optional[Callable[[int], None]] = None, sums: bool = True,
            write_sums: bool = False) -> VerifyReport:
-    """Check every record of ``url``, its index, its checksums and (``decode=True``) every image.
+    """Check every record of ``url``, its index, its checksums and (given a ``decoder``) every
+    image.
 
     ``index_url=None`` checks the ``.idx`` beside the ``.rec`` when there is one; ``False``
-    checks no index. ``sums``: check each record's CRC32C against the ``.sums`` sidecar when
-    it exists (no decoding needed). ``write_sums`` (needs ``decode``): write the sidecar,
+    checks no index. ``decoder``: decode every image with it, as the loaders' default does
+    with ``recpipe.decode.get_decoder("auto")`` (this layer reads records and does not choose
+    a decoder). ``sums``: check each record's CRC32C against the ``.sums`` sidecar when
+    it exists (no decoding needed). ``write_sums`` (needs a ``decoder``): write the sidecar,
     atomically, when every record read and decoded (files made by MXNet or InsightFace). The
     loaders' quarantine entries of this file are listed in the report and those whose record
     passed are removed. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
     ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays, 12 more to
     write sums), whatever the size; ``progress(bytes)`` is called as the scan advances.
     """
-    if write_sums and not decode:
-        raise ValueError("write_sums needs decode=True: a sidecar is written only for records "
+    if decoder is True or decoder is False:
+        raise TypeError("decoder: pass a decoder object (recpipe.decode.get_decoder('auto')), "
+                        "not a bool")
+    if write_sums and decoder is None:
+        raise ValueError("write_sums needs a decoder: a sidecar is written only for records "
                          "that decoded")
     url = str(url)
-    index_path = _resolve_index(url, index_url, storage_options)
+    index_path = resolve_index_url(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_path, source.size, limit=limit)
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
-                                   write_sums=write_sums, decoded=decode)
-        decoder = _ImageChecker(report) if decode else None
-        heads = _scan_records(report, source, decoder, integrity, progress)
+                                   write_sums=write_sums, decoded=decoder is not None)
+        checker = _ImageChecker(report, decoder) if decoder is not None else None
+        heads = _scan_records(report, source, checker, integrity, progress)
         report.records = len(heads)
     heads = np.frombuffer(heads, dtype=np.int64)
     integrity.finish(heads, report.size)
     if index_path:
         _check_index(report, index_path, heads, report.bad_ranges, storage_options)
-    if decoder is not None:
-        report.decoded, report.decode_failures = decoder.decoded, decoder.failures
+    if checker is not None:
+        report.decoded, report.decode_failures = checker.decoded, checker.failures
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
     return report
 
 
-def _scan_records(report, source, decoder, integrity, progress):
+def _scan_records(report, source, checker, integrity, progress):
     """Walk every record: framing, checksum, decode. Returns the record heads (array 'q')."""
     heads = array.array("q")
-    keep = decoder is not None or integrity.needs_payload
+    keep = checker is not None or integrity.needs_payload
     for item in scan_with_progress(source, keep_payload=keep, progress=progress):
         if item.error is not None:
             report.bad_ranges.append((item.offset, item.end))
@@ -191,21 +193,18 @@ def _scan_records(report, source, decoder, integrity, progress):
             continue
         heads.append(item.offset)
         integrity.record(item)
-        if decoder is not None and not decoder.check(item):
+        if checker is not None and not checker.check(item):
             integrity.fail(item.offset)
     return heads
 
 
 class _ImageChecker:
-    """Decodes each record's image as the loaders do by default (``get_decoder("auto")``:
-    strict, whole image, the ``max_pixels`` limit) and files the failures in a report. In a
-    file in InsightFace's layout (announced by its first record) the records without image
+    """Decodes each record's image with the caller's decoder and files the failures in a report.
+    In a file in InsightFace's layout (announced by its first record) the records without image
     bytes (the header and identity records) are not images and pass."""
 
-    def __init__(self, report, decoder="auto"):
-        from ..decode.decoders import get_decoder
-
-        self.decoder = get_decoder(decoder)
+    def __init__(self, report, decoder):
+        self.decoder = decoder
         self.report = report
         self.decoded = 0
         self.failures = 0
@@ -341,89 +340,3 @@ def _where_in_file(offset, heads, bad_ranges):
     if j < 0:
         return "before the first readable record"
     return f"inside record {j}, which starts at offset {int(heads[j])}"
-
-
-class IndexRebuild(NamedTuple):
-    """What ``rebuild_index`` wrote: ``keys`` is ``"header.id"`` or ``"position"``."""
-
-    index_url: str
-    records: int
-    keys: str
-    reason: str
-    skipped: int = 0
-
-
-def rebuild_index(url: str, index_url: Optional[str] = None, *, positions: bool = False,
-                  skip_bad: bool = False, storage_options: Optional[dict] = None,
-                  progress: Optional[Callable[[int], None]] = None) -> "IndexRebuild":
-    """Write a fresh ``.idx`` for ``url`` atomically and return an ``IndexRebuild``.
-
-    Keys are ``IRHeader.id`` when every record has a header and the ids are unique (im2rec's
-    keys), else ``0..N-1``; ``positions=True`` forces ``0..N-1`` like mxnet's ``tools/rec2idx.py``.
-    A bad record raises RecordFormatError unless ``skip_bad=True``, which indexes the readable
-    records only. ``index_url=None`` writes beside the ``.rec`` (``x.rec`` -> ``x.idx``).
-    """
-    url = str(url)
-    index_url = str(index_url) if index_url else index_url_for(url)
-    if index_url == url:
-        raise ValueError(f"the index would overwrite the record file {url}")
-    offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions,
-                                           progress=progress)
-    keys, kind, reason = _choose_keys(offsets, ids, positions)
-    with AtomicOutput(index_url, storage_options) as output:
-        for start in range(0, len(offsets), 1 << 16):  # in slices: no 17M-line string
-            stop = start + (1 << 16)
-            output.write("".join(format_index_line(k, o) for k, o in
-                                 zip(keys[start:stop], offsets[start:stop].tolist())).encode())
-    log.info("wrote %s: %d entries keyed by %s (%s)", index_url, len(offsets), kind, reason)
-    return IndexRebuild(index_url, len(offsets), kind, reason, skipped)
-
-
-def _collect_heads(url, skip_bad, storage_options, *, need_ids, progress=None):
-    """Offsets of the readable records and, when wanted, their header ids (-1 if no header),
-    as int64 arrays."""
-    offsets, ids, skipped = array.array("q"), array.array("q"), 0
-    with open_source(url, storage_options) as source:
-        for item in scan_with_progress(source, keep_payload=need_ids, progress=progress):
-            if item.error is not None:
-                if not skip_bad:
-                    raise item.error
-                log.warning("%s: skipping bytes %d..%d: %s", url, item.offset, item.end,
-                            item.error.reason)
-                skipped += 1
-                continue
-            offsets.append(item.offset)
-            if need_ids:
-                ids.append(_header_id(item.payload))
-    return np.frombuffer(offsets, np.int64), np.frombuffer(ids, np.int64), skipped
-
-
-def _header_id(payload):
-    try:
-        header, _ = unpack_header(payload)
-    except RecordFormatError:
-        return -1
-    return header.id
-
-
-def _choose_keys(offsets, ids, positions):
-    if positions:
-        return range(len(offsets)), "position", "positions requested"
-    if not len(offsets):
-        return [], "position", "the file has no records"
-    if bool((ids < 0).any()):
-        return range(len(offsets)), "position", "some records have no IRHeader"
-    if len(np.unique(ids)) != len(ids):
-        return range(len(offsets)), "position", "IRHeader ids are not unique"
-    return ids.tolist() if len(ids) < (1 << 16) else _IdColumn(ids), "header.id", \
-        "every record has an IRHeader with a unique id"
-
-
-class _IdColumn:
-    """Slices of an id array as lists (what the writer loop takes), without one big list."""
-
-    def __init__(self, ids):
-        self.ids = ids
-
-    def __getitem__(self, index):
-        return self.ids[index].tolist()

@@ -5,9 +5,9 @@ central square, resizes the shorter edge to ``resize`` (other edge ``long*resize
 bilinear) and re-encodes with ``cv2.imencode`` (JPEG quality, or PNG compression clamped to 9).
 """
 
-import numpy as np
 
 from ..errors import DecodeError
+from ..image.opencv import imdecode, load_cv2
 from ..io.header import IRHeader, pack
 
 __all__ = ["center_crop", "crop_resize_encode", "decode_image", "encode_image", "make_header",
@@ -23,12 +23,7 @@ def make_header(index, labels, pack_label=False):
 
 def decode_image(data, color=1, *, path=None):
     """Decode file bytes like ``cv2.imread(path, color)``: BGR (or gray) uint8 array."""
-    import cv2
-
-    img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), color)
-    if img is None:
-        raise DecodeError("OpenCV cannot decode this file", path=path)
-    return img
+    return imdecode(data, color, what="file", path=path)
 
 
 def center_crop(img):
@@ -43,8 +38,7 @@ def center_crop(img):
 
 def resize_shorter(img, size, interpolation=None):
     """Resize so the shorter edge is ``size``; the other is ``long * size // short``."""
-    import cv2
-
+    cv2 = load_cv2()
     h, w = img.shape[:2]
     new_size = (size, h * size // w) if h > w else (w * size // h, size)
     return cv2.resize(img, new_size, interpolation=cv2.INTER_LINEAR if interpolation is None
@@ -53,8 +47,7 @@ def resize_shorter(img, size, interpolation=None):
 
 def encode_image(img, quality=95, encoding=".jpg"):
     """Encode like ``mx.recordio.pack_img``: JPEG quality, or PNG compression clamped to 0..9."""
-    import cv2
-
+    cv2 = load_cv2()
     if encoding in (".jpg", ".jpeg"):
         params = [cv2.IMWRITE_JPEG_QUALITY, quality]
     elif encoding == ".png":

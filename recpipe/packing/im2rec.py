@@ -23,6 +23,7 @@ import os
 import struct
 from typing import Deque, List, NamedTuple, Optional
 
+from ..image.opencv import load_cv2
 from ..io.header import pack
 from ..io.index import read_list
 from ..io.writer import RecordWriter
@@ -103,8 +104,7 @@ def encode_entry(entry, root, options):
 
 
 def _bad_input_errors():
-    import cv2
-
+    cv2 = load_cv2()
     return (OSError, ValueError, struct.error, OverflowError, cv2.error)
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import threading
+from ..image.opencv import load_cv2
 
 __all__ = ["init_worker", "parent_alive", "single_thread_opencv", "tie_to_parent"]
 
@@ -74,6 +75,5 @@ def init_worker(parent_pid, opencv_threads=True):
 
 def single_thread_opencv():
     """One OpenCV thread in this process: the pool's processes are the parallelism."""
-    import cv2
-
+    cv2 = load_cv2()
     cv2.setNumThreads(1)

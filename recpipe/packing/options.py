@@ -9,14 +9,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
+from ..errors import check_on_error
 from ..spelling import did_you_mean
 from .inputs import InputLimits
 from .items import DEFAULT_EXTENSIONS
 from .transform import ImageOptions, asks_for_change
 
-__all__ = ["PackOptions", "PACK_KEYWORDS", "ON_ERROR", "ENCODINGS", "check_keywords"]
+__all__ = ["PackOptions", "PACK_KEYWORDS", "PACK_ON_ERROR", "ENCODINGS", "check_keywords"]
 
-ON_ERROR = ("skip", "raise")
+# the loaders' vocabulary (recpipe.errors.ON_ERROR) less "replace": a file is packed or not
+PACK_ON_ERROR = ("raise", "skip")
 ENCODINGS = (None, ".jpg", ".jpeg", ".png")
 
 
@@ -92,8 +94,7 @@ def check_keywords(keywords) -> None:
 
 
 def _validate(o: PackOptions) -> None:
-    if o.on_error not in ON_ERROR:
-        raise ValueError(f"on_error must be one of {ON_ERROR}, got {o.on_error!r}")
+    check_on_error(o.on_error, PACK_ON_ERROR)
     if o.encoding not in ENCODINGS:
         raise ValueError(f"encoding must be .jpg or .png, got {o.encoding!r}")
     if o.color not in (-1, 0, 1):

@@ -21,10 +21,10 @@ from .jobs import (adopt_plan, default_workers, discard_empty, plan_options, pub
 from .manifest import build_manifest, publish_manifest
 from .plan import build_plan, load_plan, remove_plan
 from .report import PackSummary
-from .options import ON_ERROR, PackOptions
+from .options import PACK_ON_ERROR, PackOptions
 from .runners import LocalRunner
 
-__all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "ON_ERROR",
+__all__ = ["pack_dataset", "default_workers", "output_prefix", "parse_size", "PACK_ON_ERROR",
            "PackOptions"]
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..imageinfo import REASONS
+from ..image.info import REASONS
 
 __all__ = ["InputReport", "ShardSummary", "PackSummary", "MAX_EXAMPLES"]
 

@@ -22,7 +22,7 @@ from ..errors import RecordFormatError
 from ..io.atomic import AtomicOutput, commit_group, temporary_name
 from ..io.format import frame
 from ..io.index import format_index_line, parse_index
-from ..io.scan import Window, iter_records, read_record
+from ..io.scan import SlidingBuffer, iter_records, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
 from ..io.sums import SumsBuilder, sums_url_for
 
@@ -170,7 +170,7 @@ def _complete_prefix(rec_path, offsets):
     if not offsets:
         return 0, 0
     with LocalSource(rec_path) as source:
-        window = Window(source, 1 << 16)
+        window = SlidingBuffer(source, 1 << 16)
         for i in range(len(offsets) - 1, -1, -1):
             try:
                 _, end = read_record(window, offsets[i], keep_payload=False)
@@ -227,7 +227,7 @@ def verify_published(rec_url, idx_url, planned_keys, storage_options=None):
         return (0, size) if size == 0 else None
     tail = fs.cat_file(rec_path, start=offsets[-1], end=size)
     try:
-        _, end = read_record(Window(BytesSource(tail)), 0, keep_payload=False)
+        _, end = read_record(SlidingBuffer(BytesSource(tail)), 0, keep_payload=False)
     except RecordFormatError:
         return None
     return (len(keys), size) if offsets[-1] + end == size else None

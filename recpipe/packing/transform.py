@@ -22,7 +22,8 @@ from typing import NamedTuple, Optional, Tuple
 
 from fsspec.implementations.local import LocalFileSystem
 
-from ..imageinfo import sniff, unusual_reasons
+from ..image.info import sniff, unusual_reasons
+from ..image.opencv import imdecode, load_cv2
 from ..io.header import pack
 from ..io.sources import url_to_fs
 from .encode import center_crop, crop_resize_encode, encode_image, make_header
@@ -113,16 +114,6 @@ def reduced_scale(height, width, resize, crop):
 _REDUCED_FLAGS = {1: {1: 1, 0: 0}, 2: {1: 17, 0: 16}, 4: {1: 33, 0: 32}, 8: {1: 65, 0: 64}}
 
 
-def _decode_cv2(data, flag):
-    import cv2
-    import numpy as np
-
-    img = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
-    if img is None:
-        raise ValueError("OpenCV cannot decode this file")
-    return img
-
-
 def _decode_simplejpeg(data, color):
     """Full-size decode with simplejpeg (same libjpeg-turbo output as cv2, less overhead), or
     None when simplejpeg is missing or declines the file (then cv2 decodes it)."""
@@ -189,8 +180,7 @@ class ItemProcessor:
         return ItemResult(payload, reasons, None, len(data), action)
 
     def reencode(self, data, info):
-        import cv2
-
+        cv2 = load_cv2()
         opts = self.options
         plain_jpeg = (info.format == "jpeg" and info.width and opts.color in (0, 1)
                       and not info.cmyk and info.exif_orientation in (None, 1))
@@ -200,10 +190,10 @@ class ItemProcessor:
         if scale == 1:
             img = (_decode_simplejpeg(data, opts.color) if plain_jpeg else None)
             if img is None:
-                img = _decode_cv2(data, opts.color)
+                img = imdecode(data, opts.color, what="file")
             return crop_resize_encode(img, center=opts.center_crop, resize=opts.resize,
                                       quality=opts.quality, encoding=opts.encoding)
-        img = _decode_cv2(data, _REDUCED_FLAGS[scale][opts.color])
+        img = imdecode(data, _REDUCED_FLAGS[scale][opts.color], what="file")
         width, height = target_size(info.height, info.width, opts.resize, opts.center_crop)
         if opts.center_crop:
             img = center_crop(img)

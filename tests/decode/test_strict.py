@@ -19,7 +19,7 @@ from recpipe.decode.loader import ImageLoader
 from recpipe.decode.options import INTEGRITY
 from recpipe.decode.pool import WorkerPool, shut_down
 from recpipe.errors import DecodeError
-from recpipe.jpeg import count_scans
+from recpipe.image.jpeg import count_scans
 
 from .jpeg_samples import entropy_span, flip_bit, scan_bomb, zero_run
 

@@ -11,6 +11,7 @@ import pytest
 
 import recpipe
 from recpipe.cli import main
+from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.io.quarantine import (QuarantineEntry, QuarantineFile, quarantine_dir,
                                    quarantine_of)
@@ -136,7 +137,7 @@ def test_write_sums_protects_a_file_made_elsewhere(tmp_path):
     writer.close()
     os.remove(sums_url_for(rec))  # as MXNet would have written it
     assert verify(rec).sums_checked is None
-    report = verify(rec, decode=True, write_sums=True)
+    report = verify(rec, decoder=get_decoder("auto"), write_sums=True)
     assert report.ok and report.sums_written == sums_url_for(rec)
     _damaged_in_place(rec, 3)
     with recpipe.RecordReader(rec) as reader:
@@ -151,7 +152,7 @@ def test_write_sums_refuses_a_file_with_a_bad_record(tmp_path):
             jpeg = textured_jpeg(i)
             writer.write(recpipe.pack(recpipe.IRHeader(0, 0.0, i, 0),
                                       jpeg[:len(jpeg) // 2] if i == 2 else jpeg))
-    report = verify(rec, decode=True, write_sums=True)
+    report = verify(rec, decoder=get_decoder("auto"), write_sums=True)
     assert report.counts == {"decode-failed": 1} and report.sums_written is None
     assert not os.path.exists(sums_url_for(rec))
 
@@ -159,7 +160,7 @@ def test_write_sums_refuses_a_file_with_a_bad_record(tmp_path):
 def test_write_sums_on_an_insightface_file(tmp_path):
     rec, labels = write_faces(tmp_path)
     os.remove(sums_url_for(rec))
-    report = verify(rec, decode=True, write_sums=True)
+    report = verify(rec, decoder=get_decoder("auto"), write_sums=True)
     assert report.ok and report.decoded == len(labels) and report.sums_written
 
 
@@ -210,5 +211,5 @@ def test_decode_entries_are_cleared_only_by_a_decoding_verify(tmp_path):
     file.add(QuarantineEntry(offset, 1, "decode", "libjpeg: Corrupt JPEG data"))
     report = verify(rec)
     assert report.counts == {"quarantined": 1} and report.quarantine_cleared == 0
-    report = verify(rec, decode=True)
+    report = verify(rec, decoder=get_decoder("auto"))
     assert report.ok and report.quarantine_cleared == 1

@@ -16,7 +16,7 @@ import pytest
 
 from recpipe.errors import RemoteReadError
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.buffers import BufferPool
+from recpipe.io.buffers import RequestBufferPool
 from recpipe.io.ranges.fsspec import FsspecRanges
 from recpipe.io.ranges.s3 import S3HttpRanges, s3_ranges, status_error
 from recpipe.io.remote import RemoteSource
@@ -99,7 +99,7 @@ def test_prefetched_records_are_views_of_one_request(s3, tmp_path):
     with RecordReader(url, storage_options=options) as reader, RecordReader(local) as near:
         source = reader._source
         ranges = source.ranges
-        ranges.buffers = BufferPool(64 << 20)  # its own pool, not the process's: exact counts
+        ranges.buffers = RequestBufferPool(64 << 20)  # its own pool, not the process's: exact counts
         spans = [reader.span(i) for i in range(len(reader))]
         plan = reader.prefetch(range(len(reader)))
         assert plan.planned_requests == 1
@@ -120,7 +120,7 @@ def test_prefetched_records_are_views_of_one_request(s3, tmp_path):
 
 
 def test_buffer_pool_reuses_only_idle_buffers():
-    pool = BufferPool(keep_bytes=4 << 20)
+    pool = RequestBufferPool(keep_bytes=4 << 20)
     a, reused = pool.get(1000)
     assert len(a) == 1000 and pool.allocated == 1 and not reused
     a[:3] = b"abc"

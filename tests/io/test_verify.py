@@ -8,10 +8,13 @@ import pytest
 
 import recpipe
 from recpipe.cli import main
+from recpipe.decode.decoders import get_decoder
+from recpipe.errors import DecodeError
 from recpipe.io import pack
 from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES
 from recpipe.io.contents import inspect
-from recpipe.io.verify import PROBLEM_KINDS, rebuild_index, verify
+from recpipe.io.rebuild import rebuild_index
+from recpipe.io.verify import PROBLEM_KINDS, verify
 
 from ._helpers import framed_file, index_text, jpeg
 
@@ -43,12 +46,33 @@ def kinds(report):
 
 def test_clean_file_passes(dataset):
     rec, idx, offsets, payloads = dataset
-    report = verify(str(rec), decode=True)
+    report = verify(str(rec), decoder=get_decoder("auto"))
     assert report.ok and report.problems == []
     assert report.index_url == str(idx) and report.index_entries == len(payloads)
     assert report.records == len(payloads) and report.decoded == len(payloads)
     assert report.decode_failures == 0 and report.skipped_bytes == 0
     assert report.size == rec.stat().st_size
+
+
+def test_images_are_checked_with_the_callers_decoder(dataset):
+    """verify (the io layer) takes its decoder from the caller: any object whose decode()
+    raises DecodeError; a bool is refused with the way to get the loaders' default."""
+    rec, _, _, payloads = dataset
+
+    class Refusing:
+        name = "refusing"
+
+        def decode(self, data):
+            raise DecodeError("refused")
+
+    report = verify(str(rec), decoder=Refusing())
+    assert report.decode_failures == len(payloads) and report.decoded == 0
+    assert {p.kind for p in report.problems} == {"decode-failed"}
+    assert "(refusing): refused" in report.problems[0].reason
+    with pytest.raises(TypeError, match=r"get_decoder\('auto'\)"):
+        verify(str(rec), decoder=True)
+    with pytest.raises(ValueError, match="write_sums needs a decoder"):
+        verify(str(rec), write_sums=True)
 
 
 def test_bad_magic_is_found_and_later_records_still_counted(dataset):
@@ -148,7 +172,7 @@ def test_decode_failures_are_counted(tmp_path):
     data, offsets = framed_file(good + bad)
     rec = tmp_path / "d.rec"
     rec.write_bytes(data)
-    report = verify(str(rec), index_url=False, decode=True)
+    report = verify(str(rec), index_url=False, decoder=get_decoder("auto"))
     assert report.decoded == 3 and report.decode_failures == 3
     assert kinds(report) == [("decode-failed", offsets[3], 3), ("decode-failed", offsets[4], 4),
                              ("bad-header", offsets[5], 5)]
@@ -311,7 +335,7 @@ def test_verify_over_memory_url():
         with recpipe.RecordWriter(f"{root}/v.rec") as writer:
             for payload in image_payloads(3):
                 writer.write(payload)
-        report = verify(f"{root}/v.rec", decode=True)
+        report = verify(f"{root}/v.rec", decoder=get_decoder("auto"))
         assert report.ok and report.records == 3 and report.index_entries == 3
     finally:
         fsspec.filesystem("memory").rm(root, recursive=True)

@@ -9,6 +9,7 @@ import pytest
 
 import recpipe
 from recpipe.decode import decoders
+from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.errors import DecodeError
 from recpipe.io.verify import verify
@@ -50,7 +51,7 @@ def test_verify_flags_every_record_the_loader_rejects(flipped_rec):
     with ImageLoader(flipped_rec, 40, (3, 96, 128), threads=2, on_error="skip") as loader:
         (_, labels), = list(loader)
     rejected = set(range(40)) - {int(v) for v in labels}
-    report = verify(flipped_rec, decode=True)
+    report = verify(flipped_rec, decoder=get_decoder("auto"))
     flagged = {p.record for p in report.problems if p.kind == "decode-failed"}
     assert rejected, "the bit flips should break some images"
     assert rejected <= flagged

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import colour
 from .. import resize as fast_resize
+from ...image.opencv import load_cv2
 from .geometry import aligned_crop, linear_axes, mapped_box, resolve_inter
 
 __all__ = ["EXACT_UPSCALE_PIXELS", "Kernels", "Renderer"]
@@ -62,8 +63,7 @@ class Renderer:
     for 3-channel uint8/float32 output."""
 
     def __init__(self, config, kernels=None):
-        import cv2
-
+        cv2 = load_cv2()
         kernels = Kernels.available() if kernels is None else kernels
         self._cv2 = cv2
         self.config = c = config

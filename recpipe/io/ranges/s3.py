@@ -10,7 +10,7 @@ on its own keep-alive ``http.client`` connection and reads the body with ``recv_
 into one buffer per request. Through s3fs every body goes through aiohttp's event-loop thread
 (a protocol callback per socket read, chunk objects, a join at the end): about 0.9 CPU-s of
 client CPU per GB against 0.4 here (loopback, tools/bench_s3.py), CPU that the decode threads
-lose when they share the cores. Request buffers are reused (``BufferPool``, one per process) and the prefetcher
+lose when they share the cores. Request buffers are reused (``RequestBufferPool``, one per process) and the prefetcher
 and the stream hand out slices of them: a record's bytes are copied twice, from the socket into
 the request buffer and from there into the payload ``RecordReader`` returns (from a local file:
 from the page cache into a block, then the same). Error statuses become the exceptions s3fs
@@ -21,12 +21,12 @@ raises for them (503 SlowDown -> ``OSError(EBUSY)``, 404 -> ``FileNotFoundError`
 import errno
 import http.client
 import logging
-import os
 import re
 import threading
 import time
 import urllib.parse
 
+from ...system.fork import after_fork_in_child
 from ..buffers import shared_pool
 from ..retry import ShortReadError
 from .fsspec import FsspecRanges, ObjectChangedError
@@ -62,7 +62,7 @@ class S3HttpRanges:
     ``fs`` is the ``s3fs.S3FileSystem`` that opened ``path``: its client presigns the URL
     (``Params`` holds ``VersionId`` for versioned paths) and its HTTP session's TLS settings make
     the SSL context. ``fetch`` returns a memoryview of exactly ``end - start`` bytes (of a buffer
-    from ``buffers``: a ``BufferPool``, by default the process's ``shared_pool()``) or raises.
+    from ``buffers``: a ``RequestBufferPool``, by default the process's ``shared_pool()``) or raises.
 
     ``fallback`` (a range reader, e.g. ``FsspecRanges``): used from then on when the server
     refuses the presigned URL (400, 401, 403, 405, 501) before any request of ours succeeded;
@@ -92,7 +92,7 @@ class S3HttpRanges:
         self._local = threading.local()
         self._open = set()
         self._proven = False  # a request of ours succeeded
-        self._pid = os.getpid()
+        self._fs_inherited = False  # set in a forked child: fsspec's event loop is the parent's
         self.etag = None  # pinned by ``pin``: every GET carries If-Match
         self.fell_back = False
         self.presigned = 0
@@ -101,6 +101,14 @@ class S3HttpRanges:
         self.buffers_reused = 0
         self.buffers_new = 0
         self._presign()  # fail now (in open_source) rather than in the first read
+        after_fork_in_child(self, S3HttpRanges._forget_parent)
+
+    def _forget_parent(self):
+        """In a forked child: the connections and fsspec's event loop are the parent's."""
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._open = set()
+        self._fs_inherited = True
 
     def pin(self, info):
         """Read only the version of the object that ``info`` (``fs.info`` at open) describes:
@@ -115,11 +123,11 @@ class S3HttpRanges:
     def _presign(self):
         from fsspec.asyn import sync
 
-        if self._pid != os.getpid():  # a forked child: fsspec's event loop is the parent's
+        if self._fs_inherited:
             with self._lock:
-                if self._pid != os.getpid():
+                if self._fs_inherited:
                     self.fs = type(self.fs)(**self.fs.storage_options, skip_instance_cache=True)
-                    self._pid = os.getpid()
+                    self._fs_inherited = False
 
         async def sign():
             await self.fs.set_session()
@@ -145,8 +153,6 @@ class S3HttpRanges:
     def _connection(self, url, timeout):
         """This thread's connection to ``url``'s host and whether it served a request before."""
         held = getattr(self._local, "held", None)
-        if held is not None and held[2] != os.getpid():
-            held = self._local.held = None  # inherited through fork: the parent's socket
         if held is not None and held[1] == (url.scheme, url.host, url.port):
             return held[0], True
         self._drop()
@@ -156,7 +162,7 @@ class S3HttpRanges:
                                                context=self._ssl_context)
         else:
             conn = http.client.HTTPConnection(url.host, url.port, timeout=timeout)
-        self._local.held = (conn, (url.scheme, url.host, url.port), os.getpid())
+        self._local.held = (conn, (url.scheme, url.host, url.port))
         with self._lock:
             self._open.add(conn)
             self.connections += 1

@@ -4,6 +4,7 @@ import logging
 import os
 
 import numpy as np
+from ..image.opencv import load_cv2
 
 __all__ = ["make_sample_images"]
 
@@ -12,8 +13,7 @@ log = logging.getLogger(__name__)
 
 def _photo(rng, label, size, noise):
     """A smooth colour field with shapes and sensor-like noise, so JPEG sizes look real."""
-    import cv2
-
+    cv2 = load_cv2()
     h, w = size
     ys, xs = np.mgrid[0:h // 4, 0:w // 4].astype(np.float32) * 4
     base = np.stack([
@@ -32,8 +32,7 @@ def _photo(rng, label, size, noise):
 
 def make_sample_images(root, *, classes=4, per_class=64, size=(360, 480), seed=0, quality=90):
     """Write ``classes * per_class`` JPEGs under ``root/classNN/`` and return their paths."""
-    import cv2
-
+    cv2 = load_cv2()
     rng = np.random.default_rng(seed)
     side = max(size) + 64
     noise = rng.integers(0, 12, (side, side, 3), dtype=np.uint8)

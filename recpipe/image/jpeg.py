@@ -4,7 +4,7 @@
 after SOI, skipping fill bytes and standalone markers, and stops after SOS (the image data
 follows) or at EOI. A byte where a marker should be, or a segment length under 2, raises
 ``JpegHeaderError`` with the byte offset; callers decide whether that is an error
-(``recpipe.decode.decoders``) or just the end of what can be learned (``recpipe.imageinfo``).
+(``recpipe.decode.decoders``) or just the end of what can be learned (``recpipe.image.info``).
 
 ``count_scans(data)`` walks the whole stream instead: the marker segments between scans too,
 skipping entropy-coded data, and counts the scans (SOS markers), without decoding any.

@@ -14,7 +14,8 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .errors import DecodeError
+from .opencv import imdecode as opencv_imdecode
+from .opencv import load_cv2
 
 __all__ = ["ImageArray", "imdecode", "imread"]
 
@@ -52,16 +53,8 @@ def imdecode(buf: Union[bytes, bytearray, memoryview, np.ndarray], flag: int = 1
 
 
 def _decode(data, flag, to_rgb):
-    import cv2
-
-    decoded = None
-    if data.size:
-        try:
-            decoded = cv2.imdecode(data, cv2.IMREAD_COLOR if flag else cv2.IMREAD_GRAYSCALE)
-        except cv2.error:
-            decoded = None
-    if decoded is None:
-        raise DecodeError(f"decoding failed: {data.size} bytes are not an image OpenCV reads")
+    cv2 = load_cv2()
+    decoded = opencv_imdecode(data, cv2.IMREAD_COLOR if flag else cv2.IMREAD_GRAYSCALE)
     if not flag:
         return decoded[:, :, None]
     if to_rgb:

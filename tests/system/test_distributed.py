@@ -1,4 +1,4 @@
-"""recpipe.distributed.detect_rank, and several loaders acting as the ranks of one job."""
+"""recpipe.system.distributed.detect_rank, and several loaders acting as the ranks of one job."""
 
 import sys
 
@@ -9,7 +9,7 @@ import pytest
 import recpipe
 from recpipe.decode.loader import ImageLoader
 from recpipe.decode.order import epoch_order
-from recpipe.distributed import ENV_PAIRS, RankInfo, detect_rank
+from recpipe.system.distributed import ENV_PAIRS, RankInfo, detect_rank
 from recpipe.io import IRHeader, pack
 
 N_IMAGES = 23

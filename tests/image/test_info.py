@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recpipe.imageinfo import REASONS, ImageInfo, sniff, unusual_reasons
+from recpipe.image.info import REASONS, ImageInfo, sniff, unusual_reasons
 
 
 def _image(h=30, w=50, channels=3, seed=0):

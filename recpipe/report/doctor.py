@@ -21,10 +21,11 @@ import tempfile
 import time
 from typing import List, Optional
 
-from . import __version__
-from ._optional import extension
-from .env import VARIABLES
-from .host import local_ranks, node_share, usable_cores
+from .. import __version__
+from .._optional import extension
+from ..image.opencv import load_cv2
+from ..system.env import VARIABLES
+from ..system.host import local_ranks, node_share, usable_cores
 
 __all__ = ["INSTALL_HINTS", "diagnose", "measure_decoders", "slow_paths"]
 
@@ -74,7 +75,7 @@ def _installed_version(module):
 
 def _fast_paths():
     """``{name: present}`` of every optional fast path."""
-    from .decode.decoders import turbojpeg_available
+    from ..decode.decoders import turbojpeg_available
 
     return {"_batch": extension("_batch") is not None,
             "_resize": extension("_resize") is not None,
@@ -97,7 +98,7 @@ _DESCRIPTIONS = {
 
 def measure_decoders(seconds=0.3, images=16):
     """Images/s of every live decoder on a built-in sample (480x360 JPEGs), one thread."""
-    from .decode.decoders import available_decoders, get_decoder
+    from ..decode.decoders import available_decoders, get_decoder
     from .sample import make_sample_images
 
     with tempfile.TemporaryDirectory(prefix="recpipe-doctor-") as folder:
@@ -116,10 +117,10 @@ def measure_decoders(seconds=0.3, images=16):
 
 def diagnose(measure: bool = True) -> dict:
     """The report as a JSON-ready dict (``measure=False`` skips the timed decode)."""
-    import cv2
+    cv2 = load_cv2()
     import numpy as np
 
-    from .decode.decoders import available_decoders
+    from ..decode.decoders import available_decoders
 
     paths = _fast_paths()
     cores, source = usable_cores()

@@ -1,4 +1,4 @@
-"""Configuration through environment variables (recpipe.env), each in a fresh process."""
+"""Configuration through environment variables (recpipe.system.env), each in a fresh process."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import pytest
 
 import recpipe
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -70,8 +70,27 @@ def test_recpipe_log_level_prints_recpipe_messages(rec):
 
 
 def test_the_readme_lists_every_variable():
-    from recpipe.env import VARIABLES
+    from recpipe.system.env import VARIABLES
 
     readme = open(os.path.join(REPO_ROOT, "README.md")).read()
     for name in VARIABLES:
         assert f"`{name}`" in readme, name
+
+
+def test_importing_recpipe_configures_no_logging(rec):
+    """A library leaves logging to the program: RECPIPE_LOG_LEVEL acts from the first loader."""
+    code = ("import logging, recpipe, recpipe.decode, recpipe.torch; "
+            "logger = logging.getLogger('recpipe'); "
+            "print(logger.level, [type(h).__name__ for h in logger.handlers])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=REPO_ROOT, RECPIPE_LOG_LEVEL="DEBUG"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "['NullHandler']"]
+
+
+def test_recpipe_log_level_reaches_the_command_line(rec):
+    done = subprocess.run([sys.executable, "-m", "recpipe", "verify", rec], capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=REPO_ROOT, RECPIPE_LOG_LEVEL="DEBUG"))
+    assert done.returncode == 0, done.stderr
+    assert "INFO recpipe.io.verify: verified" in done.stderr

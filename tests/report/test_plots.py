@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the plot extra: pip install 'recpipe[plot]'")
 
-from recpipe.plots import plot_bench, plot_tune  # noqa: E402
+from recpipe.report.plots import plot_bench, plot_tune  # noqa: E402
 
 RESULTS = {
     "file": "x.rec", "threads": 4, "bare_decode_images_per_s": 2500.0,
@@ -82,7 +82,7 @@ def _axes():
 
 
 def test_the_scaling_panel_holds_the_whole_ideal_line_and_its_legend_covers_no_point():
-    from recpipe.plots import draw_scaling
+    from recpipe.report.plots import draw_scaling
 
     plt, fig, axes = _axes()
     draw_scaling(axes, RESULTS)
@@ -99,7 +99,7 @@ def test_the_scaling_panel_holds_the_whole_ideal_line_and_its_legend_covers_no_p
 
 
 def test_stages_fused_into_the_native_decode_are_named_not_drawn_as_empty_bars():
-    from recpipe.plots import draw_stages, drawn_stages
+    from recpipe.report.plots import draw_stages, drawn_stages
 
     drawn, notes = drawn_stages(FUSED["configs"])
     assert drawn == ["decode"]
@@ -115,7 +115,7 @@ def test_stages_fused_into_the_native_decode_are_named_not_drawn_as_empty_bars()
 
 
 def test_the_tune_timeline_starts_at_the_starting_setting_and_pairs_each_rate_with_its_own():
-    from recpipe.plots import tune_timeline
+    from recpipe.report.plots import tune_timeline
 
     report = {"start": {"threads": 2, "prefetch": 2}, "history": [
         {"window": 1, "threads": 3, "prefetch": 2, "action": "probe +1", "changed": True,

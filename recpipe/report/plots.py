@@ -14,7 +14,7 @@ measured at (a decision's rate belongs to the setting before it).
 import logging
 from typing import Optional
 
-from ._optional import require
+from .._optional import require
 
 __all__ = ["plot_bench", "plot_tune"]
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from recpipe import doctor
+from recpipe.report import doctor
 from recpipe.cli import main
 from recpipe.decode.decoders import available_decoders
 

@@ -1,8 +1,8 @@
-"""recpipe.host: usable cores and the share of each rank on a node."""
+"""recpipe.system.host: usable cores and the share of each rank on a node."""
 
 import pytest
 
-from recpipe.host import LocalRanks, local_ranks, node_share, usable_cores
+from recpipe.system.host import LocalRanks, local_ranks, node_share, usable_cores
 
 
 def test_usable_cores_is_positive_with_its_source():

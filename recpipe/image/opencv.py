@@ -1,0 +1,56 @@
+"""OpenCV, loaded in one place: ``load_cv2()`` and the one ``imdecode`` with one failure behaviour.
+
+``load_cv2()`` imports OpenCV for every part of recpipe. OpenCV reads its decoder's pixel limit,
+``OPENCV_IO_MAX_IMAGE_PIXELS``, once, when it is loaded; when recpipe is the first to load it,
+the limit is set beforehand to ``DEFAULT_MAX_PIXELS`` unless the environment sets one (formats
+other than JPEG and PNG are sized by decoding them: the limit bounds that work). Nothing is set
+when recpipe is merely imported.
+
+``imdecode(data, flags)`` is ``cv2.imdecode`` that returns an array or raises ``DecodeError``
+naming what failed (the caller's ``what``, its size and OpenCV's reason), whether the bytes are
+empty, OpenCV returns None (not an image it reads) or OpenCV raises its own ``cv2.error``.
+"""
+
+import os
+import sys
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import DecodeError
+
+__all__ = ["DEFAULT_MAX_PIXELS", "imdecode", "load_cv2"]
+
+# images declaring more pixels are refused before decoding (Pillow's MAX_IMAGE_PIXELS)
+DEFAULT_MAX_PIXELS = 89_478_485
+
+
+def load_cv2() -> Any:
+    """The ``cv2`` module, imported with recpipe's pixel limit when recpipe loads it first."""
+    if "cv2" not in sys.modules:
+        os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
+    import cv2
+
+    return cv2
+
+
+def imdecode(data: Any, flags: int, *, what: str = "image", path: Optional[str] = None,
+             record: Optional[int] = None) -> np.ndarray:
+    """``cv2.imdecode(data, flags)``: OpenCV's array (BGR, or one channel), or ``DecodeError``
+    ("OpenCV cannot decode the N-byte <what>: <reason>", with ``path``/``record`` when given)."""
+    cv2 = load_cv2()
+    buffer = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    if not buffer.size:  # OpenCV asserts on an empty buffer instead of returning None
+        raise _failed(buffer, what, "no bytes", path, record)
+    try:
+        decoded = cv2.imdecode(buffer, flags)
+    except cv2.error as e:
+        raise _failed(buffer, what, str(e).strip().splitlines()[-1], path, record) from None
+    if decoded is None:
+        raise _failed(buffer, what, "unknown format or corrupt data", path, record)
+    return decoded
+
+
+def _failed(buffer, what, reason, path, record):
+    return DecodeError(f"OpenCV cannot decode the {buffer.nbytes}-byte {what}: {reason}",
+                       path=path, record=record)
