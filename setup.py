@@ -49,6 +49,26 @@ def _quiet_stderr(log_path):
         os.close(saved)
 
 
+def _link_numpy_random(ext):
+    """Link numpy's own normal sampler (``libnpyrandom.a``, ``random_standard_normal``) into
+    ``recpipe._batch`` for PCA lighting without the GIL (``RECPIPE_NPYRANDOM``); without numpy's
+    random library at build time PCA lighting stays on the Python path."""
+    ext.depends = list(ext.depends) + ["recpipe/_colour_kernels.h"]
+    try:
+        import numpy
+    except ImportError:
+        return
+    root = os.path.dirname(numpy.__file__)
+    library = os.path.join(root, "random", "lib", "libnpyrandom.a")
+    include = numpy.get_include()
+    if os.path.exists(library) and os.path.exists(
+            os.path.join(include, "numpy", "random", "distributions.h")):
+        ext.include_dirs = list(ext.include_dirs) + [include]
+        ext.extra_objects = list(ext.extra_objects) + [library]
+        ext.define_macros = list(ext.define_macros) + [("RECPIPE_NPYRANDOM", "1")]
+        ext.libraries = list(ext.libraries) + ["m"]
+
+
 class OptionalBuildExt(build_ext):
     """build_ext that turns a failed compile or link into a warning."""
 
@@ -73,6 +93,8 @@ class OptionalBuildExt(build_ext):
         super().build_extensions()
 
     def build_extension(self, ext):
+        if ext.name == "recpipe._batch":
+            _link_numpy_random(ext)
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001
