@@ -9,6 +9,7 @@ from typing_extensions import Buffer
 
 OPTION_FIELDS: Tuple[str, ...]
 DRAW_SLOTS: Dict[str, int]
+PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting without the GIL)
 
 def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffer,
          samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
@@ -16,6 +17,9 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
          options: Tuple[int, int, bool, bool, bool, bool, Tuple[float, float, float],
                         Tuple[float, float, float], int, bool, bool, bool, int, int, bool, int,
                         int, bool, float, float, float, float, float, float, float, int, float,
-                        float, float],
+                        float, float, int, float, float, float, float, float, float, int, int,
+                        int],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
+def colour_convert(code: int, pixels: Buffer, width: int) -> bytes: ...
+def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]: ...
