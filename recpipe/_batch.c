@@ -616,6 +616,10 @@ static int jitter_into(const run_options *opt, scratch *mem, const unsigned char
     }
     to_planes(mem->region, mem->planes, mem->planes + n, mem->planes + 2 * n, n);
     colour_planes(mem->planes, n, ops, n_ops, pca);
+    if (opt->is_half) { /* float16: the jittered values through OpenCV's arithmetic */
+        write_half_planes(mem->planes, opt, plan->mirror, dst);
+        return 0;
+    }
     plane_target target = {opt->out_h, opt->out_w, dst, opt->is_float, plan->mirror, opt->nchw,
                            {0}, {0}};
     memcpy(target.gains, opt->gains, sizeof target.gains);

@@ -344,9 +344,8 @@ static int colour_options_invalid(const run_options *opt)
     int colour = opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0
                  || opt->pca_noise > 0 || has_hls(opt);
     if ((opt->channels != 1 && opt->channels != 3) || (opt->channels == 1 && colour)
-        || opt->hls[0] < 0 || opt->hls[1] < 0 || opt->hls[2] < 0 || (opt->pca_noise > 0 && !PCA_NATIVE)
-        || (opt->is_half && (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0
-                             || opt->pca_noise > 0))) {
+        || opt->hls[0] < 0 || opt->hls[1] < 0 || opt->hls[2] < 0
+        || (opt->pca_noise > 0 && !PCA_NATIVE)) {
         PyErr_SetString(PyExc_ValueError, "channels, colour jitter, PCA lighting or the HLS "
                                           "shift are outside what recpipe._batch renders");
         return 1;
@@ -354,16 +353,49 @@ static int colour_options_invalid(const run_options *opt)
     return 0;
 }
 
+/* --- float16 output after colour jitter ------------------------------------------------------ */
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define FMA_CLONES
+#endif
+
+/* Jittered planes (3 x out_h x out_w float32 values in [0, 255]) into a float16 slot, as the
+ * Python path writes the colour kernel's float32 values (Renderer._write_float_path): NCHW,
+ * cv2.addWeighted to CV_16F, one fused float32 multiply-add; NHWC, cv2.multiply then cv2.add,
+ * value * gain in double rounded to float32, plus the offset in float32; then float16. */
+FMA_CLONES static void write_half_planes(const float *planes, const run_options *opt, int mirror,
+                                         uint16_t *dst)
+{
+    long h = opt->out_h, w = opt->out_w, n = h * w;
+    for (long c = 0; c < 3; c++) {
+        float gain = opt->gains[c], offset = opt->offsets[c];
+        double exact = opt->exact_gains[c];
+        for (long y = 0; y < h; y++) {
+            const float *row = planes + c * n + y * w;
+            for (long x = 0; x < w; x++) {
+                float v = row[x];
+                float value = opt->nchw ? fmaf(v, gain, offset) : (float)((double)v * exact) + offset;
+                long column = mirror ? w - 1 - x : x;
+                long at = opt->nchw ? c * n + y * w + column : (y * w + column) * 3 + c;
+                dst[at] = half_of(value);
+            }
+        }
+    }
+}
+
 /* --- staged output --------------------------------------------------------------------------- */
 
 /* 1 when a sample is rendered as uint8 values first, then mapped to the output type through
- * per-value tables (Renderer._write's OpenCV arithmetic): float16 output, and float32 output
- * with an HLS shift and neither colour jitter nor PCA lighting. */
+ * per-value tables (Renderer._write's OpenCV arithmetic): float16 or float32 output with
+ * neither colour jitter nor PCA lighting (float32: only with an HLS shift; float16 after
+ * jitter: write_half_planes). */
 static int stages_values(const run_options *opt)
 {
     int float_path = opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0
                      || opt->pca_noise > 0;
-    return opt->is_half || (opt->is_float && has_hls(opt) && !float_path);
+    return !float_path && (opt->is_half || (opt->is_float && has_hls(opt)));
 }
 
 typedef struct {

@@ -95,9 +95,8 @@ def _default(field):
 
 def augment_is_native(config):
     """True when ``recpipe._batch`` renders ``config`` (an ``AugmentConfig``) itself: every
-    field outside ``NATIVE_AUGMENT_FIELDS`` at its default, uint8, float32 or float16 (float16:
-    without colour jitter or PCA lighting), 3 channels or gray (gray: without colour jitter,
-    PCA lighting or HLS shift), and
+    field outside ``NATIVE_AUGMENT_FIELDS`` at its default, uint8, float32 or float16, 3
+    channels or gray (gray: without colour jitter, PCA lighting or HLS shift), and
     no affine step (an aspect range without a random-resized crop is MXNet's affine one)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
@@ -105,13 +104,10 @@ def augment_is_native(config):
         default = _default(field)
         if default is MISSING or getattr(config, field.name) != default:
             return False
-    # float16 with colour jitter or PCA lighting takes the Python path: its reference jitters
-    # in numpy, not in the colour kernel C shares with float32
     jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
     hls = config.random_h or config.random_s or config.random_l
     return (config.channels in (1, 3) and not (config.channels == 1 and (jitter or hls))
-            and config.dtype in NATIVE_DTYPES
-            and not (config.dtype == "float16" and jitter) and not config.affine_active)
+            and config.dtype in NATIVE_DTYPES and not config.affine_active)
 
 
 def native_module():
@@ -155,9 +151,12 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     if module is None or augmenter is None:
         return None
     config, renderer, planner = augmenter.config, augmenter.renderer, augmenter.planner
-    # float16 (no jitter, see augment_is_native) is written by cv2 in Python, not the colour
-    # kernel, and gray output by the resize kernel alone
-    colour_matches = renderer.kernels.colour or config.dtype == "float16" or config.channels == 1
+    # the colour kernel C shares: for colour jitter and PCA lighting (any dtype), and for
+    # 3-channel uint8/float32 crops taken one to one; float16 without jitter is written by cv2
+    # in Python, gray output by the resize kernel alone
+    jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
+    colour_matches = (renderer.kernels.colour or config.channels == 1
+                      or (config.dtype == "float16" and not jitter))
     if not (augment_is_native(config) and renderer.kernels.resize and colour_matches
             and not planner.random_size and _colour_is_native(config, module)):
         return None

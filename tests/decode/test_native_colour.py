@@ -137,7 +137,6 @@ RECIPES = {
                        contrast=0.3, saturation=0.3, max_random_contrast=0.3,
                        max_random_illumination=15, rand_mirror=True, **NORM),
 }
-FLOAT16_REFUSED = ("pca", "pca_jitter", "hls_pca_jitter", "everything")  # jitter: Python's
 
 
 def _config(recipe, geometry, dtype, layout):
@@ -186,9 +185,6 @@ def _native_and_python(rec, config, seed=3, epoch=1):
 def test_native_batches_equal_the_python_paths(rec, recipe, geometry, dtype, layout):
     _skip_unless_available(recipe)
     config = _config(recipe, geometry, dtype, layout)
-    if dtype == "float16" and recipe in FLOAT16_REFUSED:
-        assert not augment_is_native(config)
-        return
     assert augment_is_native(config)
     result = _native_and_python(rec, config)
     if result is None:

@@ -1,5 +1,5 @@
 """A seeded randomized differential test: configurations drawn over the options recpipe._batch
-renders (geometry, mirror, colour jitter, normalisation, layout, uint8/float32/float16 with
+renders (geometry, mirror, colour jitter (float16 too), normalisation, layout, uint8/float32/float16 with
 scales down to float16's subnormals and up past its range) x JPEG kinds (gray, 4:2:0, 4:4:4,
 progressive); the native run must give the Python path's pixels exactly."""
 
@@ -57,7 +57,7 @@ def _configuration(rng):
     else:
         config.update(rand_crop=bool(rng.integers(2)))
     config.update(rand_mirror=bool(rng.integers(2)), mirror=bool(rng.integers(4) == 0))
-    if dtype != "float16" and rng.integers(2):
+    if rng.integers(2):
         for name in ("brightness", "contrast", "saturation"):
             if rng.integers(2):
                 config[name] = float(rng.uniform(0.0, 0.6))
