@@ -1117,13 +1117,8 @@ static PyObject *batch_colour_convert(PyObject *self, PyObject *args)
         const uint8_t *src = pixels.buf;
         uint8_t *dst = (uint8_t *)PyBytes_AS_STRING(result);
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t at = 0; at < pixels.len; at += 3) {
-            long i = (long)((at / 3) % width);
-            if (code == 0)
-                rgb2hls_u8(src + at, dst + at, i, (long)width);
-            else
-                hls2rgb_u8(src + at, dst + at, i, (long)width);
-        }
+        for (Py_ssize_t at = 0; at < pixels.len; at += 3 * width)
+            convert_row(code, src + at, dst + at, (long)width);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&pixels);
