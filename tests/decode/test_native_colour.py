@@ -225,3 +225,13 @@ def test_c_refuses_colour_options_it_cannot_render(tmp_path):
                 batch.fill(f.fileno(), 0, column, column, column, column,
                            np.zeros((1, 1, 32, 32), np.uint8), np.zeros(1, np.float32),
                            np.zeros(1, np.uint8), 0, 0, 0, options._replace(**bad))
+
+
+def test_pca_lighting_takes_the_python_path_without_numpys_sampler():
+    """A build without numpy's libnpyrandom (PCA_NATIVE 0) leaves PCA lighting to Python."""
+    config = _config("pca", "val", "float32", "NCHW")
+    options = run_options(Augmenter(config), get_decoder("auto"))
+    if batch.PCA_NATIVE:
+        assert options is not None or get_decoder("auto").region_options() is None
+    else:
+        assert options is None
