@@ -1111,7 +1111,8 @@ static PyObject *batch_colour_convert(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "iy*n:colour_convert", &code, &pixels, &width))
         return NULL;
     PyObject *result = NULL;
-    if ((code != 0 && code != 1) || width < 1 || pixels.len % (3 * width) != 0) {
+    if ((code != 0 && code != 1) || width < 1 || width > PY_SSIZE_T_MAX / 3
+        || pixels.len % (3 * width) != 0) {
         PyErr_SetString(PyExc_ValueError, "code must be 0 or 1, pixels whole rows of width");
     } else if ((result = PyBytes_FromStringAndSize(NULL, pixels.len)) != NULL) {
         const uint8_t *src = pixels.buf;

@@ -9,7 +9,7 @@
  * - HLS shift (random_h/s/l): OpenCV 5.0.0's uint8 RGB<->HLS conversions, which compute in
  *   float32 with one formula in their vector loop (8 pixels at a time, AVX2) and another in the
  *   scalar loop that ends each block of 256 pixels; both are reproduced, each pixel with the one
- *   cv2 uses at its place in the row (hls_row).
+ *   cv2 uses at its place in the row (convert_row).
  *
  * Everything here is evaluated without contraction into fused multiply-adds (fp-contract=off),
  * except where OpenCV itself fuses (fmaf).
@@ -421,7 +421,6 @@ static int colour_options_invalid(const run_options *opt)
     int colour = opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0
                  || opt->pca_noise > 0 || has_hls(opt);
     if ((opt->channels != 1 && opt->channels != 3) || (opt->channels == 1 && colour)
-        || opt->hls[0] < 0 || opt->hls[1] < 0 || opt->hls[2] < 0
         || (opt->pca_noise > 0 && !PCA_NATIVE)) {
         PyErr_SetString(PyExc_ValueError, "channels, colour jitter, PCA lighting or the HLS "
                                           "shift are outside what recpipe._batch renders");

@@ -136,8 +136,9 @@ def _colour_is_native(config, module):
     """The colour steps ``module`` (``recpipe._batch``) can render for ``config`` here."""
     if config.pca_noise > 0 and not getattr(module, "PCA_NATIVE", 0):
         return False  # built without numpy's normal sampler
-    if (config.random_h or config.random_s or config.random_l) and not cv2_hls_is_native():
-        return False
+    shifts = (config.random_h, config.random_s, config.random_l)
+    if any(shifts) and (not cv2_hls_is_native() or max(abs(int(v)) for v in shifts) >= 1 << 30):
+        return False  # (C holds the limits as int)
     return True
 
 

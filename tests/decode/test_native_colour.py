@@ -129,6 +129,7 @@ RECIPES = {
     "pca": dict(pca_noise=0.1, rand_mirror=True),
     "pca_jitter": dict(pca_noise=0.1, brightness=0.3, contrast=0.3, saturation=0.3, **NORM),
     "hls": dict(random_h=36, random_s=50, random_l=50, rand_mirror=True),
+    "hls_negative": dict(random_h=-30, random_s=-40, random_l=7),  # (the config allows it)
     "hls_norm": dict(random_h=10, random_s=20, random_l=15, max_random_contrast=0.2,
                      max_random_illumination=10, **NORM),
     "hls_pca_jitter": dict(random_h=20, random_s=30, random_l=30, pca_noise=0.2,
@@ -220,7 +221,7 @@ def test_c_refuses_colour_options_it_cannot_render(tmp_path):
     path.write_bytes(b"")
     column = np.zeros(1, np.int64)
     with open(path, "rb") as f:
-        for bad in (dict(channels=2), dict(brightness=0.5), dict(random_h=-1)):
+        for bad in (dict(channels=2), dict(brightness=0.5), dict(random_h=3)):
             with pytest.raises(ValueError):
                 batch.fill(f.fileno(), 0, column, column, column, column,
                            np.zeros((1, 1, 32, 32), np.uint8), np.zeros(1, np.float32),
@@ -235,3 +236,9 @@ def test_pca_lighting_takes_the_python_path_without_numpys_sampler():
         assert options is not None or get_decoder("auto").region_options() is None
     else:
         assert options is None
+
+
+def test_hls_limits_past_cs_int_take_the_python_path():
+    config = AugmentConfig.from_kwargs(data_shape=(3, 32, 32), random_h=1 << 31)
+    assert augment_is_native(config)  # the field is allowed; its value is not, here
+    assert run_options(Augmenter(config), get_decoder("auto")) is None
