@@ -65,7 +65,8 @@ class Renderer:
     """Writes planned samples of one ``AugmentConfig`` into batch slots; shareable between
     threads. ``kernels`` (``Kernels``, default every built one) are used where they apply: the
     resize kernel only with ``dct_scaling`` and without affine warp or pad, the colour kernel
-    for 3-channel uint8/float32 output."""
+    for 3-channel output (float16: the kernel's float32 values, then OpenCV's float16
+    arithmetic, as ``recpipe._batch`` writes them)."""
 
     def __init__(self, config, kernels=None):
         import cv2
