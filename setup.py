@@ -53,7 +53,6 @@ def _link_numpy_random(ext):
     """Link numpy's own normal sampler (``libnpyrandom.a``, ``random_standard_normal``) into
     ``recpipe._batch`` for PCA lighting without the GIL (``RECPIPE_NPYRANDOM``); without numpy's
     random library at build time PCA lighting stays on the Python path."""
-    ext.depends = list(ext.depends) + ["recpipe/_colour_kernels.h"]
     try:
         import numpy
     except ImportError:
@@ -145,7 +144,8 @@ setup(
         Extension("recpipe._crc32c", sources=["recpipe/_crc32c.c"], depends=["recpipe/_crc32c.h"],
                   extra_compile_args=["-O3"], optional=True),
         Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
-                  depends=["recpipe/_augment_kernels.h", "recpipe/_crc32c.h", "recpipe/_floats.h",
+                  depends=["recpipe/_augment_kernels.h", "recpipe/_colour_kernels.h",
+                           "recpipe/_crc32c.h", "recpipe/_floats.h",
                            "recpipe/_planes.h", "recpipe/_resize_core.h", "recpipe/_roi_core.h"],
                   extra_compile_args=["-O3"], optional=True),
     ],

@@ -11,6 +11,7 @@ renders. A run goes to C only when every other field is at its default, so a fie
 ``AugmentConfig`` takes the Python path until it is added here and to ``recpipe/_batch.c``.
 """
 
+import functools
 from dataclasses import MISSING, fields
 from typing import NamedTuple, Optional, Tuple
 
@@ -132,10 +133,24 @@ def cv2_hls_is_native():
     return "AVX2" in (token.lstrip("*") for token in cv2.getCPUFeaturesLine().split())
 
 
+@functools.lru_cache(maxsize=None)
+def _normals_match(module):
+    """True when ``module``'s normal draws (numpy's sampler, linked at build time) equal the
+    numpy imported now: another numpy version might sample otherwise."""
+    from .augment.rng import sample_rng
+
+    for sample in range(16):
+        rng = sample_rng(12345, 1, sample)
+        rng.random(64)
+        if tuple(rng.standard_normal(3)) != tuple(module.normals(12345, 0, sample, 1)):
+            return False
+    return True
+
+
 def _colour_is_native(config, module):
     """The colour steps ``module`` (``recpipe._batch``) can render for ``config`` here."""
-    if config.pca_noise > 0 and not getattr(module, "PCA_NATIVE", 0):
-        return False  # built without numpy's normal sampler
+    if config.pca_noise > 0 and not (getattr(module, "PCA_NATIVE", 0) and _normals_match(module)):
+        return False  # built without numpy's normal sampler, or another numpy's
     shifts = (config.random_h, config.random_s, config.random_l)
     if any(shifts) and (not cv2_hls_is_native() or max(abs(int(v)) for v in shifts) >= 1 << 30):
         return False  # (C holds the limits as int)
