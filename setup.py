@@ -72,6 +72,25 @@ def _quiet_stderr(log_path):
         os.close(saved)
 
 
+def _link_numpy_random(ext):
+    """Link numpy's own normal sampler (``libnpyrandom.a``, ``random_standard_normal``) into
+    ``recpipe._batch`` for PCA lighting without the GIL (``RECPIPE_NPYRANDOM``); without numpy's
+    random library at build time PCA lighting stays on the Python path."""
+    try:
+        import numpy
+    except ImportError:
+        return
+    root = os.path.dirname(numpy.__file__)
+    library = os.path.join(root, "random", "lib", "libnpyrandom.a")
+    include = numpy.get_include()
+    if os.path.exists(library) and os.path.exists(
+            os.path.join(include, "numpy", "random", "distributions.h")):
+        ext.include_dirs = list(ext.include_dirs) + [include]
+        ext.extra_objects = list(ext.extra_objects) + [library]
+        ext.define_macros = list(ext.define_macros) + [("RECPIPE_NPYRANDOM", "1")]
+        ext.libraries = list(ext.libraries) + ["m"]
+
+
 class RecpipeBuildExt(build_ext):
     """build_ext with recpipe's two build states: the compiler-only extensions always (an error
     when one fails), the libjpeg one where libjpeg is usable (a note when it is not)."""
@@ -89,6 +108,8 @@ class RecpipeBuildExt(build_ext):
                                                if _needs_jpeg(ext)])
         self.extensions = required + needs_jpeg  # what --inplace copies and installs list
         for ext in needs_jpeg:
+            if ext.name == "recpipe._batch":
+                _link_numpy_random(ext)
             try:
                 self.build_extension(ext)
             except Exception as exc:  # noqa: BLE001 - libjpeg was usable, yet it failed
@@ -151,7 +172,8 @@ setup(
         Extension("recpipe._crc32c", sources=["recpipe/_crc32c.c"], depends=["recpipe/_crc32c.h"],
                   extra_compile_args=["-O3"]),
         Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
-                  depends=["recpipe/_augment_kernels.h", "recpipe/_crc32c.h", "recpipe/_floats.h",
+                  depends=["recpipe/_augment_kernels.h", "recpipe/_colour_kernels.h",
+                           "recpipe/_crc32c.h", "recpipe/_floats.h",
                            "recpipe/_jpegroi_methods.h", "recpipe/_planes.h",
                            "recpipe/_resize_core.h", "recpipe/_roi_core.h"],
                   extra_compile_args=["-O3"]),

@@ -45,7 +45,7 @@ static inline uint16_t half_of(float value)
 }
 
 /* The options a float16 sample is rendered with first: as uint8 output (the pixel values the
- * Python path normalises, in the output's layout and mirrored), converted by halves_of. */
+ * Python path normalises, in the output's layout and mirrored), converted by staged_to. */
 static run_options half_staging(const run_options *opt)
 {
     run_options unit = *opt;
@@ -54,34 +54,45 @@ static run_options half_staging(const run_options *opt)
     return unit;
 }
 
-/* The float16 of every pixel value 0-255 in each channel, with the Python path's (OpenCV's)
- * arithmetic: NCHW, cv2.addWeighted to CV_16F, is one fused float32 multiply-add then float16;
- * NHWC, cv2.multiply to CV_32F then cv2.add to CV_16F, rounds value * gain (in double) to
- * float32, adds the float32 offset in float32, then float16. */
-static void half_table(const run_options *opt, uint16_t table[3][256])
+/* The output value of every pixel value 0-255 in each channel, with the Python path's
+ * (Renderer._write's, OpenCV's) arithmetic: NCHW, cv2.addWeighted to CV_16F/CV_32F, is one
+ * fused float32 multiply-add; NHWC, cv2.multiply to CV_32F then cv2.add, rounds value * gain
+ * (in double) to float32 and adds the float32 offset in float32. */
+static void value_table(const run_options *opt, float table[3][256])
 {
     for (int c = 0; c < 3; c++)
-        for (int x = 0; x < 256; x++) {
-            float value = opt->nchw ? fmaf((float)x, opt->gains[c], opt->offsets[c])
+        for (int x = 0; x < 256; x++)
+            table[c][x] = opt->nchw ? fmaf((float)x, opt->gains[c], opt->offsets[c])
                                     : (float)((double)x * opt->exact_gains[c]) + opt->offsets[c];
-            table[c][x] = half_of(value);
-        }
 }
 
-/* A sample rendered as uint8 (3 x plane or plane x 3) -> float16 through the table */
-static void halves_of(const uint8_t *restrict from, uint16_t *restrict to, long plane, int nchw,
-                      const uint16_t table[3][256])
+/* value_table's values as float16 (then converted to float16 by OpenCV, half_of). */
+static void half_table(const run_options *opt, uint16_t table[3][256])
 {
-    if (nchw) {
-        for (long c = 0; c < 3; c++)
-            for (long i = c * plane; i < (c + 1) * plane; i++)
-                to[i] = table[c][from[i]];
-        return;
-    }
-    for (long i = 0; i < plane; i++) {
-        to[3 * i] = table[0][from[3 * i]];
-        to[3 * i + 1] = table[1][from[3 * i + 1]];
-        to[3 * i + 2] = table[2][from[3 * i + 2]];
+    float values[3][256];
+    value_table(opt, values);
+    for (int c = 0; c < 3; c++)
+        for (int x = 0; x < 256; x++)
+            table[c][x] = half_of(values[c][x]);
+}
+
+/* A sample rendered as uint8 (channels x plane or plane x channels) -> float16 (``halves``)
+ * or float32 (``values``, when ``halves`` is NULL) through the tables. */
+static void staged_to(const uint8_t *restrict from, void *restrict to, long plane, int nchw,
+                      long channels, const uint16_t (*halves)[256], const float (*values)[256])
+{
+    long step = nchw ? 1 : channels, stride = nchw ? plane : 1;
+    for (long c = 0; c < channels; c++) {
+        const uint8_t *src = from + c * stride;
+        if (halves != NULL) {
+            uint16_t *dst = (uint16_t *)to + c * stride;
+            for (long i = 0; i < plane; i++)
+                dst[i * step] = halves[c][src[i * step]];
+        } else {
+            float *dst = (float *)to + c * stride;
+            for (long i = 0; i < plane; i++)
+                dst[i * step] = values[c][src[i * step]];
+        }
     }
 }
 

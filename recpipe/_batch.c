@@ -84,9 +84,15 @@ typedef struct {
     double min_area, max_area, aspect_low, aspect_high;
     double colour[3]; /* brightness, contrast, saturation limits */
     double exact_gains[3]; /* gains unrounded: float16 output's NHWC arithmetic */
+    /* nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift */
+    long channels;                     /* 1 or 3 */
+    double means[3];                   /* per channel: the offsets are -mean * gain */
+    double max_contrast, max_illumination, pca_noise;
+    int hls[3];                        /* random_h, random_s, random_l */
 } run_options;
 
 #include "_augment_kernels.h" /* kernels on run_options */
+#include "_colour_kernels.h"  /* nativecolour's kernels on run_options */
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
  * zeroed by the kernel every time) and freed when the thread ends. */
@@ -526,7 +532,8 @@ static void linear_axes(const run_options *opt, const sample_plan *p, long wx, l
 static int one_to_one(const run_options *opt, const axis_spec *ya, const axis_spec *xa,
                       long win_h, long win_w)
 {
-    return ya->scale == 1.0 && xa->scale == 1.0 && ya->shift == 0.0 && xa->shift == 0.0
+    return opt->channels == 3 && ya->scale == 1.0 && xa->scale == 1.0 && ya->shift == 0.0
+           && xa->shift == 0.0
            && ya->length == opt->out_h && xa->length == opt->out_w && ya->offset >= 0
            && xa->offset >= 0 && ya->offset + opt->out_h <= win_h
            && xa->offset + opt->out_w <= win_w;
@@ -543,7 +550,7 @@ static int resize_into(const run_options *opt, const unsigned char *pixels, long
     j.src = pixels;
     j.height = win_h;
     j.width = win_w;
-    j.channels = 3;
+    j.channels = opt->channels;
     j.dst = dst;
     j.out_h = opt->out_h;
     j.out_w = opt->out_w;
@@ -586,20 +593,34 @@ static int plan_colour(const run_options *opt, const double *u, colour_op ops[3]
     return n;
 }
 
-/* Renderer's float path: the crop resized into a uint8 region, colour-jittered as planes,
- * then mirrored, normalised and written (recpipe._colour's code). */
+/* Renderer's region path: the crop resized into a uint8 region, HLS-shifted, then either
+ * written as it is (uint8 values: HLS alone) or colour-jittered and PCA-lit as planes, then
+ * mirrored, normalised and written (recpipe._colour's code). ``pca``: NULL for none. */
 static int jitter_into(const run_options *opt, scratch *mem, const unsigned char *pixels,
                        long win_h, long win_w, const axis_spec *ya, const axis_spec *xa,
-                       const sample_plan *plan, const double *u, void *dst)
+                       const sample_plan *plan, const double *u, const float *pca, void *dst)
 {
     Py_ssize_t n = (Py_ssize_t)opt->out_h * opt->out_w;
     if (grow((void **)&mem->region, &mem->region_cap, (size_t)n * 3)
         || resize_into(opt, pixels, win_h, win_w, ya, xa, 0, mem->region, 0))
         return -1;
+    if (has_hls(opt)) {
+        long shifts[3];
+        plan_hls(opt, u, shifts);
+        shift_hls(mem->region, opt->out_h, opt->out_w, shifts[0], shifts[1], shifts[2]);
+    }
     colour_op ops[3];
     int n_ops = plan_colour(opt, u, ops);
+    if (n_ops == 0 && pca == NULL) { /* HLS alone: the uint8 values (Renderer._write) */
+        write_crop(opt, mem, mem->region, (size_t)opt->out_w * 3, 0, plan->mirror, dst);
+        return 0;
+    }
     to_planes(mem->region, mem->planes, mem->planes + n, mem->planes + 2 * n, n);
-    colour_planes(mem->planes, n, ops, n_ops, NULL);
+    colour_planes(mem->planes, n, ops, n_ops, pca);
+    if (opt->is_half) { /* float16: the jittered values through OpenCV's arithmetic */
+        write_half_planes(mem->planes, opt, plan->mirror, dst);
+        return 0;
+    }
     plane_target target = {opt->out_h, opt->out_w, dst, opt->is_float, plan->mirror, opt->nchw,
                            {0}, {0}};
     memcpy(target.gains, opt->gains, sizeof target.gains);
@@ -642,7 +663,8 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     job->check_rest = opt->check_rest;
     job->max_scans = (unsigned)opt->max_scans;
     job->max_bytes = opt->max_bytes;
-    if (roi_guarded(job, roi_header) != 0 || job->depth != 3)
+    job->channels = (int)opt->channels;
+    if (roi_guarded(job, roi_header) != 0 || job->depth != opt->channels)
         goto done;
     long rows = (long)job->cinfo.image_height, cols = (long)job->cinfo.image_width;
     if (rows <= 0 || cols <= 0)
@@ -650,6 +672,12 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     if (opt->max_pixels && (unsigned long long)rows * (unsigned long long)cols > opt->max_pixels)
         goto done;
     uniforms_of(ctx->key, sample, ctx->epoch, u);
+    run_options local; /* the sample's own gains and offsets (MXNet's contrast/illumination) */
+    if (has_norm_jitter(opt)) {
+        local = *opt;
+        norm_terms(opt, u[U_NORM], u[U_NORM + 1], &local);
+        opt = &local;
+    }
     if (plan_sample(opt, u, rows, cols, &plan) != 0)
         goto done; /* upscaling: the Python path's */
     plan.den = dct_scale(opt, &plan);
@@ -666,7 +694,7 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     if (roi_guarded(job, roi_begin) != 0 || (long)job->full_h != plan.full_h
         || (long)job->full_w != plan.full_w)
         goto done;
-    size_t stride = (size_t)job->out_w * 3;
+    size_t stride = (size_t)job->out_w * (size_t)opt->channels;
     if (grow((void **)&mem->pixels, &mem->pixels_cap, stride * job->out_h)
         || grow((void **)&mem->rows, &mem->rows_cap, sizeof(JSAMPROW) * job->out_h))
         goto done;
@@ -678,8 +706,16 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     axis_spec ya, xa;
     long win_h = (long)job->out_h, win_w = (long)job->out_w;
     linear_axes(opt, &plan, (long)job->out_x, (long)job->out_y, &ya, &xa);
-    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
-        status = jitter_into(opt, mem, mem->pixels, win_h, win_w, &ya, &xa, &plan, u, dst);
+    float pca[3];
+    if (opt->pca_noise > 0) {
+        double normals[3];
+        pca_normals(ctx->key, sample, ctx->epoch, normals);
+        pca_offsets(normals, opt->pca_noise, pca);
+    }
+    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0 || opt->pca_noise > 0
+        || has_hls(opt)) {
+        status = jitter_into(opt, mem, mem->pixels, win_h, win_w, &ya, &xa, &plan, u,
+                             opt->pca_noise > 0 ? pca : NULL, dst);
     } else if (one_to_one(opt, &ya, &xa, win_h, win_w)) {
         write_crop(opt, mem, mem->pixels + stride * (size_t)ya.offset, stride,
                    (size_t)xa.offset, plan.mirror, dst);
@@ -718,10 +754,11 @@ static int sum_matches(const run_request *req, Py_ssize_t i, const unsigned char
 static Py_ssize_t run_samples(run_request *req, scratch *mem)
 {
     run_options unit = half_staging(&req->opt); /* float16: render the pixel values first */
-    uint16_t halves[3][256];
-    if (req->opt.is_half)
-        half_table(&req->opt, halves);
-    sample_ctx ctx = {req->opt.is_half ? &unit : &req->opt, mem, req->key, req->epoch};
+    int staged = stages_values(&req->opt);
+    value_tables tables;
+    if (staged)
+        make_tables(&req->opt, &tables);
+    sample_ctx ctx = {staged ? &unit : &req->opt, mem, req->key, req->epoch};
     Py_ssize_t done = 0;
     for (Py_ssize_t i = 0; i < req->count; i++) {
         int64_t start = req->starts[i], end = req->ends[i];
@@ -745,12 +782,12 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
             || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
             continue;
         void *dst = req->images + (size_t)req->slots[i] * req->slot_bytes;
-        void *target = req->opt.is_half ? (void *)mem->staged : dst;
+        void *target = staged ? (void *)mem->staged : dst;
         if (decode_into(&ctx, payload + image_at, length - image_at, (uint64_t)req->samples[i],
                         target) == 0) {
-            if (req->opt.is_half)
-                halves_of(mem->staged, dst, req->opt.out_h * req->opt.out_w, req->opt.nchw,
-                          (const uint16_t(*)[256])halves);
+            if (staged)
+                unstage(&req->opt, &tables, req->key, (uint64_t)req->samples[i], req->epoch,
+                        mem->staged, dst);
             req->status[i] = 1;
             done++;
         }
@@ -803,6 +840,17 @@ static const option_field OPTION_TABLE[] = {
     OPTION("gain_r", OPT_DOUBLE, exact_gains[0]),
     OPTION("gain_g", OPT_DOUBLE, exact_gains[1]),
     OPTION("gain_b", OPT_DOUBLE, exact_gains[2]),
+    /* nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift */
+    OPTION("channels", OPT_LONG, channels),
+    OPTION("mean_r", OPT_DOUBLE, means[0]),
+    OPTION("mean_g", OPT_DOUBLE, means[1]),
+    OPTION("mean_b", OPT_DOUBLE, means[2]),
+    OPTION("max_contrast", OPT_DOUBLE, max_contrast),
+    OPTION("max_illumination", OPT_DOUBLE, max_illumination),
+    OPTION("pca_noise", OPT_DOUBLE, pca_noise),
+    OPTION("random_h", OPT_INT, hls[0]),
+    OPTION("random_s", OPT_INT, hls[1]),
+    OPTION("random_l", OPT_INT, hls[2]),
 };
 
 #define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
@@ -894,14 +942,15 @@ static int add_contract(PyObject *module)
         Py_XDECREF(names);
         return -1;
     }
-    slots = Py_BuildValue("{sisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES, "crop_x",
-                          U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order", U_ORDER,
-                          "colour", U_COLOUR, "drawn", N_DRAWN);
+    slots = Py_BuildValue("{sisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES,
+                          "crop_x", U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order",
+                          U_ORDER, "colour", U_COLOUR, "drawn", N_DRAWN, "hls", U_HLS, "norm",
+                          U_NORM);
     if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
         return -1;
     }
-    return 0;
+    return PyModule_AddIntConstant(module, "PCA_NATIVE", PCA_NATIVE);
 }
 
 static int check_column(Py_buffer *view, Py_ssize_t count, Py_ssize_t itemsize,
@@ -919,7 +968,7 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
 {
     Py_ssize_t plane, sample_values, slots_in_images, label_bytes;
     if (checked_size(&plane, req->opt.out_h, req->opt.out_w, 1, "images")
-        || checked_size(&sample_values, plane, 3, 1, "images"))
+        || checked_size(&sample_values, plane, req->opt.channels, 1, "images"))
         return -1;
     if (images->itemsize != 1 && images->itemsize != 2 && images->itemsize != 4) {
         PyErr_SetString(PyExc_ValueError, "images must be uint8, float16 or float32");
@@ -927,6 +976,8 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
     }
     req->opt.is_float = images->itemsize != 1;
     req->opt.is_half = images->itemsize == 2;
+    if (colour_options_invalid(&req->opt))
+        return -1;
     req->slot_bytes = (size_t)sample_values * (size_t)images->itemsize;
     slots_in_images = images->len / (Py_ssize_t)req->slot_bytes;
     if (checked_size(&label_bytes, req->opt.label_width, 4, 1, "labels"))
@@ -1005,7 +1056,7 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     if (mem == NULL
         || grow((void **)&mem->planes, &mem->planes_cap,
                 sizeof(float) * 3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w)
-        || (req.opt.is_half
+        || (stages_values(&req.opt)
             && grow((void **)&mem->staged, &mem->staged_cap,
                     3 * (size_t)req.opt.out_h * (size_t)req.opt.out_w))) {
         PyErr_NoMemory();
@@ -1052,11 +1103,53 @@ static PyObject *batch_uniforms(PyObject *self, PyObject *args)
     return list;
 }
 
+static PyObject *batch_colour_convert(PyObject *self, PyObject *args)
+{
+    int code;
+    Py_buffer pixels = {0};
+    Py_ssize_t width;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "iy*n:colour_convert", &code, &pixels, &width))
+        return NULL;
+    PyObject *result = NULL;
+    if ((code != 0 && code != 1) || width < 1 || width > PY_SSIZE_T_MAX / 3
+        || pixels.len % (3 * width) != 0) {
+        PyErr_SetString(PyExc_ValueError, "code must be 0 or 1, pixels whole rows of width");
+    } else if ((result = PyBytes_FromStringAndSize(NULL, pixels.len)) != NULL) {
+        const uint8_t *src = pixels.buf;
+        uint8_t *dst = (uint8_t *)PyBytes_AS_STRING(result);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t at = 0; at < pixels.len; at += 3 * width)
+            convert_row(code, src + at, dst + at, (long)width);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&pixels);
+    return result;
+}
+
+static PyObject *batch_normals(PyObject *self, PyObject *args)
+{
+    unsigned long long key_lo, key_hi, sample, epoch;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KKKK:normals", &key_lo, &key_hi, &sample, &epoch))
+        return NULL;
+    uint64_t key[2] = {key_lo, key_hi};
+    double out[3];
+    pca_normals(key, sample, epoch, out);
+    return Py_BuildValue("(ddd)", out[0], out[1], out[2]);
+}
+
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
      "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
      "key_hi, "
      "epoch, options, sums=b'') -> samples done (see the module source)."},
+    {"colour_convert", batch_colour_convert, METH_VARARGS,
+     "colour_convert(code, pixels, width) -> bytes: rows of ``width`` uint8 pixels converted as "
+     "cv2.cvtColor does (code 0: RGB2HLS, 1: HLS2RGB; for tests)."},
+    {"normals", batch_normals, METH_VARARGS,
+     "normals(key_lo, key_hi, sample, epoch) -> the 3 standard normals PCA lighting draws after "
+     "the sample's uniforms (for tests; zeros when PCA_NATIVE is 0)."},
     {"uniforms", batch_uniforms, METH_VARARGS,
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},

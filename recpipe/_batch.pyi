@@ -8,7 +8,8 @@ in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against e
     out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains, offsets, label_width,
     fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest, max_scans, resize,
     rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation,
-    scales, gain_r, gain_g, gain_b
+    scales, gain_r, gain_g, gain_b, channels, mean_r, mean_g, mean_b, max_contrast,
+    max_illumination, pca_noise, random_h, random_s, random_l
 """
 
 from typing import Dict, List, Tuple, Union
@@ -19,6 +20,7 @@ OPTION_FIELDS: Tuple[str, ...]
 DRAW_SLOTS: Dict[str, int]
 LIBJPEG_TURBO_VERSION: int  # where the headers were libjpeg-turbo's
 JPEG_LIB_VERSION: int
+PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting without the GIL)
 
 def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffer,
          samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
@@ -26,10 +28,13 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
          options: Tuple[int, int, bool, bool, bool, bool, Tuple[float, float, float],
                         Tuple[float, float, float], int, bool, bool, bool, int, int, bool, int,
                         int, bool, float, float, float, float, float, float, float, int, float,
-                        float, float],
+                        float, float, int, float, float, float, float, float, float, int, int,
+                        int],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
 def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int,
                   y1: int, channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
                   max_bytes: int, check_rest: bool = ...,
                   max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]: ...
+def colour_convert(code: int, pixels: Buffer, width: int) -> bytes: ...
+def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]: ...

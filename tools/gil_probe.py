@@ -80,7 +80,8 @@ def child(args):
     from recpipe.decode.loader import ImageLoader
 
     settings = dict(CONFIGS[args.config])
-    shape = settings.pop("data_shape")
+    settings.update(json.loads(args.extra) if args.extra else {})
+    shape = tuple(settings.pop("data_shape"))
     dtype = args.dtype or ("float32" if args.config == "faces" else "uint8")
     with ImageLoader(args.rec, 128, shape, threads=args.child_threads, dtype=dtype, shuffle=True,
                      **settings) as loader:
@@ -142,6 +143,7 @@ def point(tree, args, threads):
     py_spy = shutil.which("py-spy") if args.py_spy else None
     command = [sys.executable, os.path.abspath(__file__), args.rec, "--config", args.config,
                *(["--dtype", args.dtype] if args.dtype else []),
+               *(["--extra", args.extra] if args.extra else []),
                "--seconds", str(args.seconds), "--child-threads", str(threads)]
     if not args.probe:
         command.append("--no-probe")
@@ -184,6 +186,8 @@ def main(argv=None):
     parser.add_argument("--config", default="train", choices=("train", "val", "faces"))
     parser.add_argument("--dtype", default=None, choices=("uint8", "float32", "float16"),
                         help="output dtype (default: float32 for faces, uint8 otherwise)")
+    parser.add_argument("--extra", default=None,
+                        help='JSON of loader keywords over the config, e.g. \'{"pca_noise": 0.1}\'')
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--trees", default=f"this={os.path.dirname(HERE)}",
                         help="comma list of NAME=PATH source trees (alternated)")

@@ -11,6 +11,7 @@ renders. A run goes to C only when every other field is at its default, so a fie
 ``AugmentConfig`` takes the Python path until it is added here and to ``recpipe/_batch.c``.
 """
 
+import functools
 from dataclasses import MISSING, fields
 from typing import NamedTuple, Optional, Tuple
 
@@ -21,7 +22,7 @@ from .augment.config import aspect_range
 from .augment.geometry import PAYING_SCALES
 
 __all__ = ["NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions", "augment_is_native",
-           "native_module", "run_options"]
+           "cv2_hls_is_native", "native_module", "run_options"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
 NATIVE_AUGMENT_FIELDS = frozenset({
@@ -29,6 +30,11 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "max_random_area", "min_aspect_ratio", "max_aspect_ratio", "rand_mirror", "mirror",
     "brightness", "contrast", "saturation", "mean_r", "mean_g", "mean_b", "std_r", "std_g",
     "std_b", "scale", "dtype", "layout",
+    # nativecolour: gray output (data_shape C=1), MXNet's contrast/illumination, PCA lighting,
+    # HLS shift (recpipe/_colour_kernels.h)
+    "max_random_contrast", "max_random_illumination",
+    "pca_noise",
+    "random_h", "random_s", "random_l",
 })
 NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
@@ -67,6 +73,17 @@ class RunOptions(NamedTuple):
     gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
     gain_g: float
     gain_b: float
+    # nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift
+    channels: int  # 1 (gray) or 3
+    mean_r: float  # the means unrounded (per-sample offsets: -mean * gain * contrast + ...)
+    mean_g: float
+    mean_b: float
+    max_contrast: float  # MXNet's max_random_contrast / max_random_illumination, 0: off
+    max_illumination: float
+    pca_noise: float  # PCA lighting, 0: off (needs recpipe._batch.PCA_NATIVE)
+    random_h: int  # HLS shift limits, 0: off
+    random_s: int
+    random_l: int
 
 
 def _default(field):
@@ -79,8 +96,10 @@ def _default(field):
 
 def augment_is_native(config):
     """True when ``recpipe._batch`` renders ``config`` (an ``AugmentConfig``) itself: every
-    field outside ``NATIVE_AUGMENT_FIELDS`` at its default, 3 channels, uint8, float32 or
-    float16 (float16: without colour jitter), and
+    field outside ``NATIVE_AUGMENT_FIELDS`` at its default, uint8, float32 or float16, 3
+    channels or gray (gray: without colour jitter, PCA lighting or HLS shift), not float16 with
+    both colour jitter and an HLS shift, not an HLS shift with MXNet's contrast/illumination,
+    and
     no affine step (an aspect range without a random-resized crop is MXNet's affine one)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
@@ -88,11 +107,17 @@ def augment_is_native(config):
         default = _default(field)
         if default is MISSING or getattr(config, field.name) != default:
             return False
-    # float16 with colour jitter takes the Python path: its reference jitters in numpy, not in
-    # the colour kernel C shares with float32
-    jitter = config.brightness or config.contrast or config.saturation
-    return (config.channels == 3 and config.dtype in NATIVE_DTYPES
-            and not (config.dtype == "float16" and jitter) and not config.affine_active)
+    jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
+    hls = config.random_h or config.random_s or config.random_l
+    # float16 with colour jitter after an HLS shift: one value in ~10^4 lands one half-ulp off
+    # the Python path's (found by tests/decode/test_native_random.py): Python renders it
+    half_hls_jitter = config.dtype == "float16" and bool(jitter) and bool(hls)
+    # an HLS shift with MXNet's per-sample illumination: float32 values one ulp off (same test)
+    hls_norm_jitter = bool(hls) and bool(config.max_random_contrast
+                                         or config.max_random_illumination)
+    return (config.channels in (1, 3) and not (config.channels == 1 and (jitter or hls))
+            and config.dtype in NATIVE_DTYPES and not config.affine_active
+            and not half_hls_jitter and not hls_norm_jitter)
 
 
 def native_module():
@@ -100,10 +125,45 @@ def native_module():
     return extension("_batch")
 
 
-def _per_channel(values) -> Tuple[float, float, float]:
-    """Three floats, one per channel (``augment_is_native`` admits 3 channels only)."""
-    first, second, third = (float(value) for value in values)
+def _per_channel(values, fill=0.0) -> Tuple[float, float, float]:
+    """Three floats, one per channel (gray: the one, then ``fill``)."""
+    values = [float(value) for value in values]
+    first, second, third = values + [float(fill)] * (3 - len(values))
     return first, second, third
+
+
+def cv2_hls_is_native():
+    """True when this host's OpenCV converts RGB<->HLS as ``recpipe._batch`` does: its AVX2
+    build (8 float32 lanes, fused multiply-adds), which OpenCV dispatches to on any x86-64 CPU
+    with AVX2 and FMA3; elsewhere the HLS shift stays on the Python path."""
+    import cv2
+
+    # "SSE SSE2 SSE3 *SSE4.1 ... *AVX2 *AVX512-SKX?": baseline, *dispatched, ?: not on this CPU
+    return "AVX2" in (token.lstrip("*") for token in cv2.getCPUFeaturesLine().split())
+
+
+@functools.lru_cache(maxsize=None)
+def _normals_match(module):
+    """True when ``module``'s normal draws (numpy's sampler, linked at build time) equal the
+    numpy imported now: another numpy version might sample otherwise."""
+    from .augment.rng import sample_rng
+
+    for sample in range(16):
+        rng = sample_rng(12345, 1, sample)
+        rng.random(64)
+        if tuple(rng.standard_normal(3)) != tuple(module.normals(12345, 0, sample, 1)):
+            return False
+    return True
+
+
+def _colour_is_native(config, module):
+    """The colour steps ``module`` (``recpipe._batch``) can render for ``config`` here."""
+    if config.pca_noise > 0 and not (getattr(module, "PCA_NATIVE", 0) and _normals_match(module)):
+        return False  # built without numpy's normal sampler, or another numpy's
+    shifts = (config.random_h, config.random_s, config.random_l)
+    if any(shifts) and (not cv2_hls_is_native() or max(abs(int(v)) for v in shifts) >= 1 << 30):
+        return False  # (C holds the limits as int)
+    return True
 
 
 def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
@@ -112,13 +172,18 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     allow-list, a C kernel not chosen (``Kernels.none()``), a decoder not decoding regions with
     ``recpipe._batch``). The caller checks what is not about the augmentation: a local file,
     labels from the record headers."""
-    if native_module() is None or augmenter is None:
+    module = native_module()
+    if module is None or augmenter is None:
         return None
     config, renderer, planner = augmenter.config, augmenter.renderer, augmenter.planner
-    # float16 (no jitter, see augment_is_native) is written by cv2 in Python, not the colour kernel
-    colour_matches = renderer.kernels.colour or config.dtype == "float16"
+    # the colour kernel C shares: for colour jitter and PCA lighting (any dtype), and for
+    # 3-channel uint8/float32 crops taken one to one; float16 without jitter is written by cv2
+    # in Python, gray output by the resize kernel alone
+    jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
+    colour_matches = (renderer.kernels.colour or config.channels == 1
+                      or (config.dtype == "float16" and not jitter))
     if not (augment_is_native(config) and renderer.kernels.resize and colour_matches
-            and not planner.random_size):
+            and not planner.random_size and _colour_is_native(config, module)):
         return None
     region = decoder.region_options()
     if region is None:
@@ -128,6 +193,8 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         gains, offsets = renderer.fixed_terms
     else:
         gains, offsets = (1.0,) * 3, (0.0,) * 3
+    exact_gains = _per_channel(gains, 1.0)
+    means = _per_channel((config.mean_r, config.mean_g, config.mean_b)[:config.channels])
     offered = {tuple(scale) for scale in decoder.scales}
     scales = sum(bit for bit, scale in _SCALE_BITS if scale in offered and scale in PAYING_SCALES)
     out_h, out_w = config.out_hw
@@ -135,7 +202,7 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     return RunOptions(
         out_h=out_h, out_w=out_w, nchw=config.layout == "NCHW", rand_crop=bool(config.rand_crop),
         mirror=bool(config.mirror), rand_mirror=bool(config.rand_mirror),
-        gains=_per_channel(gains), offsets=_per_channel(offsets),
+        gains=_per_channel(gains, 1.0), offsets=_per_channel(offsets),
         label_width=int(label_width), fast_dct=bool(fast_dct),
         fast_upsample=bool(fast_upsample), strict=bool(strict), max_pixels=int(max_pixels),
         max_bytes=int(max_bytes), check_rest=bool(check_rest), max_scans=int(max_scans),
@@ -143,4 +210,9 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         min_area=float(config.min_random_area), max_area=float(config.max_random_area),
         aspect_low=float(low), aspect_high=float(high), brightness=float(config.brightness),
         contrast=float(config.contrast), saturation=float(config.saturation), scales=scales,
-        gain_r=float(gains[0]), gain_g=float(gains[1]), gain_b=float(gains[2]))
+        gain_r=exact_gains[0], gain_g=exact_gains[1], gain_b=exact_gains[2],
+        channels=int(config.channels), mean_r=means[0], mean_g=means[1], mean_b=means[2],
+        max_contrast=float(config.max_random_contrast),
+        max_illumination=float(config.max_random_illumination),
+        pca_noise=float(config.pca_noise), random_h=int(config.random_h),
+        random_s=int(config.random_s), random_l=int(config.random_l))

@@ -20,6 +20,17 @@ _PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009],
                         [-0.5836, -0.6948, 0.4203]], dtype=np.float32)
 
 
+def _pca_offsets(normals, pca_noise):
+    """AlexNet's PCA lighting offsets (RGB) from three standard normals, in float32 with one
+    fixed order of operations (eigvec @ (alpha * eigval) row by row as ``(v0 x0 + v1 x1) + v2
+    x2``, no fused multiply-add; BLAS's order would depend on the CPU), which
+    ``recpipe._batch`` repeats."""
+    alpha = np.asarray(normals, dtype=np.float64).astype(np.float32) * np.float32(pca_noise)
+    x = alpha * _PCA_EIGVAL
+    rows = (_PCA_EIGVEC[:, 0] * x[0] + _PCA_EIGVEC[:, 1] * x[1]) + _PCA_EIGVEC[:, 2] * x[2]
+    return tuple(float(v) for v in rows)
+
+
 class SamplePlan(NamedTuple):
     """Every decision for one sample. Sizes are (height, width); boxes are (x, y, w, h).
 
@@ -115,8 +126,7 @@ class Planner:
         u = rng.random(N_UNIFORM).tolist()
         pca = None
         if c.pca_noise > 0:
-            alpha = rng.standard_normal(3).astype(np.float32) * np.float32(c.pca_noise)
-            pca = tuple(float(v) for v in _PCA_EIGVEC @ (alpha * _PCA_EIGVAL))
+            pca = _pca_offsets(rng.standard_normal(3), c.pca_noise)
         inter = tuple(randint(u[U_INTER + i], 0, 4) if c.inter_method == 10 else c.inter_method
                       for i in range(3))
         resized = (resize_shorter_size(height, width, c.resize) if c.resize != -1

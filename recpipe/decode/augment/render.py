@@ -60,7 +60,8 @@ class Renderer:
     """Writes planned samples of one ``AugmentConfig`` into batch slots; shareable between
     threads. ``kernels`` (``Kernels``, default every built one) are used where they apply: the
     resize kernel only with ``dct_scaling`` and without affine warp or pad, the colour kernel
-    for 3-channel uint8/float32 output."""
+    for 3-channel output (float16: the kernel's float32 values, then OpenCV's float16
+    arithmetic, as ``recpipe._batch`` writes them)."""
 
     def __init__(self, config, kernels=None):
         cv2 = load_cv2()
@@ -87,7 +88,8 @@ class Renderer:
         # (geometry.linear_axes), colour jitter in C (_write_float_path)
         self.kernels = Kernels(
             resize=kernels.resize and c.dct_scaling and not c.affine_active and not c.pad,
-            colour=kernels.colour and self._channels == 3 and c.dtype in ("uint8", "float32"))
+            colour=kernels.colour and self._channels == 3
+            and c.dtype in ("uint8", "float32", "float16"))
         # when nothing but mirror and normalisation follows a bilinear resize: straight into
         # the batch
         self.direct = (self.kernels.resize and not self._needs_float and not has_hls
@@ -348,24 +350,20 @@ class Renderer:
 
     def _write_float_path(self, region, plan, out):
         """Colour jitter and PCA noise in float32, then mirror, normalise and write."""
-        if self.kernels.colour:
+        scratch = self._scratch.get("colour", (3 * region.shape[0] * region.shape[1],),
+                                    np.float32) if self.kernels.colour else None
+        if self.kernels.colour and self._np_dtype != np.float16:
             gains, offsets = self._output_terms(plan)
-            scratch = self._scratch.get("colour", (3 * region.shape[0] * region.shape[1],),
-                                        np.float32)
             colour.jitter_into(region, out, plan.colour, plan.pca, scratch, mirror=plan.mirror,
                                nchw=self.config.layout == "NCHW", gains=gains, offsets=offsets)
             return
         cv2 = self._cv2
         pixels = self._scratch.get("jitter", region.shape, np.float32)
-        np.copyto(pixels, region)
-        for op, alpha in plan.colour:
-            self._jitter(pixels, op, alpha)
-        if plan.pca is not None:
-            pixels += np.asarray(plan.pca, dtype=np.float32)
-            np.clip(pixels, 0, 255, out=pixels)
-        if plan.mirror:
-            pixels = cv2.flip(pixels, 1)
-            pixels = pixels if pixels.ndim == 3 else pixels[:, :, None]
+        if self.kernels.colour:  # float16: the colour kernel's float32 values, mirrored
+            colour.jitter_into(region, pixels, plan.colour, plan.pca, scratch,
+                               mirror=plan.mirror, nchw=False)
+        else:
+            pixels = self._jittered(region, plan, pixels)
         if self._np_dtype == np.uint8:
             rounded = cv2.convertScaleAbs(pixels)
             self._write(rounded if rounded.ndim == 3 else rounded[:, :, None],
@@ -379,6 +377,19 @@ class Renderer:
         else:
             cv2.multiply(pixels, _scalar(gains), dst=pixels)
             cv2.add(pixels, _scalar(offsets), dst=out.reshape(region.shape), dtype=self._cv_depth)
+
+    def _jittered(self, region, plan, pixels):
+        """NumPy's colour jitter and PCA noise of ``region`` in ``pixels`` (float32), mirrored."""
+        np.copyto(pixels, region)
+        for op, alpha in plan.colour:
+            self._jitter(pixels, op, alpha)
+        if plan.pca is not None:
+            pixels += np.asarray(plan.pca, dtype=np.float32)
+            np.clip(pixels, 0, 255, out=pixels)
+        if plan.mirror:
+            pixels = self._cv2.flip(pixels, 1)
+            pixels = pixels if pixels.ndim == 3 else pixels[:, :, None]
+        return pixels
 
     @staticmethod
     def _jitter(pixels, op, alpha):
