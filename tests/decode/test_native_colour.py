@@ -130,13 +130,12 @@ RECIPES = {
     "pca_jitter": dict(pca_noise=0.1, brightness=0.3, contrast=0.3, saturation=0.3, **NORM),
     "hls": dict(random_h=36, random_s=50, random_l=50, rand_mirror=True),
     "hls_negative": dict(random_h=-30, random_s=-40, random_l=7),  # (the config allows it)
-    "hls_norm": dict(random_h=10, random_s=20, random_l=15, max_random_contrast=0.2,
-                     max_random_illumination=10, **NORM),
+    # (with MXNet's contrast/illumination an HLS shift takes the Python path: see the gate test)
+    "hls_norm": dict(random_h=10, random_s=20, random_l=15, **NORM),
     "hls_pca_jitter": dict(random_h=20, random_s=30, random_l=30, pca_noise=0.2,
                            saturation=0.4, brightness=0.2, **NORM),
     "everything": dict(random_h=20, random_s=30, random_l=30, pca_noise=0.1, brightness=0.3,
-                       contrast=0.3, saturation=0.3, max_random_contrast=0.3,
-                       max_random_illumination=15, rand_mirror=True, **NORM),
+                       contrast=0.3, saturation=0.3, rand_mirror=True, **NORM),
 }
 
 
@@ -186,6 +185,10 @@ def _native_and_python(rec, config, seed=3, epoch=1):
 def test_native_batches_equal_the_python_paths(rec, recipe, geometry, dtype, layout):
     _skip_unless_available(recipe)
     config = _config(recipe, geometry, dtype, layout)
+    if dtype == "float16" and recipe in ("everything", "hls_pca_jitter"):
+        # float16 with HLS and jitter: the Python path's (test_float16_with_hls_and_jitter...)
+        assert not augment_is_native(config)
+        return
     assert augment_is_native(config)
     result = _native_and_python(rec, config)
     if result is None:
