@@ -16,6 +16,10 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
          options: Tuple[int, int, bool, bool, bool, bool, Tuple[float, float, float],
                         Tuple[float, float, float], int, bool, bool, bool, int, int, bool, int,
                         int, bool, float, float, float, float, float, float, float, int, float,
-                        float, float],
+                        float, float, bool, float, int, int, tuple, float, float, float, float,
+                        int, int, int],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
+def warp_affine(src: Buffer, height: int, width: int, channels: int,
+                forward: Tuple[float, float, float, float, float, float], out_h: int, out_w: int,
+                fill: int, lanes: int) -> bytes: ...
