@@ -24,6 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE__
+#include <xmmintrin.h>
+#endif
 
 #define U_AFFINE 3 /* Planner's slots: shear, angle, scale, ratio, rotate_list index */
 #define MAX_ROTATE_LIST 64
@@ -55,6 +58,16 @@ static inline int warp_floor(float v)
     return (int)floorf(v);
 }
 
+/* cvRound: to nearest, ties to even (the SSE conversion, not a libm call per value). */
+static inline int warp_round(float v)
+{
+#ifdef __SSE__
+    return _mm_cvtss_si32(_mm_set_ss(v));
+#else
+    return (int)lrintf(v);
+#endif
+}
+
 typedef struct {
     const uint8_t *src;
     long src_h, src_w;
@@ -80,6 +93,18 @@ static inline __attribute__((always_inline)) void warp_pixel(const warp_job *j, 
         return;
     }
     float alpha = sx - (float)ix, beta = sy - (float)iy, fill = (float)j->fill;
+    if (ix >= 0 && iy >= 0 && ix + 1 < j->src_w && iy + 1 < j->src_h) { /* all four inside */
+        const uint8_t *p0 = j->src + (size_t)iy * j->src_stride + (size_t)ix * (size_t)cn;
+        const uint8_t *p1 = p0 + j->src_stride;
+        for (int c = 0; c < cn; c++) {
+            float p00 = p0[c], p01 = p0[cn + c], p10 = p1[c], p11 = p1[cn + c];
+            float v0 = fmaf(alpha, p01 - p00, p00);
+            float v1 = fmaf(alpha, p11 - p10, p10);
+            int r = warp_round(fmaf(beta, v1 - v0, v0));
+            out[c] = (uint8_t)(r < 0 ? 0 : (r > 255 ? 255 : r));
+        }
+        return;
+    }
     int in_x0 = ix >= 0, in_x1 = ix + 1 < j->src_w, in_y0 = iy >= 0, in_y1 = iy + 1 < j->src_h;
     const uint8_t *row0 = j->src + (ptrdiff_t)iy * (ptrdiff_t)j->src_stride + (ptrdiff_t)ix * cn;
     const uint8_t *row1 = row0 + j->src_stride;
@@ -91,7 +116,7 @@ static inline __attribute__((always_inline)) void warp_pixel(const warp_job *j, 
         float v0 = fmaf(alpha, p01 - p00, p00);
         float v1 = fmaf(alpha, p11 - p10, p10);
         float v = fmaf(beta, v1 - v0, v0);
-        long r = lrintf(v);
+        int r = warp_round(v);
         out[c] = (uint8_t)(r < 0 ? 0 : (r > 255 ? 255 : r));
     }
 }
