@@ -259,8 +259,9 @@ def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
     for config in (dict(data_shape=(3, 64, 64), max_random_contrast=0.2, dtype="float32"),
                    dict(data_shape=(3, 112, 112), brightness=0.3, pca_noise=0.1),
                    dict(data_shape=(3, 64, 64), random_h=10, random_s=20),
-                   dict(data_shape=(3, 64, 64), max_rotate_angle=10),
-                   dict(data_shape=(3, 64, 64), pad=4),
+                   dict(data_shape=(3, 64, 64), max_rotate_angle=10, resize=80),  # resize first
+                   dict(data_shape=(3, 64, 64), pad=4, random_resized_crop=True,
+                        min_random_area=0.5),
                    dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
                    dict(data_shape=(3, 64, 64), max_crop_size=80, min_crop_size=70),
                    dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False),
