@@ -222,6 +222,27 @@ def test_what_c_does_not_reproduce_stays_python(rec, extra):
         np.testing.assert_array_equal(images, expected)
 
 
+def test_a_rotate_list_longer_than_c_takes_stays_python():
+    from recpipe.decode.native import MAX_ROTATE_LIST
+    angles = tuple(range(MAX_ROTATE_LIST + 1))
+    assert not augment_is_native(AugmentConfig.from_kwargs(data_shape=(3, 32, 32),
+                                                           rotate_list=angles))
+    if warp_lanes():
+        assert augment_is_native(AugmentConfig.from_kwargs(data_shape=(3, 32, 32),
+                                                           rotate_list=angles[:-1]))
+
+
+def test_run_options_carry_the_affine_keywords():
+    config = AugmentConfig.from_kwargs(**dict(AUG_LEVEL_3, pad=3, rotate_list=(5, -5)))
+    options = run_options(Augmenter(config), get_decoder("auto"))
+    if options is None:
+        pytest.skip("no native path for this decoder or machine")
+    assert (options.affine, options.max_rotate_angle, options.max_shear_ratio, options.pad,
+            options.fill_value, options.rotate_list) == (True, 10, 0.1, 3, 127, (5, -5))
+    assert (options.aspect_low, options.aspect_high) == (0.75, 1.25)
+    assert options.warp_lanes == warp_lanes() in (8, 16, 32)
+
+
 def test_pad_with_random_resized_crop_stays_python():
     config = AugmentConfig.from_kwargs(data_shape=(3, 32, 32), pad=4, random_resized_crop=True,
                                        min_random_area=0.3)
