@@ -92,7 +92,7 @@ def test_the_warp_equals_cv2_warp_affine():
     if lanes == 0:
         pytest.skip("no block width reproduces this OpenCV's warpAffine: affine stays Python")
     rng = np.random.default_rng(2121)
-    for case in range(2000):
+    for case in range(3000):
         rows, cols = (int(v) for v in rng.integers(1, 260, 2))
         channels = 3 if rng.random() < 0.7 else 1
         image = _random_image(rng, rows, cols, channels)
@@ -209,8 +209,9 @@ def test_recipes_give_the_python_paths_pixels_natively(rec, name):
             assert status.any(), name
 
 
-@pytest.mark.parametrize("extra", [HLS, dict(resize=256), dict(inter_method=2),
-                                   dict(inter_method=9)], ids=["hls", "resize", "cubic", "auto"])
+@pytest.mark.parametrize("extra", [HLS, dict(resize=256), dict(inter_method=0),
+                                   dict(inter_method=2), dict(inter_method=9)],
+                         ids=["hls", "resize", "nearest", "cubic", "auto"])
 def test_what_c_does_not_reproduce_stays_python(rec, extra):
     """HLS (until it is native), a resize step before the warp (cv2.resize, not C's) and
     non-bilinear warps take the Python path, whose pixels the loader gives."""
