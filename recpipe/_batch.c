@@ -38,6 +38,9 @@
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
  * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
  * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
+ * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
+ * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
+ * recpipe/_warp.h (geometric_into), then cropped and written as the Python path writes it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -844,7 +847,10 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 /* The run options, in the order recpipe.decode.native.RunOptions holds them: the one place
  * where their names, kinds and destinations are listed (exported as OPTION_FIELDS; a field added
  * here is parsed, exported and checked against the Python side by tests/decode/test_native.py). */
-typedef enum { OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3, OPT_ANGLES } option_kind;
+typedef enum {
+    OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3,
+    OPT_ANGLES /* nativeaffine: rotate_list */
+} option_kind;
 
 typedef struct {
     const char *name;

@@ -24,7 +24,7 @@ from .augment.geometry import PAYING_SCALES
 
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
            "augment_is_native", "float_writer_matches", "geometric_is_native",
-           "native_module", "run_options", "warp_lanes"]
+           "native_module", "run_options", "warp_lanes", "warp_probes"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
 NATIVE_AUGMENT_FIELDS = frozenset({
@@ -163,9 +163,9 @@ def float_writer_matches():
     return True
 
 
-def _warp_probes(count=24):
-    """Seeded (image, forward float32 matrix, out_h, out_w) cases whose rows end in a long
-    scalar tail, where a wrong block width shows."""
+def warp_probes(count=24):
+    """warp_lanes' seeded (image, forward float32 matrix, out_h, out_w) cases whose rows end in
+    a long scalar tail, where a wrong block width shows."""
     rng = np.random.default_rng(21)
     for _ in range(count):
         rows, cols = (int(v) for v in rng.integers(48, 96, 2))
@@ -191,7 +191,7 @@ def warp_lanes():
         return 0
     if module is None or not hasattr(module, "warp_affine"):
         return 0
-    probes = list(_warp_probes())
+    probes = list(warp_probes())
     wanted = [cv2.warpAffine(image, forward, (out_w, out_h), flags=cv2.INTER_LINEAR,
                              borderMode=cv2.BORDER_CONSTANT, borderValue=(9, 9, 9))
               for image, forward, out_h, out_w in probes]

@@ -15,7 +15,7 @@ import recpipe
 from recpipe._optional import extension
 from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.decoders import get_decoder
-from recpipe.decode.native import augment_is_native, run_options, warp_lanes
+from recpipe.decode.native import augment_is_native, run_options, warp_lanes, warp_probes
 from recpipe.decode.records import RecordDecoder
 from recpipe.io.reader import RecordReader
 
@@ -113,8 +113,7 @@ def test_a_wrong_block_width_is_caught():
     lanes = warp_lanes()
     if lanes == 0:
         pytest.skip("no block width reproduces this OpenCV's warpAffine")
-    from recpipe.decode.native import _warp_probes  # the gate's own probes
-    probes = list(_warp_probes())
+    probes = list(warp_probes())
     for other in {8, 16, 32} - {lanes}:
         assert not all(
             _native_warp(image, forward, out_h, out_w, 9, other).tobytes()
@@ -180,9 +179,9 @@ def _native_status(records, reader, seed, epoch, samples):
     return status
 
 
-def _needs_upscale(config, reader, records, position, sample, epoch):
+def _needs_upscale(records, position, sample, epoch):
     augmenter = records.augmenter
-    header, data = records.image_bytes(position)
+    _, data = records.image_bytes(position)
     plan = augmenter.plan(*records.decoder.size(data), augmenter.sample_rng(records.seed, epoch,
                                                                             sample))
     return plan.upscale is not None
@@ -204,8 +203,8 @@ def test_recipes_give_the_python_paths_pixels_natively(rec, name):
             samples = np.arange(len(reader)) * 13 + epoch
             for position, done in enumerate(status):
                 if not done:
-                    assert _needs_upscale(config, reader, records, position,
-                                          int(samples[position]), epoch), (name, position)
+                    assert _needs_upscale(records, position, int(samples[position]), epoch), \
+                        (name, position)
             assert status.any(), name
 
 
