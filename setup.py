@@ -175,7 +175,7 @@ setup(
                   depends=["recpipe/_augment_kernels.h", "recpipe/_colour_kernels.h",
                            "recpipe/_crc32c.h", "recpipe/_floats.h",
                            "recpipe/_jpegroi_methods.h", "recpipe/_planes.h",
-                           "recpipe/_resize_core.h", "recpipe/_roi_core.h"],
+                           "recpipe/_resize_core.h", "recpipe/_roi_core.h", "recpipe/_warp.h"],
                   extra_compile_args=["-O3"]),
     ],
     cmdclass={"build_ext": RecpipeBuildExt},

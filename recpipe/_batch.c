@@ -38,6 +38,9 @@
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
  * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
  * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
+ * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
+ * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
+ * recpipe/_warp.h (geometric_into), then cropped and written as the Python path writes it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -56,6 +59,7 @@
 #include "_resize_core.h"
 #include "_roi_core.h"
 #include "_jpegroi_methods.h" /* decode_region: one JPEG region, in the method table */
+#include "_warp.h"
 
 #include <math.h>
 
@@ -89,6 +93,10 @@ typedef struct {
     double means[3];                   /* per channel: the offsets are -mean * gain */
     double max_contrast, max_illumination, pca_noise;
     int hls[3];                        /* random_h, random_s, random_l */
+    /* nativeaffine: MXNet's affine step and pad (recpipe/_warp.h) */
+    int affine, warp_lanes, fill;
+    long pad;
+    affine_limits limits;
 } run_options;
 
 #include "_augment_kernels.h" /* kernels on run_options */
@@ -109,6 +117,8 @@ typedef struct {
     size_t region_cap;
     uint8_t *staged; /* a float16 sample's pixel values before conversion */
     size_t staged_cap;
+    uint8_t *crop; /* nativeaffine: the crop of the warped/padded image, out_h x out_w x 3 */
+    size_t crop_cap;
 } scratch;
 
 #define KEEP_BYTES (4u << 20) /* a thread keeps at most this much of a buffer between calls */
@@ -126,6 +136,7 @@ static void scratch_free(void *p)
     free(mem->planes);
     free(mem->region);
     free(mem->staged);
+    free(mem->crop);
     free(mem);
 }
 
@@ -639,6 +650,76 @@ typedef struct {
     roi_job job;
 } sample_ctx;
 
+/* nativeaffine: Renderer._full_image_crop for MXNet's affine step and pad (no resize step, no
+ * upscaling, a plain output-sized crop), then mirror, colour jitter and normalisation as the
+ * Python path writes them (Renderer._write / _write_float_path). The image is decoded whole
+ * (geometry.decode_box: None). 0 when done, -1 to leave the sample to Python. */
+static int geometric_into(sample_ctx *ctx, const double *u, long rows, long cols, void *dst)
+{
+    const run_options *opt = ctx->opt;
+    scratch *mem = ctx->mem;
+    roi_job *job = &ctx->job;
+    double forward[6];
+    long work_h = rows, work_w = cols;
+    if (opt->affine) {
+        affine_limits limits = opt->limits;
+        limits.aspect_low = opt->aspect_low;
+        limits.aspect_high = opt->aspect_high;
+        plan_affine(&limits, u, rows, cols, forward, &work_h, &work_w);
+    }
+    long full_h = work_h + 2 * opt->pad, full_w = work_w + 2 * opt->pad;
+    if (work_h > 65535 || work_w > 65535 || full_h < opt->out_h || full_w < opt->out_w)
+        return -1; /* upscaling (or a warp OpenCV refuses): the Python path's */
+    long spare_rows = full_h - opt->out_h, spare_cols = full_w - opt->out_w;
+    long x = opt->rand_crop ? randint(u[U_CROP_X], 0, spare_cols) : spare_cols / 2;
+    long y = opt->rand_crop ? randint(u[U_CROP_Y], 0, spare_rows) : spare_rows / 2;
+    int mirror = opt->mirror || (opt->rand_mirror && u[U_MIRROR] < 0.5);
+    job->scale_num = 1;
+    job->scale_den = 1;
+    job->x0 = 0;
+    job->y0 = 0;
+    job->x1 = cols;
+    job->y1 = rows;
+    if (roi_guarded(job, roi_begin) != 0 || job->out_x != 0 || job->out_y != 0
+        || (long)job->out_w != cols || (long)job->out_h != rows)
+        return -1;
+    size_t stride = (size_t)cols * 3, n = (size_t)opt->out_h * (size_t)opt->out_w;
+    if (grow((void **)&mem->pixels, &mem->pixels_cap, stride * (size_t)rows)
+        || grow((void **)&mem->rows, &mem->rows_cap, sizeof(JSAMPROW) * (size_t)rows)
+        || grow((void **)&mem->crop, &mem->crop_cap, n * 3)
+        || grow((void **)&mem->staged, &mem->staged_cap, n * 3))
+        return -1;
+    job->pixels = mem->pixels;
+    job->rows = mem->rows;
+    job->borrowed_rows = 1;
+    if (roi_guarded(job, roi_read) != 0)
+        return -1;
+    work_crop(mem->pixels, rows, cols, opt->affine ? forward : NULL, work_h, work_w, opt->pad, x,
+              y, opt->out_h, opt->out_w, (uint8_t)opt->fill, opt->warp_lanes, mem->crop);
+    size_t crop_stride = (size_t)opt->out_w * 3;
+    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
+        colour_op ops[3];
+        int n_ops = plan_colour(opt, u, ops);
+        to_planes(mem->crop, mem->planes, mem->planes + n, mem->planes + 2 * n, (Py_ssize_t)n);
+        colour_planes(mem->planes, (Py_ssize_t)n, ops, n_ops, NULL);
+        plane_target target = {opt->out_h, opt->out_w, dst, opt->is_float, mirror, opt->nchw,
+                               {0}, {0}};
+        memcpy(target.gains, opt->gains, sizeof target.gains);
+        memcpy(target.offsets, opt->offsets, sizeof target.offsets);
+        write_planes(mem->planes, &target);
+    } else if (opt->is_float) { /* cv2's float32 writers: uint8, then their values */
+        run_options unit = half_staging(opt);
+        float table[3][256], tail[3][256];
+        write_crop(&unit, mem, mem->crop, crop_stride, 0, mirror, mem->staged);
+        float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, table, tail);
+        floats_of(mem->staged, dst, (long)n, opt->nchw, (const float(*)[256])table,
+                  (const float(*)[256])tail);
+    } else {
+        write_crop(opt, mem, mem->crop, crop_stride, 0, mirror, dst);
+    }
+    return 0;
+}
+
 /* Decode ``data`` into ``dst`` (one slot); 0 when done, -1 to leave it to Python. */
 static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, uint64_t sample,
                        void *dst)
@@ -677,6 +758,10 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
         local = *opt;
         norm_terms(opt, u[U_NORM], u[U_NORM + 1], &local);
         opt = &local;
+    }
+    if (opt->affine || opt->pad) { /* nativeaffine: the whole image, warped and/or padded */
+        status = geometric_into(ctx, u, rows, cols, dst);
+        goto done;
     }
     if (plan_sample(opt, u, rows, cols, &plan) != 0)
         goto done; /* upscaling: the Python path's */
@@ -800,7 +885,10 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 /* The run options, in the order recpipe.decode.native.RunOptions holds them: the one place
  * where their names, kinds and destinations are listed (exported as OPTION_FIELDS; a field added
  * here is parsed, exported and checked against the Python side by tests/decode/test_native.py). */
-typedef enum { OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3 } option_kind;
+typedef enum {
+    OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3,
+    OPT_ANGLES /* nativeaffine: rotate_list */
+} option_kind;
 
 typedef struct {
     const char *name;
@@ -851,9 +939,41 @@ static const option_field OPTION_TABLE[] = {
     OPTION("random_h", OPT_INT, hls[0]),
     OPTION("random_s", OPT_INT, hls[1]),
     OPTION("random_l", OPT_INT, hls[2]),
+    /* nativeaffine: MXNet's affine step and pad (recpipe/_warp.h) */
+    OPTION("affine", OPT_BOOL, affine),
+    OPTION("max_shear_ratio", OPT_DOUBLE, limits.max_shear),
+    OPTION("max_rotate_angle", OPT_LONG, limits.max_angle),
+    OPTION("rotate", OPT_LONG, limits.rotate),
+    OPTION("rotate_list", OPT_ANGLES, limits.n_angles),
+    OPTION("min_random_scale", OPT_DOUBLE, limits.min_scale),
+    OPTION("max_random_scale", OPT_DOUBLE, limits.max_scale),
+    OPTION("min_img_size", OPT_DOUBLE, limits.min_img),
+    OPTION("max_img_size", OPT_DOUBLE, limits.max_img),
+    OPTION("pad", OPT_LONG, pad),
+    OPTION("fill_value", OPT_INT, fill),
+    OPTION("warp_lanes", OPT_INT, warp_lanes),
 };
 
 #define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
+
+/* rotate_list: a tuple of at most MAX_ROTATE_LIST ints into affine_limits' n_angles, angles. */
+static int parse_angles(PyObject *item, long *count_then_angles, const char *name)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) > MAX_ROTATE_LIST) {
+        PyErr_Format(PyExc_TypeError, "options.%s must be a tuple of at most %d ints", name,
+                     MAX_ROTATE_LIST);
+        return -1;
+    }
+    affine_limits *limits = (affine_limits *)((char *)count_then_angles
+                                              - offsetof(affine_limits, n_angles));
+    limits->n_angles = PyTuple_GET_SIZE(item);
+    for (Py_ssize_t i = 0; i < limits->n_angles; i++) {
+        limits->angles[i] = PyLong_AsLong(PyTuple_GET_ITEM(item, i));
+        if (limits->angles[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
 
 static int parse_option(PyObject *item, const option_field *field, run_options *opt)
 {
@@ -888,6 +1008,8 @@ static int parse_option(PyObject *item, const option_field *field, run_options *
         return PyErr_Occurred() ? -1 : 0;
     case OPT_FLOAT3:
         return parse_floats(item, (float *)dst, 3, field->name);
+    case OPT_ANGLES:
+        return parse_angles(item, (long *)dst, field->name);
     }
     return -1;
 }
@@ -912,6 +1034,11 @@ static int parse_options(PyObject *options, run_options *opt)
                           && opt->aspect_high <= 1e6 && opt->min_area >= 0
                           && opt->min_area <= opt->max_area && opt->max_area <= 1))) {
         PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
+        return -1;
+    }
+    if ((opt->affine && opt->warp_lanes != 8 && opt->warp_lanes != 16 && opt->warp_lanes != 32)
+        || opt->pad < 0 || opt->pad > 65535 || opt->fill < 0 || opt->fill > 255) {
+        PyErr_SetString(PyExc_ValueError, "warp_lanes, pad or fill_value is invalid");
         return -1;
     }
     if (opt->max_scans < 0) {
@@ -942,10 +1069,10 @@ static int add_contract(PyObject *module)
         Py_XDECREF(names);
         return -1;
     }
-    slots = Py_BuildValue("{sisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES,
+    slots = Py_BuildValue("{sisisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES,
                           "crop_x", U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order",
                           U_ORDER, "colour", U_COLOUR, "drawn", N_DRAWN, "hls", U_HLS, "norm",
-                          U_NORM);
+                          U_NORM, "affine", U_AFFINE);
     if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
         return -1;
@@ -1139,6 +1266,44 @@ static PyObject *batch_normals(PyObject *self, PyObject *args)
     return Py_BuildValue("(ddd)", out[0], out[1], out[2]);
 }
 
+/* nativeaffine: warp_affine(src, forward, out_h, out_w, fill, lanes) -> bytes: cv2.warpAffine of a
+ * C-contiguous uint8 (H, W, channels) image (channels 1 or 3) by the forward 2x3 matrix (six
+ * floats, float32 values) with INTER_LINEAR and BORDER_CONSTANT fill, as recpipe._batch computes
+ * it (out_h x out_w x channels bytes); for tests and the gate's check of ``lanes``. */
+static PyObject *batch_warp_affine(PyObject *self, PyObject *args)
+{
+    Py_buffer src = {0};
+    long height, width, channels, out_h, out_w;
+    int fill, lanes;
+    double forward[6];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*lll(dddddd)llii:warp_affine", &src, &height, &width,
+                          &channels, &forward[0], &forward[1], &forward[2], &forward[3],
+                          &forward[4], &forward[5], &out_h, &out_w, &fill, &lanes))
+        return NULL;
+    PyObject *result = NULL;
+    if ((channels != 1 && channels != 3) || height < 1 || width < 1 || out_h < 1 || out_w < 1
+        || out_h > 65535 || out_w > 65535 || height > 65535 || width > 65535
+        || src.len != height * width * channels || fill < 0 || fill > 255
+        || (lanes != 8 && lanes != 16 && lanes != 32)) {
+        PyErr_SetString(PyExc_ValueError, "warp_affine: bad sizes, fill or lanes");
+        goto done;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(out_h * out_w * channels));
+    if (result == NULL)
+        goto done;
+    warp_job j = {src.buf, height, width, (size_t)(width * channels), (int)channels, out_w,
+                  0, 0, out_w, out_h, (uint8_t *)PyBytes_AS_STRING(result),
+                  (size_t)(out_w * channels), {0}, (uint8_t)fill, lanes};
+    warp_invert(forward, j.inverse);
+    Py_BEGIN_ALLOW_THREADS
+    warp_affine_linear(&j);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&src);
+    return result;
+}
+
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
      "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
@@ -1154,6 +1319,9 @@ static PyMethodDef batch_methods[] = {
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
     JPEGROI_METHODS
+    {"warp_affine", batch_warp_affine, METH_VARARGS,
+     "warp_affine(src, height, width, channels, forward, out_h, out_w, fill, lanes) -> bytes: "
+     "cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe._batch computes it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,9 @@ in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against e
     fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest, max_scans, resize,
     rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast, saturation,
     scales, gain_r, gain_g, gain_b, channels, mean_r, mean_g, mean_b, max_contrast,
-    max_illumination, pca_noise, random_h, random_s, random_l
+    max_illumination, pca_noise, random_h, random_s, random_l, affine, max_shear_ratio,
+    max_rotate_angle, rotate, rotate_list, min_random_scale, max_random_scale, min_img_size,
+    max_img_size, pad, fill_value, warp_lanes
 """
 
 from typing import Dict, List, Tuple, Union
@@ -29,6 +31,7 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
                         Tuple[float, float, float], int, bool, bool, bool, int, int, bool, int,
                         int, bool, float, float, float, float, float, float, float, int, float,
                         float, float, int, float, float, float, float, float, float, int, int,
+                        int, bool, float, int, int, tuple, float, float, float, float, int, int,
                         int],
          sums: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
@@ -38,3 +41,6 @@ def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int
                   max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]: ...
 def colour_convert(code: int, pixels: Buffer, width: int) -> bytes: ...
 def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]: ...
+def warp_affine(src: Buffer, height: int, width: int, channels: int,
+                forward: Tuple[float, float, float, float, float, float], out_h: int, out_w: int,
+                fill: int, lanes: int) -> bytes: ...

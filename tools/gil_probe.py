@@ -74,12 +74,22 @@ def _probe_loop(probe):
         os.sched_yield()  # releases the GIL (a waiting thread takes it) without sleeping
 
 
+# MXNet recipes beside recpipe bench's (issue 21 item 2): example/image-classification's
+# --aug-level 3 without its HLS shift, and the CIFAR scripts' pad=4 random crop (224 px here)
+RECIPES = {
+    "aug3": dict(data_shape=(3, 224, 224), rand_crop=True, rand_mirror=True,
+                 max_aspect_ratio=0.25, max_rotate_angle=10, max_shear_ratio=0.1,
+                 fill_value=127),
+    "cifar_pad4": dict(data_shape=(3, 224, 224), pad=4, rand_crop=True, rand_mirror=True),
+}
+
+
 def child(args):
     """One measurement in this process; prints a JSON line."""
     from recpipe.decode.bench import CONFIGS
     from recpipe.decode.loader import ImageLoader
 
-    settings = dict(CONFIGS[args.config])
+    settings = dict(CONFIGS[args.config] if args.config in CONFIGS else RECIPES[args.config])
     settings.update(json.loads(args.extra) if args.extra else {})
     shape = tuple(settings.pop("data_shape"))
     dtype = args.dtype or ("float32" if args.config == "faces" else "uint8")
@@ -183,7 +193,8 @@ def point(tree, args, threads):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rec")
-    parser.add_argument("--config", default="train", choices=("train", "val", "faces"))
+    parser.add_argument("--config", default="train",
+                        choices=("train", "val", "faces") + tuple(RECIPES))
     parser.add_argument("--dtype", default=None, choices=("uint8", "float32", "float16"),
                         help="output dtype (default: float32 for faces, uint8 otherwise)")
     parser.add_argument("--extra", default=None,

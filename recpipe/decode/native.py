@@ -12,6 +12,7 @@ renders. A run goes to C only when every other field is at its default, so a fie
 """
 
 import functools
+import math
 from dataclasses import MISSING, fields
 from typing import NamedTuple, Optional, Tuple
 
@@ -21,8 +22,9 @@ from .._optional import extension
 from .augment.config import aspect_range
 from .augment.geometry import PAYING_SCALES
 
-__all__ = ["NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions", "augment_is_native",
-           "cv2_hls_is_native", "native_module", "run_options"]
+__all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
+           "augment_is_native", "cv2_hls_is_native", "float_writer_matches",
+           "geometric_is_native", "native_module", "run_options", "warp_lanes", "warp_probes"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
 NATIVE_AUGMENT_FIELDS = frozenset({
@@ -35,7 +37,12 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "max_random_contrast", "max_random_illumination",
     "pca_noise",
     "random_h", "random_s", "random_l",
+    # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h; limits in augment_is_native)
+    "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
+    "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
 })
+# nativeaffine: the most rotate_list angles C takes (MAX_ROTATE_LIST in recpipe/_warp.h)
+MAX_ROTATE_LIST = 64
 NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
 _SCALE_BITS = ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
@@ -84,6 +91,19 @@ class RunOptions(NamedTuple):
     random_h: int  # HLS shift limits, 0: off
     random_s: int
     random_l: int
+    # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h)
+    affine: bool  # the affine warp runs (AugmentConfig.affine_active)
+    max_shear_ratio: float
+    max_rotate_angle: int
+    rotate: int
+    rotate_list: tuple  # of ints, at most MAX_ROTATE_LIST
+    min_random_scale: float
+    max_random_scale: float
+    min_img_size: float
+    max_img_size: float
+    pad: int
+    fill_value: int
+    warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
 
 
 def _default(field):
@@ -99,8 +119,9 @@ def augment_is_native(config):
     field outside ``NATIVE_AUGMENT_FIELDS`` at its default, uint8, float32 or float16, 3
     channels or gray (gray: without colour jitter, PCA lighting or HLS shift), not float16 with
     both colour jitter and an HLS shift, not an HLS shift with MXNet's contrast/illumination,
-    and
-    no affine step (an aspect range without a random-resized crop is MXNet's affine one)."""
+    and, with MXNet's affine step or ``pad`` (geometric_is_native): 3 channels without HLS, PCA,
+    MXNet's contrast/illumination or float16 jitter, no resize step, no random-resized crop,
+    and a warp C reproduces on this machine (warp_lanes)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
             continue
@@ -116,8 +137,105 @@ def augment_is_native(config):
     hls_norm_jitter = bool(hls) and bool(config.max_random_contrast
                                          or config.max_random_illumination)
     return (config.channels in (1, 3) and not (config.channels == 1 and (jitter or hls))
-            and config.dtype in NATIVE_DTYPES and not config.affine_active
+            and config.dtype in NATIVE_DTYPES and geometric_is_native(config)
             and not half_hls_jitter and not hls_norm_jitter)
+
+
+def geometric_is_native(config):
+    """nativeaffine: True when C renders ``config``'s affine step and pad as
+    ``Renderer._full_image_crop`` does, or there are none. C has cv2.warpAffine's bilinear
+    kernel (uint8, BORDER_CONSTANT) but not cv2.resize's: the resize step before the warp or
+    pad, the crop resize of a random-resized crop and non-bilinear warps stay on the Python
+    path (upscaled samples are left to it one by one)."""
+    if not (config.affine_active or config.pad):
+        return True
+    if config.resize != -1 or config.random_resized_crop or config.inter_method != 1:
+        return False
+    # the colour recipes of recpipe/_colour_kernels.h are not wired into the geometric path
+    jitter = config.brightness or config.contrast or config.saturation
+    if (config.channels != 3 or config.random_h or config.random_s or config.random_l
+            or config.pca_noise > 0 or config.max_random_contrast
+            or config.max_random_illumination or (config.dtype == "float16" and jitter)):
+        return False
+    if config.affine_active and (warp_lanes() == 0
+                                 or len(config.rotate_list) > MAX_ROTATE_LIST):
+        return False
+    if config.dtype == "float32" and config.layout == "NCHW" and not jitter:
+        return float_writer_matches()
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def float_writer_matches():
+    """True when this process's cv2.addWeighted (Renderer._write's float32 NCHW writer) computes
+    as recpipe/_warp.h's float_table assumes: a fused multiply-add in blocks of 1024 values but
+    a last block shorter than 8, which it multiplies and adds in two roundings."""
+    try:
+        import cv2
+    except ImportError:
+        return False
+    rng = np.random.default_rng(8)
+    gain, offset = 0.4212780230587512, -99.88173
+    f_gain, f_offset = np.float32(gain), np.float32(offset)
+    for length in (7, 1024, 1030, 1032, 2053):
+        values = rng.integers(0, 256, (1, length), dtype=np.uint8)
+        out = np.empty((1, length), np.float32)
+        cv2.addWeighted(values, gain, values, 0.0, offset, dst=out, dtype=cv2.CV_32F)
+        fused = (values.astype(np.float64) * np.float64(f_gain)
+                 + np.float64(f_offset)).astype(np.float32)  # exact product: one rounding
+        rest = length % 1024
+        if 0 < rest < 8:
+            fused[:, length - rest:] = values[:, length - rest:].astype(np.float32) * f_gain \
+                + f_offset
+        if out.tobytes() != fused.tobytes():
+            return False
+    return True
+
+
+def warp_probes(count=24):
+    """warp_lanes' seeded (image, forward float32 matrix, out_h, out_w) cases whose rows end in
+    a long scalar tail, where a wrong block width shows."""
+    rng = np.random.default_rng(21)
+    for _ in range(count):
+        rows, cols = (int(v) for v in rng.integers(48, 96, 2))
+        image = rng.integers(0, 256, (rows, cols, 3), dtype=np.uint8)
+        angle, scale = math.radians(rng.uniform(-45, 45)), rng.uniform(0.7, 1.4)
+        shear = rng.uniform(-0.3, 0.3)
+        a, b = math.cos(angle) * scale, math.sin(angle) * scale
+        forward = np.array([[a - shear * b, b + shear * a, rng.uniform(-9, 9)],
+                            [-b, a, rng.uniform(-9, 9)]], dtype=np.float32)
+        out_w = 32 * int(rng.integers(1, 3)) + int(rng.integers(17, 32))
+        yield image, forward, int(rng.integers(48, 96)), out_w
+
+
+@functools.lru_cache(maxsize=1)
+def warp_lanes():
+    """The block width (8, 16 or 32 columns) with which ``recpipe._batch``'s warp equals this
+    process's cv2.warpAffine on seeded probes (OpenCV's SIMD dispatch decides it), or 0 when
+    none does or either is missing: the affine step then stays on the Python path."""
+    module = native_module()
+    try:
+        import cv2
+    except ImportError:
+        return 0
+    if module is None or not hasattr(module, "warp_affine"):
+        return 0
+    probes = list(warp_probes())
+    wanted = [cv2.warpAffine(image, forward, (out_w, out_h), flags=cv2.INTER_LINEAR,
+                             borderMode=cv2.BORDER_CONSTANT, borderValue=(9, 9, 9))
+              for image, forward, out_h, out_w in probes]
+    for lanes in (16, 32, 8):
+        if all(_native_warp(module, image, forward, out_h, out_w, 9, lanes) == want.tobytes()
+               for (image, forward, out_h, out_w), want in zip(probes, wanted)):
+            return lanes
+    return 0
+
+
+def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
+    rows, cols, channels = image.shape
+    return module.warp_affine(np.ascontiguousarray(image), rows, cols, channels,
+                              tuple(float(v) for v in np.asarray(forward).reshape(6)), out_h,
+                              out_w, fill, lanes)
 
 
 def native_module():
@@ -182,7 +300,9 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
     colour_matches = (renderer.kernels.colour or config.channels == 1
                       or (config.dtype == "float16" and not jitter))
-    if not (augment_is_native(config) and renderer.kernels.resize and colour_matches
+    geometric = bool(config.affine_active or config.pad)  # nativeaffine: no resize kernel used
+    if not (augment_is_native(config) and (renderer.kernels.resize or geometric)
+            and colour_matches
             and not planner.random_size and _colour_is_native(config, module)):
         return None
     region = decoder.region_options()
@@ -215,4 +335,12 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         max_contrast=float(config.max_random_contrast),
         max_illumination=float(config.max_random_illumination),
         pca_noise=float(config.pca_noise), random_h=int(config.random_h),
-        random_s=int(config.random_s), random_l=int(config.random_l))
+        random_s=int(config.random_s), random_l=int(config.random_l),
+                affine=bool(config.affine_active), max_shear_ratio=float(config.max_shear_ratio),
+        max_rotate_angle=int(config.max_rotate_angle), rotate=int(config.rotate),
+        rotate_list=tuple(int(v) for v in config.rotate_list),
+        min_random_scale=float(config.min_random_scale),
+        max_random_scale=float(config.max_random_scale),
+        min_img_size=float(config.min_img_size), max_img_size=float(config.max_img_size),
+        pad=int(config.pad), fill_value=int(config.fill_value),
+        warp_lanes=warp_lanes() if config.affine_active else 0)

@@ -171,14 +171,27 @@ NORMALISING = frozenset({"mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b"
                          "max_random_contrast", "max_random_illumination"})
 
 
-def random_config(rng, fields, *, dct_off=0.2):
+# MXNet's affine step and pad, and the fields C renders only without them (the geometric path
+# has its own limits, native.geometric_is_native): a configuration draws from one side or the
+# other, so most configurations stay inside what the gate admits
+GEOMETRIC = frozenset({"max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio",
+                       "max_random_scale", "min_random_scale", "max_img_size", "min_img_size",
+                       "pad", "fill_value"})
+NOT_GEOMETRIC = frozenset({"resize", "random_resized_crop", "min_random_area", "max_random_area",
+                           "min_aspect_ratio", "random_h", "random_s", "random_l", "pca_noise",
+                           "max_random_contrast", "max_random_illumination", "inter_method"})
+
+
+def random_config(rng, fields, *, dct_off=0.2, geometric=0.35):
     """``(keywords, AugmentConfig or None)``: ``data_shape`` (3 or 1 channels, odd sizes) and
-    each of ``fields`` (an allow-list) away from its default half of the time; ``dct_scaling``
-    off with probability ``dct_off``. A combination AugmentConfig refuses is repaired by putting
+    each of ``fields`` (an allow-list) away from its default half of the time, from the
+    ``GEOMETRIC`` side (probability ``geometric``) or the other; ``dct_scaling`` off with
+    probability ``dct_off``. A combination AugmentConfig refuses is repaired by putting
     drawn fields back to their defaults, one at a time (None: still refused)."""
     h, w = int(rng.integers(4, 73)), int(rng.integers(4, 73))
     values = {"data_shape": (1 if rng.random() < 0.15 else 3, h, w)}  # gray output too
-    names = sorted(set(fields) - {"data_shape"})
+    left_out = NOT_GEOMETRIC if rng.random() < geometric else GEOMETRIC
+    names = sorted(set(fields) - {"data_shape"} - left_out)
     if "dtype" in names and rng.random() < 0.75:
         values["dtype"] = draw_value("dtype", rng, h, w)
     for name in names:

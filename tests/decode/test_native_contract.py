@@ -28,7 +28,8 @@ BASE = dict(data_shape=(3, 40, 36))
 COMPANIONS = ({}, dict(random_resized_crop=True, min_random_area=0.4, max_aspect_ratio=1.4,
                        min_aspect_ratio=0.7),
               dict(random_resized_crop=True, min_random_area=0.4), dict(min_random_area=0.4),
-              dict(resize=56, rand_crop=True), dict(pad=4), dict(dtype="float32", scale=0.5))
+              dict(resize=56, rand_crop=True), dict(pad=4), dict(pad=24, rand_crop=True),
+              dict(dtype="float32", scale=0.5))
 # C's names for slots that are not a plan.py U_<NAME> constant
 DERIVED_SLOTS = {"rrc_tries": (planning.U_CROP - planning.U_RRC) // 4,
                  "crop_x": planning.U_CROP + 1, "crop_y": planning.U_CROP + 2,

@@ -257,8 +257,10 @@ def test_max_pixels_is_enforced_on_the_native_path(tmp_path):
 def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
     rec = _faces(tmp_path, count=4)
     for config in (dict(data_shape=(1, 64, 64), brightness=0.3),  # gray + jitter
-                   dict(data_shape=(3, 64, 64), max_rotate_angle=10),
-                   dict(data_shape=(3, 64, 64), pad=4),
+                   dict(data_shape=(3, 64, 64), max_rotate_angle=10, resize=80),  # resize first
+                   dict(data_shape=(3, 64, 64), pad=4, random_resized_crop=True,
+                        min_random_area=0.5),
+                   dict(data_shape=(3, 64, 64), max_rotate_angle=10, random_h=10),  # + HLS
                    dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
                    dict(data_shape=(3, 64, 64), max_crop_size=80, min_crop_size=70),
                    dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False)):

@@ -1,0 +1,297 @@
+/* MXNet's affine step and pad for recpipe._batch (issue 21 item 2, branch nativeaffine), kept out
+ * of _batch.c: the planner's affine draws (Planner._plan_affine, same double arithmetic, so the
+ * matrix is the Python path's), OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
+ * and BORDER_CONSTANT reproduced bit for bit, cv2.copyMakeBorder's constant pad, and the float32
+ * output table of the Python path's cv2 writers (Renderer._write).
+ *
+ * cv2.warpAffine (imgproc's warpAffineLinearInvoker_8UC1/_8UC3): the forward matrix (float32 in
+ * Python, exact in double) is inverted in double (invertAffineTransform's operation order), then
+ * rounded to float. Each destination row is processed in blocks of ``lanes`` columns (two SIMD
+ * registers of float32: 16 with AVX2) and a scalar tail; the source coordinate of a block column
+ * is fmaf(M0, x, (float)(y * M1) + M2) (M1 * y rounded, then the add rounded: the row term),
+ * that of a tail column fmaf(x, M0, y * M1) + M2. Then ix = floor(sx), alpha = sx - ix (exact),
+ * the four taps (taps outside the image take the border value; a pixel all of whose taps are
+ * outside is the border value), v0 = fmaf(alpha, p01 - p00, p00), v1 = fmaf(alpha, p11 - p10,
+ * p10), v = fmaf(beta, v1 - v0, v0), rounded to nearest even and saturated to uint8. ``lanes``
+ * depends on the SIMD width OpenCV dispatched to; recpipe.decode.native measures it once against
+ * cv2 (warp_lanes) and keeps the affine step on the Python path when no candidate matches.
+ * Proved against cv2.warpAffine by tests/decode/test_native_affine.py. */
+#ifndef RECPIPE_WARP_H
+#define RECPIPE_WARP_H
+
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE__
+#include <xmmintrin.h>
+#endif
+
+#define U_AFFINE 3 /* Planner's slots: shear, angle, scale, ratio, rotate_list index */
+#define MAX_ROTATE_LIST 64
+
+/* cv::invertAffineTransform as warpAffine applies it (double, this order). */
+static void warp_invert(const double fwd[6], double inv[6])
+{
+    double m[6];
+    memcpy(m, fwd, sizeof m);
+    double d = m[0] * m[4] - m[1] * m[3];
+    d = d != 0 ? 1. / d : 0;
+    double a11 = m[4] * d, a22 = m[0] * d;
+    m[0] = a11;
+    m[1] *= -d;
+    m[3] *= -d;
+    m[4] = a22;
+    double b1 = -m[0] * m[2] - m[1] * m[5];
+    double b2 = -m[3] * m[2] - m[4] * m[5];
+    m[2] = b1;
+    m[5] = b2;
+    memcpy(inv, m, sizeof m);
+}
+
+/* cvFloor of a float as OpenCV's SIMD v_floor gives it (out of int range: INT_MIN). */
+static inline int warp_floor(float v)
+{
+    if (!(v >= -2147483648.0f && v < 2147483648.0f))
+        return INT_MIN;
+    return (int)floorf(v);
+}
+
+/* cvRound: to nearest, ties to even (the SSE conversion, not a libm call per value). */
+static inline int warp_round(float v)
+{
+#ifdef __SSE__
+    return _mm_cvtss_si32(_mm_set_ss(v));
+#else
+    return (int)lrintf(v);
+#endif
+}
+
+typedef struct {
+    const uint8_t *src;
+    long src_h, src_w;
+    size_t src_stride;
+    int channels; /* 1 or 3 */
+    long dst_w;   /* the whole warped image's width (which columns are in a block) */
+    long x0, y0, x1, y1; /* the part of it computed: [x0, x1) x [y0, y1) */
+    uint8_t *dst;        /* where pixel (y0, x0) goes */
+    size_t dst_stride;
+    double inverse[6]; /* destination -> source (warp_invert of the forward matrix) */
+    uint8_t fill;
+    int lanes; /* OpenCV's block width: 8, 16 or 32 columns */
+} warp_job;
+
+/* One destination pixel from its source coordinate. */
+static inline __attribute__((always_inline)) void warp_pixel(const warp_job *j, float sx,
+                                                             float sy, uint8_t *out)
+{
+    int ix = warp_floor(sx), iy = warp_floor(sy), cn = j->channels;
+    if (ix < -1 || ix >= j->src_w || iy < -1 || iy >= j->src_h) {
+        for (int c = 0; c < cn; c++)
+            out[c] = j->fill;
+        return;
+    }
+    float alpha = sx - (float)ix, beta = sy - (float)iy, fill = (float)j->fill;
+    if (ix >= 0 && iy >= 0 && ix + 1 < j->src_w && iy + 1 < j->src_h) { /* all four inside */
+        const uint8_t *p0 = j->src + (size_t)iy * j->src_stride + (size_t)ix * (size_t)cn;
+        const uint8_t *p1 = p0 + j->src_stride;
+        for (int c = 0; c < cn; c++) {
+            float p00 = p0[c], p01 = p0[cn + c], p10 = p1[c], p11 = p1[cn + c];
+            float v0 = fmaf(alpha, p01 - p00, p00);
+            float v1 = fmaf(alpha, p11 - p10, p10);
+            int r = warp_round(fmaf(beta, v1 - v0, v0));
+            out[c] = (uint8_t)(r < 0 ? 0 : (r > 255 ? 255 : r));
+        }
+        return;
+    }
+    int in_x0 = ix >= 0, in_x1 = ix + 1 < j->src_w, in_y0 = iy >= 0, in_y1 = iy + 1 < j->src_h;
+    const uint8_t *row0 = j->src + (ptrdiff_t)iy * (ptrdiff_t)j->src_stride + (ptrdiff_t)ix * cn;
+    const uint8_t *row1 = row0 + j->src_stride;
+    for (int c = 0; c < cn; c++) {
+        float p00 = in_y0 && in_x0 ? (float)row0[c] : fill;
+        float p01 = in_y0 && in_x1 ? (float)row0[cn + c] : fill;
+        float p10 = in_y1 && in_x0 ? (float)row1[c] : fill;
+        float p11 = in_y1 && in_x1 ? (float)row1[cn + c] : fill;
+        float v0 = fmaf(alpha, p01 - p00, p00);
+        float v1 = fmaf(alpha, p11 - p10, p10);
+        float v = fmaf(beta, v1 - v0, v0);
+        int r = warp_round(v);
+        out[c] = (uint8_t)(r < 0 ? 0 : (r > 255 ? 255 : r));
+    }
+}
+
+static inline __attribute__((always_inline)) void warp_rows(const warp_job *j)
+{
+    float m[6];
+    for (int i = 0; i < 6; i++)
+        m[i] = (float)j->inverse[i];
+    long blocks_end = j->dst_w - j->dst_w % j->lanes;
+    for (long y = j->y0; y < j->y1; y++) {
+        float yf = (float)y;
+        volatile float row_x = yf * m[1], row_y = yf * m[4]; /* rounded: no contraction */
+        float mx = row_x + m[2], my = row_y + m[5];
+        uint8_t *out = j->dst + (size_t)(y - j->y0) * j->dst_stride;
+        for (long x = j->x0; x < j->x1; x++, out += j->channels) {
+            float xf = (float)x, sx, sy;
+            if (x < blocks_end) {
+                sx = fmaf(m[0], xf, mx);
+                sy = fmaf(m[3], xf, my);
+            } else {
+                sx = fmaf(xf, m[0], row_x) + m[2];
+                sy = fmaf(xf, m[3], row_y) + m[5];
+            }
+            warp_pixel(j, sx, sy, out);
+        }
+    }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target("fma"))) static void warp_rows_fma(const warp_job *j)
+{
+    warp_rows(j);
+}
+#define WARP_HAS_FMA_CLONE 1
+#endif
+
+static void warp_rows_portable(const warp_job *j)
+{
+    warp_rows(j); /* fmaf from libm: exact, slower */
+}
+
+/* The [x0, x1) x [y0, y1) part of cv2.warpAffine(src, forward, (dst_w, any height),
+ * INTER_LINEAR, BORDER_CONSTANT, fill) into ``j->dst`` (``j->inverse``: warp_invert of the
+ * forward matrix). */
+static void warp_affine_linear(const warp_job *j)
+{
+#ifdef WARP_HAS_FMA_CLONE
+    if (__builtin_cpu_supports("fma")) {
+        warp_rows_fma(j);
+        return;
+    }
+#endif
+    warp_rows_portable(j);
+}
+
+/* Planner._plan_affine: the forward matrix and the warped size (new_h, new_w). */
+typedef struct {
+    double max_shear, max_scale, min_scale, min_img, max_img, aspect_low, aspect_high;
+    long max_angle, rotate;
+    long n_angles;
+    long angles[MAX_ROTATE_LIST];
+} affine_limits;
+
+static long warp_randint(double u, long low, long high)
+{
+    long value = low + (long)(u * (double)(high - low + 1));
+    return value < high ? value : high;
+}
+
+static void plan_affine(const affine_limits *a, const double *u, long rows, long cols,
+                        double forward[6], long *new_h, long *new_w)
+{
+    double shear = u[U_AFFINE] * a->max_shear * 2 - a->max_shear;
+    long angle = warp_randint(u[U_AFFINE + 1], -a->max_angle, a->max_angle);
+    if (a->rotate > 0)
+        angle = a->rotate;
+    if (a->n_angles > 0)
+        angle = a->angles[warp_randint(u[U_AFFINE + 4], 0, a->n_angles - 1)];
+    double ca = cos((double)angle / 180.0 * M_PI), sa = sin((double)angle / 180.0 * M_PI);
+    double scale = u[U_AFFINE + 2] * (a->max_scale - a->min_scale) + a->min_scale;
+    double ratio = u[U_AFFINE + 3] * (a->aspect_high - a->aspect_low) + a->aspect_low;
+    double hs = 2 * scale / (1 + ratio);
+    double ws = ratio * hs;
+    double nw = fmax(a->min_img, fmin(a->max_img, scale * (double)cols));
+    double nh = fmax(a->min_img, fmin(a->max_img, scale * (double)rows));
+    double m00 = hs * ca - shear * sa * ws, m01 = hs * sa + shear * ca * ws;
+    double m10 = -sa * ws, m11 = ca * ws;
+    /* the matrix goes to cv2 as float32. Rounded through volatile floats: GCC 12's SLP
+     * vectorizer (-O3) dropped the float rounding of the last two when stored straight. */
+    volatile float rounded[6];
+    rounded[0] = (float)m00;
+    rounded[1] = (float)m01;
+    rounded[2] = (float)((nw - (m00 * (double)cols + m01 * (double)rows)) / 2);
+    rounded[3] = (float)m10;
+    rounded[4] = (float)m11;
+    rounded[5] = (float)((nh - (m10 * (double)cols + m11 * (double)rows)) / 2);
+    for (int i = 0; i < 6; i++)
+        forward[i] = rounded[i];
+    *new_h = nh >= 1 ? (long)nh : 1;
+    *new_w = nw >= 1 ? (long)nw : 1;
+}
+
+/* The out_h x out_w crop at (x, y) of MXNet's work image into ``crop`` (out_w x 3 a row): the
+ * work image is ``img`` (img_h x img_w x 3, the decoded image) warped to work_h x work_w by the
+ * forward matrix ``forward`` (NULL: not warped, work = img), then framed by ``pad`` pixels of
+ * ``fill`` (cv2.copyMakeBorder, BORDER_CONSTANT). Only the crop's pixels are computed. */
+static void work_crop(const uint8_t *img, long img_h, long img_w, const double *forward,
+                      long work_h, long work_w, long pad, long x, long y, long out_h,
+                      long out_w, uint8_t fill, int lanes, uint8_t *crop)
+{
+    size_t stride = (size_t)out_w * 3;
+    memset(crop, fill, stride * (size_t)out_h);
+    /* the crop's part of the interior, in work-image coordinates */
+    long ax0 = (x > pad ? x : pad) - pad, ay0 = (y > pad ? y : pad) - pad;
+    long ax1 = (x + out_w < pad + work_w ? x + out_w : pad + work_w) - pad;
+    long ay1 = (y + out_h < pad + work_h ? y + out_h : pad + work_h) - pad;
+    if (ax0 >= ax1 || ay0 >= ay1)
+        return;
+    uint8_t *dst = crop + (size_t)(ay0 + pad - y) * stride + (size_t)(ax0 + pad - x) * 3;
+    if (forward == NULL) {
+        for (long row = ay0; row < ay1; row++)
+            memcpy(dst + (size_t)(row - ay0) * stride,
+                   img + ((size_t)row * (size_t)img_w + (size_t)ax0) * 3, (size_t)(ax1 - ax0) * 3);
+        return;
+    }
+    warp_job j = {img, img_h, img_w, (size_t)img_w * 3, 3, work_w, ax0, ay0, ax1, ay1, dst,
+                  stride, {0}, fill, lanes};
+    warp_invert(forward, j.inverse);
+    warp_affine_linear(&j);
+}
+
+/* Renderer._write's float32 values of each pixel value 0-255 in each channel (the float16
+ * table's arithmetic, _augment_kernels.h's half_table, without the float16 step). NCHW planes
+ * are cv2.addWeighted's: fmaf(x, gain, offset) in blocks of ARITH_BLOCK values, except a last
+ * block shorter than ARITH_LANES (one SIMD register), which its scalar loop computes as
+ * x * gain rounded, plus offset (``tail``). recpipe.decode.native checks the rule against cv2
+ * (float_writer_matches) before sending float32 NCHW output here. */
+#define ARITH_BLOCK 1024
+#define ARITH_LANES 8
+
+static void float_table(const float gains[3], const float offsets[3],
+                        const double exact_gains[3], int nchw, float table[3][256],
+                        float tail[3][256])
+{
+    for (int c = 0; c < 3; c++)
+        for (int x = 0; x < 256; x++) {
+            volatile float product = (float)x * gains[c];
+            table[c][x] = nchw ? fmaf((float)x, gains[c], offsets[c])
+                               : (float)((double)x * exact_gains[c]) + offsets[c];
+            tail[c][x] = product + offsets[c];
+        }
+}
+
+static void floats_of(const uint8_t *restrict from, float *restrict to, long plane, int nchw,
+                      const float table[3][256], const float tail[3][256])
+{
+    if (nchw) {
+        long rest = plane % ARITH_BLOCK;
+        long tail_from = rest > 0 && rest < ARITH_LANES ? plane - rest : plane;
+        for (long c = 0; c < 3; c++) {
+            const uint8_t *src = from + c * plane;
+            float *dst = to + c * plane;
+            for (long i = 0; i < tail_from; i++)
+                dst[i] = table[c][src[i]];
+            for (long i = tail_from; i < plane; i++)
+                dst[i] = tail[c][src[i]];
+        }
+        return;
+    }
+    for (long i = 0; i < plane; i++) {
+        to[3 * i] = table[0][from[3 * i]];
+        to[3 * i + 1] = table[1][from[3 * i + 1]];
+        to[3 * i + 2] = table[2][from[3 * i + 2]];
+    }
+}
+
+#endif
