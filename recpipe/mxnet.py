@@ -126,23 +126,20 @@ def read_imglist(url, label_width=1, storage_options=None):
     return labels
 
 
-class _ImglistLoader(ImageLoader):
-    """An ImageLoader whose labels come from an imglist by ``header.id``."""
+class _ImglistLabels:
+    """``label_rule`` of a loader whose labels come from an imglist by ``header.id``."""
 
-    def __init__(self, *args, imglist, imglist_url, **kwargs):
+    def __init__(self, imglist, imglist_url, rec_url):
         self.imglist = imglist
         self.imglist_url = imglist_url
-        super().__init__(*args, **kwargs)
+        self.rec_url = str(rec_url)
 
-    def _label_rule(self):
-        return self._imglist_label
-
-    def _imglist_label(self, header, position):
+    def __call__(self, header, position):
         try:
             return self.imglist[header.id]
         except KeyError:
             raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
-                                    path=self.reader.url, record=position) from None
+                                    path=self.rec_url, record=position) from None
 
 
 def _make_loader(loader_kwargs, imglist_url):
@@ -151,12 +148,11 @@ def _make_loader(loader_kwargs, imglist_url):
     storage_options = kwargs.pop("storage_options", None)
     options = LoaderOptions.from_kwargs(kwargs.pop("batch_size"), kwargs.pop("data_shape"),
                                         **kwargs)
-    if imglist_url is None:
-        return ImageLoader(url, index_url=index_url, storage_options=storage_options,
-                           options=options)
-    imglist = read_imglist(imglist_url, options.label_width, storage_options)
-    return _ImglistLoader(url, index_url=index_url, storage_options=storage_options,
-                          options=options, imglist=imglist, imglist_url=imglist_url)
+    if imglist_url is not None:
+        imglist = read_imglist(imglist_url, options.label_width, storage_options)
+        options = options.replace(label_rule=_ImglistLabels(imglist, imglist_url, url))
+    return ImageLoader(url, index_url=index_url, storage_options=storage_options,
+                       options=options)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -294,14 +290,14 @@ class _RecordIterBase:
     @property
     def provide_data(self):
         out_shape = self.loader.augmenter.out_shape
-        layout = self.loader.config.layout
+        layout = self.loader.options.augment.layout
         return [self._mx.io.DataDesc(self.data_name, (self.batch_size,) + tuple(out_shape),
                                      np.dtype(self.loader.augmenter.dtype).type, layout)]
 
     @property
     def provide_label(self):
-        shape = (self.batch_size,) if self.loader.label_width == 1 else (
-            self.batch_size, self.loader.label_width)
+        label_width = self.loader.options.label_width
+        shape = (self.batch_size,) if label_width == 1 else (self.batch_size, label_width)
         return [self._mx.io.DataDesc(self.label_name, shape, np.float32)]
 
     def reset(self):
@@ -323,7 +319,7 @@ class _RecordIterBase:
         self._batch = io.DataBatch(
             data=[data], label=[label], pad=batch.pad, index=index,
             provide_data=[io.DataDesc(self.data_name, data.shape, data.dtype,
-                                      self.loader.config.layout)],
+                                      self.loader.options.augment.layout)],
             provide_label=[io.DataDesc(self.label_name, label.shape, label.dtype)])
         return self._batch
 

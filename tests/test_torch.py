@@ -167,7 +167,7 @@ def test_loader_takes_its_rank_from_the_environment(rec, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with rt.TorchLoader(rec, 4, (3, 8, 8), label_width=2) as loader:
         assert (loader.rank, loader.world_size) == (1, 2)
-        assert (loader.loader.part_index, loader.loader.num_parts) == (1, 2)
+        assert (loader.loader.options.part_index, loader.loader.options.num_parts) == (1, 2)
         labels = torch.cat([lab for _, lab in loader])
     assert labels[:, 1].tolist()[:10] == [float(-i) for i in range(11, 21)]
     with pytest.raises(ValueError, match="part_index"):
