@@ -18,7 +18,8 @@ from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
 from .decoders import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, get_decoder
 from .order import check_batching, check_parts
 
-__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY", "decoder_for"]
+__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY", "check_keywords",
+           "decoder_for"]
 
 ON_ERROR = ("raise", "skip", "replace")
 # how far a read checks that a record is what was packed: "off" (no sums), "auto" (the
@@ -73,7 +74,7 @@ class LoaderOptions:
         """Options from ``ImageLoader``'s keywords; augmentation keywords go to ``augment``
         (``dtype`` None: float32 when normalising, else uint8). ``data_shape`` None: no
         augmentation (whole images), and no augmentation keyword may be given."""
-        _check_keywords(keywords)
+        check_keywords(keywords)
         own = {k: v for k, v in keywords.items() if k in _FIELDS}
         augment = {k: v for k, v in keywords.items() if k not in _FIELDS}
         if data_shape is None:
@@ -101,17 +102,17 @@ _FIELDS = frozenset(f.name for f in dataclasses.fields(LoaderOptions)) - {"augme
 LOADER_KEYWORDS = frozenset(_FIELDS | {"dtype", "layout"} | set(AUGMENT_KEYWORDS))
 
 
-def _check_keywords(keywords):
-    """A keyword that is neither an augmentation keyword nor one of ImageLoader's gets a "did
-    you mean" naming the closest of either."""
+def check_keywords(keywords, owner: str = "ImageLoader", also: Sequence[str] = ()) -> None:
+    """A keyword that is neither an augmentation keyword nor one of ImageLoader's (nor one of
+    ``also``, ``owner``'s own) gets a ValueError with a "did you mean" naming the closest."""
     unknown = [key for key in keywords if key not in LOADER_KEYWORDS
-               and key not in UNSUPPORTED_KEYWORDS]
+               and key not in UNSUPPORTED_KEYWORDS and key not in also]
     if not unknown:
         return
     key = unknown[0]
-    names = sorted(LOADER_KEYWORDS | {"index_url", "storage_options"})
-    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{did_you_mean(key, names)}: "
-                     "not an ImageLoader argument nor an ImageRecordIter augmentation keyword")
+    names = sorted(LOADER_KEYWORDS | {"index_url", "storage_options"} | set(also))
+    raise ValueError(f"{owner} got an unknown keyword {key!r}{did_you_mean(key, names)}: "
+                     f"not an {owner} argument nor an ImageRecordIter augmentation keyword")
 
 
 def decoder_for(options: LoaderOptions):
