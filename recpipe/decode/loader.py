@@ -126,31 +126,36 @@ class ImageLoader:
         self._current = self._next = None
         self._resume_batch = 0
         self.autotuner = None
+        self._start_threads()
+        self._parts = self._epoch_parts(storage_options)
+        self.prefetch = o.prefetch  # sizes the buffer pool
+        if o.threads == "auto":
+            self.enable_autotune()
+
+    def _start_threads(self):
+        """The counters, the batch memory and the decode threads. The threads call the filler
+        through a weak reference: it goes with the loader, whose finalizer (also run at
+        interpreter exit) stops them when it is dropped without close()."""
+        o = self.options
         self._buffers = BufferPool()
         self._stats = PipelineStats(trace=o.trace)
         traced(self._stats.trace)
-        filler = Filler(self.records, self.quarantine, o.on_error, self._records,
-                        self.num_samples)
-        # the threads call the filler through a weak reference: it goes with the loader, whose
-        # finalizer (also run at interpreter exit) stops them when it is dropped without close()
-        auto = o.threads == "auto"
-        self._pool = WorkerPool(weak_method(filler.fill_run),
-                                initial_threads() if auto else o.threads, stats=self._stats)
-        self._filler = filler
+        self._filler = Filler(self.records, self.quarantine, o.on_error, self._records,
+                              self.num_samples)
+        threads = initial_threads() if o.threads == "auto" else o.threads
+        self._pool = WorkerPool(weak_method(self._filler.fill_run), threads, stats=self._stats)
         self._finalizer = weakref.finalize(self, shut_down, self._pool, self.reader)
-        self._parts = self._epoch_parts(storage_options)
-        self.prefetch = o.prefetch  # sizes the buffer pool
-        if auto:
-            self.enable_autotune()
 
     def _epoch_parts(self, storage_options):
         o = self.options
         provenance = ProvenanceLog(o.provenance, o, self.reader, storage_options) \
             if o.provenance else None
-        return EpochParts(self._pool, self._buffers, self._stats, [], self.reader,
-                          self._records, self._runs, self.augmenter.out_shape,
-                          self.augmenter.dtype, o.label_width, o.timeout, o.prefetch,
-                          self._pid, self.records.native, provenance)
+        return EpochParts(
+            pool=self._pool, buffers=self._buffers, stats=self._stats, observers=[],
+            reader=self.reader, records=self._records, runs=self._runs,
+            sample_shape=self.augmenter.out_shape, dtype=self.augmenter.dtype,
+            label_width=o.label_width, timeout=o.timeout, prefetch=o.prefetch, pid=self._pid,
+            native=self.records.native, provenance=provenance)
 
     def _byte_runs(self, run_bytes):
         """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
