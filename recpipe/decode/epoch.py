@@ -12,7 +12,7 @@ it) and the ``next_epoch`` callback that starts the following epoch near this on
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 
@@ -104,7 +104,7 @@ class Epoch:
         self.plans = plans
         self.epoch = epoch
         self.next_epoch = next_epoch
-        self.issued = {}
+        self.issued: Dict[int, PendingBatch] = {}
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)

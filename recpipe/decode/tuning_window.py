@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Callable, Deque, List, Optional, Protocol
 
 from ..host import available_memory, cpu_pressure, node_share, read_text, usable_cores
 from ..spelling import did_you_mean
@@ -229,9 +229,10 @@ class AutoTuner:
         self.cores = o.cores or detected
         self.cores_source = "given" if o.cores else source
         self.controller = controller or self._controller(o)
-        self._listeners = []
+        self._listeners: List[Callable] = []
         self._started = time.perf_counter()
-        self._closed_at = collections.deque(maxlen=HISTORY)  # per decision, like its history
+        # when each window closed, per decision, like the controller's history
+        self._closed_at: Deque[float] = collections.deque(maxlen=HISTORY)
         self._last_time = None
         self._window = None
         self._skip_batches = o.warmup_batches
