@@ -49,7 +49,8 @@ Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
   and a GPU present they are copied into ``cpu_pinned(device_id)`` like MXNet's.
 - ``path_imglist`` lines with fewer than ``label_width`` numbers after the index raise
   ValueError naming the line (MXNet reads the path as 0.0); a record id missing from the list
-  raises RecordFormatError naming the record (routed through ``on_error``).
+  raises LabelError (a RecordFormatError) naming the record (routed through ``on_error``;
+  the record is not quarantined).
 - With ``mean_img`` the mean image is subtracted in output coordinates; MXNet subtracts it
   before mirroring (the two differ only on mirrored samples, by the asymmetry of the mean
   image). A missing file is computed over one pass of the (augmented) data and saved; we average
@@ -82,7 +83,7 @@ from ._optional import require
 from .decode.augment import sample_rng
 from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions
-from .errors import RecordFormatError
+from .errors import LabelError
 from .io.index import read_text
 from .mxnet_keywords import MXNET_KEYWORDS, UnknownKeywordWarning, translate
 
@@ -138,8 +139,8 @@ class _ImglistLabels:
         try:
             return self.imglist[header.id]
         except KeyError:
-            raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
-                                    path=self.rec_url, record=position) from None
+            raise LabelError(f"image id {header.id} is not in {self.imglist_url}",
+                             path=self.rec_url, record=position) from None
 
 
 def _make_loader(loader_kwargs, imglist_url):

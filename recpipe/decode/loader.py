@@ -79,9 +79,10 @@ class ImageLoader:
     scan, so every record a full decode would flag is a DecodeError (its cost: BENCHMARKS.md).
     ``label_rule``: ``label_rule(header, position)`` gives each record's label (a float32 scalar,
     or ``label_width`` float32 values) instead of ImageRecordIter's rules over the record header
-    (``recpipe.mxnet`` passes one for ``path_imglist``); raise RecordFormatError (it goes through
-    ``on_error``) for a record it has no label for. It runs on the decode threads, and the
-    native batch path is not used with it.
+    (``recpipe.mxnet`` passes one for ``path_imglist``); for a record it has no label for, raise
+    RecordFormatError: it becomes a ``recpipe.errors.LabelError``, which goes through
+    ``on_error`` but never quarantines the (sound) record. It runs on the decode threads, and
+    the native batch path is not used with it.
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
     record positions, seeds, digests of the options and the file): ``recpipe.replay`` rebuilds
     any logged batch from it (``recpipe.decode.provenance``).

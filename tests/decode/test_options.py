@@ -170,3 +170,34 @@ def test_options_without_a_data_shape_serve_whole_images_and_the_loader_refuses_
         LoaderOptions.from_kwargs(1, None, rand_mirror=True)
     with pytest.raises(ValueError, match="needs a data_shape"):
         ImageLoader(_labelled_rec(tmp_path), options=options)
+
+
+def test_a_record_the_label_rule_has_no_label_for_is_not_quarantined(tmp_path):
+    """The record is sound (the rule's list lacks it): later loaders, and later epochs of this
+    one, still read it instead of skipping it as known bad."""
+    import numpy as np
+
+    from recpipe.errors import LabelError, RecordFormatError
+
+    rec = _labelled_rec(tmp_path)
+    missing = {103}
+
+    def rule(header, position):
+        if header.id in missing:
+            raise RecordFormatError(f"no label for id {header.id}", path=rec, record=position)
+        return np.float32(header.id)
+
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, label_rule=rule, on_error="skip",
+                     last_batch="partial", lookahead=False) as loader:
+        first = np.concatenate([b.positions for b in loader]).tolist()
+        missing.clear()  # the list now has it: the next epoch reads the record again
+        second = np.concatenate([b.positions for b in loader]).tolist()
+        assert not loader.quarantine.mask(np.arange(10)).any()
+    assert 3 not in first and second == list(range(10))
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, last_batch="partial") as plain:
+        assert np.concatenate([b.positions for b in plain]).tolist() == list(range(10))
+    missing.add(103)
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, label_rule=rule) as loader:
+        with pytest.raises(LabelError, match="no label for id 103") as info:
+            list(loader)
+    assert isinstance(info.value, RecordFormatError) and info.value.record == 3
