@@ -233,7 +233,6 @@ class RecordDataset:
         self.index_url = index_url
         self.storage_options = storage_options
         self.image_transform = transform
-        self.label_width = self.options.label_width
         self.label_dtype = label_dtype
         self.flag = flag
         self.epoch = 0
@@ -252,8 +251,9 @@ class RecordDataset:
     def _label_cast(self, label_dtype):
         """int64 or float32, chosen from the labels of the first samples (every DataLoader
         worker then agrees)."""
-        cast = _LabelCast(label_dtype, self.label_width)
-        if label_dtype is None and self.label_width == 1 and self._length:
+        label_width = self.options.label_width
+        cast = _LabelCast(label_dtype, label_width)
+        if label_dtype is None and label_width == 1 and self._length:
             labels = []
             for index in range(min(self._LABEL_PROBE, self._length)):
                 position = self.record_position(index)
@@ -431,10 +431,10 @@ class TorchLoader:
         self.pin_memory = bool(pin_memory) and self._can_pin(torch)
         self.non_blocking = bool(non_blocking)
         self.label_dtype = label_dtype
-        self._labels = _LabelCast(label_dtype, loader_kwargs.get("label_width", 1))
         self._last_pad = 0
         options = LoaderOptions.from_kwargs(batch_size, data_shape, part_index=info.rank,
                                             num_parts=info.world_size, **loader_kwargs)
+        self._labels = _LabelCast(label_dtype, options.label_width)
         self.loader = ImageLoader(url, index_url=index_url, storage_options=storage_options,
                                   options=options)
 
