@@ -1,6 +1,6 @@
 """Exception types of recpipe: builtin subclasses carrying where the problem is."""
 
-__all__ = ["RecordFormatError", "DecodeError", "RecordTooLargeError", "RemoteReadError",
+__all__ = ["RecordFormatError", "DecodeError", "LabelError", "RecordTooLargeError", "RemoteReadError",
            "ON_ERROR", "check_on_error"]
 
 # ``on_error``: what a loader or the packer does with an item (a record, a file) that fails, one
@@ -47,6 +47,18 @@ class RecordFormatError(ValueError):
 
 def _rebuild_format_error(message, path, offset, record):
     return RecordFormatError(message, path=path, offset=offset, record=record)
+
+
+class LabelError(RecordFormatError):
+    """A record has no label under the loader's ``label_rule`` (e.g. an imglist without its
+    id). The record itself is sound: it goes through ``on_error`` but is never quarantined."""
+
+    def __reduce__(self):
+        return _rebuild_label_error, (self.reason, self.path, self.offset, self.record)
+
+
+def _rebuild_label_error(message, path, offset, record):
+    return LabelError(message, path=path, offset=offset, record=record)
 
 
 class RecordTooLargeError(ValueError):

@@ -49,7 +49,8 @@ Where we deliberately differ from MXNet 1.9.1 (its bugs and weak spots, see
   and a GPU present they are copied into ``cpu_pinned(device_id)`` like MXNet's.
 - ``path_imglist`` lines with fewer than ``label_width`` numbers after the index raise
   ValueError naming the line (MXNet reads the path as 0.0); a record id missing from the list
-  raises RecordFormatError naming the record (routed through ``on_error``).
+  raises LabelError (a RecordFormatError) naming the record (routed through ``on_error``;
+  the record is not quarantined).
 - With ``mean_img`` the mean image is subtracted in output coordinates; MXNet subtracts it
   before mirroring (the two differ only on mirrored samples, by the asymmetry of the mean
   image). A missing file is computed over one pass of the (augmented) data and saved; we average
@@ -82,7 +83,7 @@ from ._optional import require
 from .decode.augment import sample_rng
 from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions
-from .errors import RecordFormatError
+from .errors import LabelError
 from .io.index import read_text
 from .mxnet_keywords import MXNET_KEYWORDS, UnknownKeywordWarning, translate
 
@@ -126,23 +127,20 @@ def read_imglist(url, label_width=1, storage_options=None):
     return labels
 
 
-class _ImglistLoader(ImageLoader):
-    """An ImageLoader whose labels come from an imglist by ``header.id``."""
+class _ImglistLabels:
+    """``label_rule`` of a loader whose labels come from an imglist by ``header.id``."""
 
-    def __init__(self, *args, imglist, imglist_url, **kwargs):
+    def __init__(self, imglist, imglist_url, rec_url):
         self.imglist = imglist
         self.imglist_url = imglist_url
-        super().__init__(*args, **kwargs)
+        self.rec_url = str(rec_url)
 
-    def _label_rule(self):
-        return self._imglist_label
-
-    def _imglist_label(self, header, position):
+    def __call__(self, header, position):
         try:
             return self.imglist[header.id]
         except KeyError:
-            raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
-                                    path=self.reader.url, record=position) from None
+            raise LabelError(f"image id {header.id} is not in {self.imglist_url}",
+                             path=self.rec_url, record=position) from None
 
 
 def _make_loader(loader_kwargs, imglist_url):
@@ -151,12 +149,11 @@ def _make_loader(loader_kwargs, imglist_url):
     storage_options = kwargs.pop("storage_options", None)
     options = LoaderOptions.from_kwargs(kwargs.pop("batch_size"), kwargs.pop("data_shape"),
                                         **kwargs)
-    if imglist_url is None:
-        return ImageLoader(url, index_url=index_url, storage_options=storage_options,
-                           options=options)
-    imglist = read_imglist(imglist_url, options.label_width, storage_options)
-    return _ImglistLoader(url, index_url=index_url, storage_options=storage_options,
-                          options=options, imglist=imglist, imglist_url=imglist_url)
+    if imglist_url is not None:
+        imglist = read_imglist(imglist_url, options.label_width, storage_options)
+        options = options.replace(label_rule=_ImglistLabels(imglist, imglist_url, url))
+    return ImageLoader(url, index_url=index_url, storage_options=storage_options,
+                       options=options)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -294,14 +291,14 @@ class _RecordIterBase:
     @property
     def provide_data(self):
         out_shape = self.loader.augmenter.out_shape
-        layout = self.loader.config.layout
+        layout = self.loader.options.augment.layout
         return [self._mx.io.DataDesc(self.data_name, (self.batch_size,) + tuple(out_shape),
                                      np.dtype(self.loader.augmenter.dtype).type, layout)]
 
     @property
     def provide_label(self):
-        shape = (self.batch_size,) if self.loader.label_width == 1 else (
-            self.batch_size, self.loader.label_width)
+        label_width = self.loader.options.label_width
+        shape = (self.batch_size,) if label_width == 1 else (self.batch_size, label_width)
         return [self._mx.io.DataDesc(self.label_name, shape, np.float32)]
 
     def reset(self):
@@ -323,7 +320,7 @@ class _RecordIterBase:
         self._batch = io.DataBatch(
             data=[data], label=[label], pad=batch.pad, index=index,
             provide_data=[io.DataDesc(self.data_name, data.shape, data.dtype,
-                                      self.loader.config.layout)],
+                                      self.loader.options.augment.layout)],
             provide_label=[io.DataDesc(self.label_name, label.shape, label.dtype)])
         return self._batch
 

@@ -32,9 +32,10 @@ scale max_random_contrast max_random_illumination rotate_list data_name label_na
 
 # recpipe keywords passed straight to ImageLoader: its own (LoaderOptions) but those set from
 # ImageRecordIter's (threads from preprocess_threads, prefetch from prefetch_buffer, aug_seed
-# from seed_aug), and where the file is read from
+# from seed_aug, label_rule from path_imglist), and where the file is read from
 LOADER_EXTRAS = frozenset(
-    (LOADER_KEYWORDS - MXNET_KEYWORDS - set(AUGMENT_KEYWORDS) - {"threads", "prefetch", "aug_seed"})
+    (LOADER_KEYWORDS - MXNET_KEYWORDS - set(AUGMENT_KEYWORDS)
+     - {"threads", "prefetch", "aug_seed", "label_rule"})
     | {"storage_options", "layout", "dct_scaling"})
 _NO_EFFECT = {
     "verbose": "recpipe logs through the logging module",

@@ -36,20 +36,18 @@ float32), ``TorchLoader``'s last batch is short (``drop_last=True`` drops it,
 import logging
 import os
 import warnings
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from ._optional import require
-from .decode.augment import AUGMENT_KEYWORDS, AugmentConfig, Augmenter
-from .decode.decoders import DEFAULT_MAX_PIXELS, get_decoder
+from .decode.augment import Augmenter
 from .decode.loader import ImageLoader
-from .decode.options import LoaderOptions
+from .decode.options import LoaderOptions, check_keywords, decoder_for
 from .decode.order import epoch_order
 from .decode.records import RecordDecoder
 from .system.distributed import detect_rank
 from .errors import DecodeError, RecordFormatError
-from .spelling import did_you_mean
 from .io.layout import image_positions
 from .io.reader import RecordReader
 
@@ -158,13 +156,38 @@ def _torch_keywords(loader_kwargs, drop_last=None):
     return keywords
 
 
-def _check_augment_names(augment):
-    """A misspelt augmentation keyword gets a "did you mean" before anything else is said."""
-    for key in augment:
-        if key not in AUGMENT_KEYWORDS:
-            names = sorted(AUGMENT_KEYWORDS - {"data_shape", "dtype", "layout"})
-            raise ValueError(f"RecordDataset got an unknown keyword {key!r}"
-                             f"{did_you_mean(key, names)}")
+# ImageLoader settings that shape batches and epochs: a DataLoader (or a sampler) decides them
+# for a map-style dataset
+_LOADER_ONLY = {
+    "batch_size": "the DataLoader batches (DataLoader(batch_size=))",
+    "shuffle": "use DataLoader(shuffle=True) or ShardSampler(shuffle=...)",
+    "part_index": "use ShardSampler(rank=..., world_size=...) or DistributedSampler",
+    "num_parts": "use ShardSampler(rank=..., world_size=...) or DistributedSampler",
+    "last_batch": "use DataLoader(drop_last=)",
+    "threads": "use DataLoader(num_workers=) (or TorchLoader, which decodes in threads)",
+    "prefetch": "use DataLoader(prefetch_factor=)",
+    "on_error": "a sample's error raises in __getitem__ (TorchLoader has on_error=)",
+}
+_LOADER_ONLY.update(dict.fromkeys(
+    ("timeout", "lookahead", "run_bytes", "trace", "provenance"),
+    "a setting of ImageLoader's batch pipeline (use TorchLoader for it)"))
+# RecordDataset's own keywords besides the LoaderOptions ones
+_DATASET_KEYWORDS = ("transform", "label_dtype", "flag", "options")
+
+
+def _dataset_options(data_shape, options, keywords):
+    """The dataset's ``LoaderOptions`` from ``keywords`` (ImageLoader's vocabulary, checked with
+    a "did you mean"; batch and epoch settings refused with what to use instead) or ``options``
+    as given (its batch and epoch settings are then not used)."""
+    if options is not None:
+        if keywords or data_shape is not None:
+            raise TypeError("give options= or keywords (data_shape, ...), not both")
+        return options
+    check_keywords(keywords, "RecordDataset", _DATASET_KEYWORDS)
+    for name, answer in _LOADER_ONLY.items():
+        if name in keywords:
+            raise ValueError(f"RecordDataset has no {name}= (an ImageLoader keyword): {answer}")
+    return LoaderOptions.from_kwargs(1, data_shape, **keywords)
 
 
 class RecordDataset:
@@ -184,45 +207,39 @@ class RecordDataset:
     applying ``fn`` to ``(image, label)`` / to the image, as gluon's ``Dataset`` methods do.
     ``integrity`` ('auto' default, 'strict', 'off'): records are checked against the ``.sums``
     sidecar when there is one (``RecordReader``); a damaged record raises RecordFormatError.
+
+    The keywords are ``ImageLoader``'s (one vocabulary, checked into a ``LoaderOptions``,
+    ``dataset.options``, with a "did you mean" for a misspelt one): the augmentation keywords,
+    ``dtype``, ``layout``, ``label_width``, ``seed``/``aug_seed``, ``keys``, ``decoder``,
+    ``fast_dct``, ``fast_upsample``, ``max_pixels``, ``max_scans``, ``integrity``,
+    ``label_rule``. Those that shape batches and epochs (``shuffle``, ``threads``,
+    ``last_batch``, ...) are the DataLoader's and raise ValueError saying what to use instead.
+    ``options=LoaderOptions(...)`` may be given instead of keywords (``data_shape`` from its
+    ``augment``; its batch and epoch settings are not used).
     """
 
     def __init__(self, url: str, data_shape: Optional[Sequence[int]] = None,
                  index_url: Optional[str] = None, storage_options: Optional[dict] = None, *,
-                 transform: Optional[Callable] = None, label_width: int = 1,
-                 label_dtype: Any = None, dtype: Optional[str] = None, layout: str = "NCHW",
-                 seed: int = 0, decoder: str = "auto", flag: int = 1,
-                 keys: Optional[Sequence[Hashable]] = None,
-                 max_pixels: Optional[int] = DEFAULT_MAX_PIXELS, integrity: str = "auto",
-                 **augment) -> None:
+                 transform: Optional[Callable] = None, label_dtype: Any = None, flag: int = 1,
+                 options: Optional[LoaderOptions] = None, **keywords) -> None:
         if flag not in (0, 1):
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
+        self.options = _dataset_options(data_shape, options, keywords)
+        config = self.options.augment
+        if flag == 0 and config is not None and config.channels != 1:
+            raise ValueError(f"flag=0 (grayscale) needs a 1-channel data_shape, not "
+                             f"{tuple(config.data_shape)}")
         self.url = str(url)
         self.index_url = index_url
         self.storage_options = storage_options
         self.image_transform = transform
-        self.label_width = int(label_width)
         self.label_dtype = label_dtype
-        self.seed = int(seed)
-        self.decoder_name = decoder
-        self.max_pixels = max_pixels
         self.flag = flag
-        self.integrity = integrity
         self.epoch = 0
-        self.config = None
-        if data_shape is not None:
-            _check_augment_names(augment)
-            self.config = AugmentConfig.from_kwargs(data_shape=data_shape, dtype=dtype,
-                                                    layout=layout, **augment)
-            if flag == 0 and self.config.channels != 1:
-                raise ValueError(f"flag=0 (grayscale) needs a 1-channel data_shape, not "
-                                 f"{tuple(data_shape)}")
-        elif augment:
-            _check_augment_names(augment)
-            raise ValueError(f"augmentation keywords {sorted(augment)} need data_shape")
         self._pid = None
         self._open()
         try:
-            self._records = image_positions(self._reader, keys)
+            self._records = image_positions(self._reader, self.options.keys)
             self._length = len(self._reader) if self._records is None else len(self._records)
             self._labels = self._label_cast(label_dtype)
         except BaseException:
@@ -234,8 +251,9 @@ class RecordDataset:
     def _label_cast(self, label_dtype):
         """int64 or float32, chosen from the labels of the first samples (every DataLoader
         worker then agrees)."""
-        cast = _LabelCast(label_dtype, self.label_width)
-        if label_dtype is None and self.label_width == 1 and self._length:
+        label_width = self.options.label_width
+        cast = _LabelCast(label_dtype, label_width)
+        if label_dtype is None and label_width == 1 and self._length:
             labels = []
             for index in range(min(self._LABEL_PROBE, self._length)):
                 position = self.record_position(index)
@@ -248,12 +266,13 @@ class RecordDataset:
         return cast
 
     def _open(self):
+        o = self.options
         self._reader = RecordReader(self.url, self.index_url, self.storage_options,
-                                    integrity=self.integrity)
-        decoder = get_decoder(self.decoder_name, max_pixels=self.max_pixels)
-        augmenter = Augmenter(self.config) if self.config is not None else None
-        self._record_decoder = RecordDecoder(self._reader, decoder, augmenter,
-                                             label_width=self.label_width, seed=self.seed,
+                                    integrity=o.integrity)
+        augmenter = Augmenter(o.augment) if o.augment is not None else None
+        self._record_decoder = RecordDecoder(self._reader, decoder_for(o), augmenter,
+                                             label_width=o.label_width,
+                                             label_rule=o.label_rule, seed=o.augment_seed,
                                              channels=3 if self.flag else 1)
         self._pid = os.getpid()
 
@@ -309,7 +328,7 @@ class RecordDataset:
 
     def __repr__(self):
         return (f"RecordDataset({self.url!r}, records={self._length}, "
-                f"data_shape={self.config.data_shape if self.config else None})")
+                f"data_shape={getattr(self.options.augment, 'data_shape', None)})")
 
 
 class _First:
@@ -412,10 +431,10 @@ class TorchLoader:
         self.pin_memory = bool(pin_memory) and self._can_pin(torch)
         self.non_blocking = bool(non_blocking)
         self.label_dtype = label_dtype
-        self._labels = _LabelCast(label_dtype, loader_kwargs.get("label_width", 1))
         self._last_pad = 0
         options = LoaderOptions.from_kwargs(batch_size, data_shape, part_index=info.rank,
                                             num_parts=info.world_size, **loader_kwargs)
+        self._labels = _LabelCast(label_dtype, options.label_width)
         self.loader = ImageLoader(url, index_url=index_url, storage_options=storage_options,
                                   options=options)
 

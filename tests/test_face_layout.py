@@ -74,9 +74,9 @@ def test_image_loader_serves_only_the_images(faces):
     with ImageLoader(rec, 4, (3, 32, 32), threads=2, resize=32, last_batch="partial") as loader:
         assert loader.num_samples == len(labels)
         got, positions = [], []
-        for images, batch_labels in loader:
-            got += batch_labels.tolist()
-            positions += loader.last_positions.tolist()
+        for batch in loader:
+            got += batch.labels.tolist()
+            positions += batch.positions.tolist()
     assert got == labels
     assert positions == list(range(1, len(labels) + 1))
 
@@ -85,8 +85,9 @@ def test_explicit_keys_choose_records(faces):
     rec, labels = faces
     keys = [5, 2, 9]
     with ImageLoader(rec, 3, (3, 32, 32), threads=1, resize=32, keys=keys) as loader:
-        (images, batch_labels), = list(loader)
-        assert loader.last_positions.tolist() == keys  # key k is at position k here
+        batch, = list(loader)
+        images, batch_labels = batch
+        assert batch.positions.tolist() == keys  # key k is at position k here
     assert batch_labels.tolist() == [labels[k - 1] for k in keys]
     with pytest.raises(KeyError, match="keys="):
         ImageLoader(rec, 3, (3, 32, 32), threads=1, keys=[1, 999])

@@ -9,6 +9,7 @@ import pytest
 
 import recpipe
 from recpipe.decode.loader import ImageLoader
+from recpipe.decode.options import LoaderOptions
 from recpipe.errors import DecodeError
 from recpipe.io import IRHeader, pack
 
@@ -167,7 +168,7 @@ def test_loader_takes_its_rank_from_the_environment(rec, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with rt.TorchLoader(rec, 4, (3, 8, 8), label_width=2) as loader:
         assert (loader.rank, loader.world_size) == (1, 2)
-        assert (loader.loader.part_index, loader.loader.num_parts) == (1, 2)
+        assert (loader.loader.options.part_index, loader.loader.options.num_parts) == (1, 2)
         labels = torch.cat([lab for _, lab in loader])
     assert labels[:, 1].tolist()[:10] == [float(-i) for i in range(11, 21)]
     with pytest.raises(ValueError, match="part_index"):
@@ -375,3 +376,34 @@ def test_the_readme_torch_example_runs_here(photos_rec, tmp_path):
     assert namespace["labels"].dtype == torch.int64 and namespace["device"] in ("cpu", "cuda")
     assert namespace["images"].device.type == namespace["device"]
     assert torch.isfinite(namespace["loss"])
+
+
+def test_dataset_takes_the_loaders_vocabulary_and_refuses_batch_settings(rec):
+    """RecordDataset is built from LoaderOptions: the loader's keywords (max_scans, aug_seed,
+    label_rule... that its own list lacked) work, batch settings say what to use instead."""
+    dataset = rt.RecordDataset(rec, (3, 16, 16), max_scans=7, aug_seed=4, fast_dct=True,
+                               label_rule=lambda header, position: np.float32(-position),
+                               **AUG)
+    assert dataset.options.max_scans == 7 and dataset.options.augment_seed == 4
+    assert dataset[5][1].item() == -5.0
+    with pytest.raises(ValueError, match="did you mean 'max_scans'"):
+        rt.RecordDataset(rec, (3, 16, 16), max_scan=7)
+    with pytest.raises(ValueError, match="did you mean 'label_dtype'"):
+        rt.RecordDataset(rec, label_dtyp=torch.float32)
+    with pytest.raises(ValueError, match=r"no shuffle= .*DataLoader\(shuffle=True\)"):
+        rt.RecordDataset(rec, (3, 16, 16), shuffle=True)
+    with pytest.raises(ValueError, match="no threads="):
+        rt.RecordDataset(rec, threads=2)
+
+
+def test_dataset_from_loader_options_matches_the_loader(rec):
+    """One LoaderOptions serves an ImageLoader and a RecordDataset: same pixels per record."""
+    options = LoaderOptions.from_kwargs(4, (3, 16, 16), threads=1, **AUG)
+    dataset = rt.RecordDataset(rec, options=options)
+    with ImageLoader(rec, options=options) as loader:
+        batch = next(iter(loader))
+    dataset.set_epoch(0)
+    for image, position in zip(batch.images, batch.positions):
+        np.testing.assert_array_equal(dataset[int(position)][0].numpy(), image)
+    with pytest.raises(TypeError, match="not both"):
+        rt.RecordDataset(rec, options=options, seed=3)

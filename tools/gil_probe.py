@@ -22,6 +22,9 @@ batches while three measures run:
 
     python tools/gil_probe.py /tmp/photos.rec --config train --threads 1,2 \\
         --trees before=/tmp/before,after=. --rounds 3 --seconds 4 --py-spy
+
+Trees alternate ABBA (the order reverses every other round); ``ratio`` is the median over rounds
+of each tree's images/s over the first tree's in the same round.
 """
 
 import argparse
@@ -218,7 +221,10 @@ def main(argv=None):
     results = {}
     for round_index in range(args.rounds):
         for threads in (int(t) for t in args.threads.split(",")):
-            for name, tree in trees.items():
+            order = list(trees.items())
+            if round_index % 2:  # ABBA: neither tree always runs first
+                order.reverse()
+            for name, tree in order:
                 results.setdefault((name, threads), []).append(point(tree, args, threads))
     keys = ("images_per_s", "library_gil_us", "probe_gil_us", "consumer_cpu_us", "py_spy_gil_us")
     table = []
@@ -228,14 +234,17 @@ def main(argv=None):
             values = [r[key] for r in runs if key in r]
             if values:
                 row[key] = statistics.median(values)
+        first = results[(next(iter(trees)), threads)]  # paired by round: same load, minutes apart
+        row["ratio"] = statistics.median(r["images_per_s"] / f["images_per_s"]
+                                         for r, f in zip(runs, first))
         table.append(row)
     if args.json:
         print(json.dumps({"rows": table, "runs": {f"{n}/{t}": r for (n, t), r in results.items()}}))
         return
     print(f"{args.rec} {args.config}: medians of {args.rounds} alternated rounds, {args.seconds} s each")
-    print("tree      threads  images/s  library us  probe us  consumer cpu us  py-spy us")
+    print("tree      threads  images/s  ratio  library us  probe us  consumer cpu us  py-spy us")
     for row in table:
-        print(f"{row['tree']:9} {row['threads']:7} {row['images_per_s']:9.0f} "
+        print(f"{row['tree']:9} {row['threads']:7} {row['images_per_s']:9.0f} {row['ratio']:6.3f} "
               f"{row['library_gil_us']:11.1f} {row.get('probe_gil_us', float('nan')):9.1f} "
               f"{row['consumer_cpu_us']:16.1f} {row.get('py_spy_gil_us', float('nan')):10.1f}")
 

@@ -144,8 +144,8 @@ def read_all(prefix, config, mode, seed, threads):
     out = {}
     with ImageLoader(prefix + ".rec", 25, (3, 224, 224), on_error="skip", seed=seed,
                      dtype="uint8", integrity=mode, threads=threads, **CONFIGS[config]) as loader:
-        for images, _ in loader:
-            for image, position in zip(images, loader.last_positions):
+        for batch in loader:
+            for image, position in zip(batch.images, batch.positions):
                 out[int(position)] = image.copy()
     return out
 

@@ -2,7 +2,8 @@
 
 from .augment import AugmentConfig, Augmenter
 from .decoders import available_decoders, get_decoder
-from .loader import Batch, ImageLoader
+from .epoch import Batch
+from .loader import ImageLoader
 from .options import LoaderOptions
 from .records import RecordDecoder
 

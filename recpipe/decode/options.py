@@ -11,15 +11,16 @@ instead of keeping their own keyword lists (``LOADER_KEYWORDS`` says which keywo
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Hashable, Optional, Sequence, Union
+from typing import Callable, Hashable, Optional, Sequence, Union
 
 from ..errors import ON_ERROR, check_on_error
 from ..spelling import did_you_mean
 from .augment import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
-from .decoders import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
+from .decoders import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, get_decoder
 from .order import check_batching, check_parts
 
-__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY"]
+__all__ = ["LoaderOptions", "LOADER_KEYWORDS", "ON_ERROR", "INTEGRITY", "check_keywords",
+           "decoder_for"]
 
 # how far a read checks that a record is what was packed: "off" (no sums), "auto" (the
 # checksum sidecar's CRC32C where one exists; libjpeg warnings are errors), "strict" (auto, and
@@ -29,10 +30,14 @@ INTEGRITY = ("off", "auto", "strict")
 
 @dataclass(frozen=True)
 class LoaderOptions:
-    """An ``ImageLoader``'s settings (see ``ImageLoader`` for what each one does)."""
+    """An ``ImageLoader``'s settings (see ``ImageLoader`` for what each one does).
+
+    ``augment`` None (``from_kwargs`` with ``data_shape=None``) means whole decoded images,
+    no augmentation: ``recpipe.torch.RecordDataset`` serves those; ``ImageLoader`` refuses it.
+    """
 
     batch_size: int
-    augment: AugmentConfig
+    augment: Optional[AugmentConfig]
     threads: Union[int, str] = "auto"
     shuffle: Union[bool, str] = False
     seed: int = 0
@@ -57,18 +62,25 @@ class LoaderOptions:
     max_scans: Optional[int] = DEFAULT_MAX_SCANS
     # a file the loader appends one JSON line to per delivered batch (recpipe.decode.provenance)
     provenance: Optional[str] = None
+    # label(header, position) instead of the header's labels (e.g. recpipe.mxnet's imglist)
+    label_rule: Optional[Callable] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         _validate(self)
 
     @classmethod
-    def from_kwargs(cls, batch_size: int, data_shape: Sequence[int], *, dtype=None,
+    def from_kwargs(cls, batch_size: int, data_shape: Optional[Sequence[int]], *, dtype=None,
                     layout="NCHW", **keywords) -> "LoaderOptions":
         """Options from ``ImageLoader``'s keywords; augmentation keywords go to ``augment``
-        (``dtype`` None: float32 when normalising, else uint8)."""
-        _check_keywords(keywords)
+        (``dtype`` None: float32 when normalising, else uint8). ``data_shape`` None: no
+        augmentation (whole images), and no augmentation keyword may be given."""
+        check_keywords(keywords)
         own = {k: v for k, v in keywords.items() if k in _FIELDS}
         augment = {k: v for k, v in keywords.items() if k not in _FIELDS}
+        if data_shape is None:
+            if augment:
+                raise ValueError(f"augmentation keywords {sorted(augment)} need data_shape")
+            return cls(batch_size=batch_size, augment=None, **own)
         config = AugmentConfig.from_kwargs(data_shape=data_shape, dtype=dtype,
                                            layout=layout, **augment)
         return cls(batch_size=batch_size, augment=config, **own)
@@ -90,20 +102,32 @@ _FIELDS = frozenset(f.name for f in dataclasses.fields(LoaderOptions)) - {"augme
 LOADER_KEYWORDS = frozenset(_FIELDS | {"dtype", "layout"} | set(AUGMENT_KEYWORDS))
 
 
-def _check_keywords(keywords):
-    """A keyword that is neither an augmentation keyword nor one of ImageLoader's gets a "did
-    you mean" naming the closest of either."""
+def check_keywords(keywords, owner: str = "ImageLoader", also: Sequence[str] = ()) -> None:
+    """A keyword that is neither an augmentation keyword nor one of ImageLoader's (nor one of
+    ``also``, ``owner``'s own) gets a ValueError with a "did you mean" naming the closest."""
     unknown = [key for key in keywords if key not in LOADER_KEYWORDS
-               and key not in UNSUPPORTED_KEYWORDS]
+               and key not in UNSUPPORTED_KEYWORDS and key not in also]
     if not unknown:
         return
     key = unknown[0]
-    names = sorted(LOADER_KEYWORDS | {"index_url", "storage_options"})
-    raise ValueError(f"ImageLoader got an unknown keyword {key!r}{did_you_mean(key, names)}: "
-                     "not an ImageLoader argument nor an ImageRecordIter augmentation keyword")
+    names = sorted(LOADER_KEYWORDS | {"index_url", "storage_options"} | set(also))
+    raise ValueError(f"{owner} got an unknown keyword {key!r}{did_you_mean(key, names)}: "
+                     f"not an {owner} argument nor an ImageRecordIter augmentation keyword")
+
+
+def decoder_for(options: LoaderOptions):
+    """The decoder ``options`` ask for: backend, DCT/upsampling shortcuts, pixel and scan
+    limits, integrity."""
+    o = options
+    return get_decoder(o.decoder, fast_dct=o.fast_dct, fast_upsample=o.fast_upsample,
+                       max_pixels=o.max_pixels, integrity=o.integrity, max_scans=o.max_scans)
 
 
 def _validate(o):
+    if o.augment is not None and not isinstance(o.augment, AugmentConfig):
+        raise ValueError(f"augment={o.augment!r}: expected an AugmentConfig (or None)")
+    if o.label_rule is not None and not callable(o.label_rule):
+        raise ValueError(f"label_rule={o.label_rule!r}: expected label_rule(header, position)")
     check_on_error(o.on_error)
     if o.integrity not in INTEGRITY:
         raise ValueError(f"integrity={o.integrity!r}: expected one of {INTEGRITY}")

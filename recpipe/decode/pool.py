@@ -50,6 +50,11 @@ class WorkerPool:
         """The number of threads the pool is running towards."""
         return self._target
 
+    @property
+    def closed(self):
+        """True once ``close()`` was called."""
+        return self._stop.is_set()
+
     def submit(self, task):
         self._tasks.put(task)
 

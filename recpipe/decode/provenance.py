@@ -67,10 +67,11 @@ def decode_indices(encoded):
 
 
 def options_to_json(options):
-    """``LoaderOptions`` as a JSON-able dict (``keys`` and ``provenance`` left out)."""
-    data = dataclasses.asdict(options.replace(keys=None))
-    data.pop("keys", None)
-    data.pop("provenance", None)
+    """``LoaderOptions`` as a JSON-able dict (``keys``, ``provenance`` and ``label_rule``, a
+    function, left out)."""
+    data = dataclasses.asdict(options.replace(keys=None, label_rule=None))
+    for name in ("keys", "provenance", "label_rule"):
+        data.pop(name, None)
     return data
 
 

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from ..errors import DecodeError
+from ..errors import DecodeError, LabelError, RecordFormatError
 from ..io.header import unpack_header
 from .labels import header_labels
 from .native import native_module, run_options
@@ -72,10 +72,19 @@ class RecordDecoder:
         return header, memoryview(payload)[start:]
 
     def label(self, header, position):
-        """The record's label: a float32 scalar, or ``label_width`` float32 values."""
-        if self.label_rule is not None:
+        """The record's label: a float32 scalar, or ``label_width`` float32 values. A
+        RecordFormatError or DecodeError of ``label_rule`` is raised as a ``LabelError`` (the
+        record is sound: it is not quarantined)."""
+        if self.label_rule is None:
+            return header_labels(header, self.label_width, path=self.reader.url,
+                                 record=position)
+        try:
             return self.label_rule(header, position)
-        return header_labels(header, self.label_width, path=self.reader.url, record=position)
+        except LabelError:
+            raise
+        except (RecordFormatError, DecodeError) as exc:
+            raise LabelError(exc.reason, path=exc.path or self.reader.url,
+                             record=position) from exc
 
     def decode_into(self, out, position, sample, epoch, clock=None):
         """Decode record ``position`` as sample ``sample`` of ``epoch`` into ``out`` (the

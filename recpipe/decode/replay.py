@@ -16,7 +16,7 @@ import numpy as np
 
 from .augment import Augmenter
 from .decoders import get_decoder
-from .loader import Batch
+from .epoch import Batch
 from .provenance import (decode_indices, file_fingerprint, fingerprint_digest,
                          options_from_json)
 from .records import RecordDecoder

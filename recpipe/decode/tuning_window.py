@@ -18,17 +18,20 @@ The tuner changes only its own loader's threads and prefetch depth: never proces
 """
 
 import collections
+import dataclasses
 import logging
 import math
 import os
 import statistics
 import time
-from typing import Callable, Protocol
+from dataclasses import dataclass
+from typing import Callable, Deque, List, Optional, Protocol
 
+from ..spelling import did_you_mean
 from ..system.host import available_memory, cpu_pressure, node_share, read_text
 from .autotune import HISTORY, Controller, MemoryModel, Settings, WindowMetrics
 
-__all__ = ["AutoTuner", "Tunable", "initial_threads", "run_queue_seconds"]
+__all__ = ["AutoTuner", "Tunable", "TunerOptions", "initial_threads", "run_queue_seconds"]
 
 
 log = logging.getLogger(__name__)
@@ -143,45 +146,107 @@ class Tunable(Protocol):
     def add_observer(self, observer: Callable[[int, float], None]) -> None: ...
 
 
+@dataclass(frozen=True)
+class TunerOptions:
+    """How an ``AutoTuner`` measures and what it may choose, validated when made.
+
+    Windows close after ``window_batches`` batches and ``window_seconds`` seconds; the first
+    opens after ``warmup_batches`` batches and ``warmup_seconds``, and after each change the
+    tuner waits ``prefetch + 1`` batches and ``settle_seconds``. ``threads``: the start
+    (default ``initial_threads()``); ``min_threads``/``max_threads`` (default 1 and twice the
+    usable cores); ``max_prefetch``; ``ram_budget`` in bytes (default half the available
+    memory); ``settings`` (``autotune.Settings``); ``cores`` (default: this rank's share of the
+    cores from affinity and cgroup quota, ``recpipe.host.node_share``)."""
+
+    window_batches: int = 8
+    window_seconds: float = 1.5
+    warmup_batches: int = 4
+    warmup_seconds: float = 1.0
+    settle_seconds: float = 0.25
+    threads: Optional[int] = None
+    min_threads: int = 1
+    max_threads: Optional[int] = None
+    max_prefetch: int = 16
+    ram_budget: Optional[float] = None
+    settings: Optional[Settings] = None
+    cores: Optional[int] = None
+
+    def __post_init__(self):
+        _validate_tuner(self)
+
+    @classmethod
+    def of(cls, options: Optional["TunerOptions"] = None, keywords=None) -> "TunerOptions":
+        """``options`` with ``keywords`` (its field names) replacing fields; a misspelt keyword
+        raises TypeError with a "did you mean"."""
+        keywords = dict(keywords or {})
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in keywords:
+            if key not in names:
+                raise TypeError(f"AutoTuner got an unknown option {key!r}"
+                                f"{did_you_mean(key, names)}")
+        return dataclasses.replace(options or cls(), **keywords)
+
+
+def _validate_tuner(o):
+    for name in ("window_batches", "warmup_batches"):
+        _check_count(name, getattr(o, name), low=1 if name == "window_batches" else 0)
+    for name in ("window_seconds", "warmup_seconds", "settle_seconds"):
+        if not getattr(o, name) >= 0:
+            raise ValueError(f"{name}={getattr(o, name)!r} must be >= 0 seconds")
+    for name in ("threads", "max_threads", "cores"):
+        if getattr(o, name) is not None:
+            _check_count(name, getattr(o, name), low=1)
+    _check_count("min_threads", o.min_threads, low=1)
+    _check_count("max_prefetch", o.max_prefetch, low=1)
+    if o.max_threads is not None and o.max_threads < o.min_threads:
+        raise ValueError(f"max_threads={o.max_threads} is below min_threads={o.min_threads}")
+    if o.ram_budget is not None and not o.ram_budget > 0:
+        raise ValueError(f"ram_budget={o.ram_budget!r} must be a positive number of bytes")
+    if o.settings is not None and not isinstance(o.settings, Settings):
+        raise ValueError(f"settings={o.settings!r}: expected an autotune.Settings")
+
+
+def _check_count(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name}={value!r}: expected a whole number >= {low}")
+
+
 class AutoTuner:
     """Drive a ``Tunable``'s threads (and prefetch depth) from windows measured in its consumer.
 
-    ``ImageLoader(threads="auto")`` creates one; ``loader.autotuner`` is it. Options: window and
-    warm-up sizes, ``threads`` to start with (default ``initial_threads()``),
-    ``min_threads``/``max_threads`` (default 1 and twice the usable cores),
-    ``max_prefetch`` (16), ``ram_budget`` in bytes (default half the available memory),
-    ``settings`` (``autotune.Settings``), ``cores`` (default: this rank's share of the cores
-    from affinity and cgroup quota, ``recpipe.system.host.node_share``).
+    ``ImageLoader(threads="auto")`` creates one; ``loader.autotuner`` is it. ``options``: a
+    ``TunerOptions`` (window and warm-up sizes, thread and prefetch bounds, RAM budget, cores);
+    ``controller``: the ``autotune.Controller`` deciding (default: one built from the options).
     With ``min_threads == max_threads`` and ``max_prefetch == loader.prefetch`` it only measures.
     """
 
-    def __init__(self, loader, *, window_batches=8, window_seconds=1.5, warmup_batches=4,
-                 warmup_seconds=1.0, settle_seconds=0.25, threads=None, min_threads=1,
-                 max_threads=None,
-                 max_prefetch=16, ram_budget=None, settings=None, cores=None, controller=None):
+    def __init__(self, loader, options: Optional[TunerOptions] = None, *, controller=None):
+        o = options or TunerOptions()
         self.loader = loader
+        self.options = o
         detected, source = node_share()  # this rank's share of the node's cores
-        self.cores = cores or detected
-        self.cores_source = "given" if cores else source
-        self.window_batches = window_batches
-        self.window_seconds = window_seconds
-        self.settle_seconds = settle_seconds
-        budget = RAM_SHARE * available_memory() if ram_budget is None else ram_budget
-        memory = MemoryModel(batch_bytes=loader.batch_bytes, thread_bytes=THREAD_BYTES,
-                             budget_bytes=budget)
-        self.controller = controller or Controller(
-            self.cores, threads=threads or initial_threads(self.cores), prefetch=loader.prefetch,
-            min_threads=min_threads, max_threads=max_threads, max_prefetch=max_prefetch,
-            memory=memory, settings=settings or Settings())
-        self._listeners = []
+        self.cores = o.cores or detected
+        self.cores_source = "given" if o.cores else source
+        self.controller = controller or self._controller(o)
+        self._listeners: List[Callable] = []
         self._started = time.perf_counter()
-        self._closed_at = collections.deque(maxlen=HISTORY)  # per decision, like its history
+        # when each window closed, per decision, like the controller's history
+        self._closed_at: Deque[float] = collections.deque(maxlen=HISTORY)
         self._last_time = None
         self._window = None
-        self._skip_batches = warmup_batches
-        self._skip_until = self._started + warmup_seconds
+        self._skip_batches = o.warmup_batches
+        self._skip_until = self._started + o.warmup_seconds
         self._apply(self.controller.threads, self.controller.prefetch)
         loader.add_observer(self.observe)
+
+    def _controller(self, o):
+        budget = RAM_SHARE * available_memory() if o.ram_budget is None else o.ram_budget
+        memory = MemoryModel(batch_bytes=self.loader.batch_bytes, thread_bytes=THREAD_BYTES,
+                             budget_bytes=budget)
+        return Controller(
+            self.cores, threads=o.threads or initial_threads(self.cores),
+            prefetch=self.loader.prefetch, min_threads=o.min_threads, max_threads=o.max_threads,
+            max_prefetch=o.max_prefetch, memory=memory, settings=o.settings or Settings())
 
     def add_listener(self, listener):
         """Call ``listener(decision)`` (an ``autotune.Decision``) after every window."""
@@ -204,8 +269,8 @@ class AutoTuner:
             self._open_when_settled(now)
             return
         self._window.add(images, waited, interval)
-        if self._window.batches >= self.window_batches and \
-                now - self._window.start >= self.window_seconds:
+        if self._window.batches >= self.options.window_batches and \
+                now - self._window.start >= self.options.window_seconds:
             self._close_window(now)
 
     def _open_when_settled(self, now):
@@ -222,7 +287,7 @@ class AutoTuner:
             self._apply(decision.threads, decision.prefetch)
             self._window = None
             self._skip_batches = max(2, decision.prefetch + 1)
-            self._skip_until = now + self.settle_seconds
+            self._skip_until = now + self.options.settle_seconds
         else:
             self._window = _MeasurementWindow(now, stats, self.loader.threads)
         level = logging.DEBUG if decision.action in _QUIET_ACTIONS else logging.INFO
@@ -246,7 +311,7 @@ class AutoTuner:
             decision["seconds"] = seconds  # when its window closed, after tuning began
         report.update(
             cores_source=self.cores_source,
-            window_batches=self.window_batches,
-            window_seconds=self.window_seconds,
+            window_batches=self.options.window_batches,
+            window_seconds=self.options.window_seconds,
             elapsed=time.perf_counter() - self._started)
         return report

@@ -26,7 +26,7 @@ from typing import Dict, NamedTuple, Optional
 
 import numpy as np
 
-from ..errors import DecodeError, RecordFormatError
+from ..errors import DecodeError, LabelError, RecordFormatError
 from .sources import open_source, source_identity
 
 __all__ = ["QUARANTINE_ENV", "QuarantineEntry", "QuarantineFile", "RecordQuarantine",
@@ -65,8 +65,8 @@ class QuarantineEntry(NamedTuple):
 def error_kind(exc):
     """The quarantine kind of a record's error, or None for errors not to quarantine."""
     reason = getattr(exc, "reason", "")
-    if reason.startswith(QUARANTINED) or "max_pixels" in reason:
-        return None
+    if reason.startswith(QUARANTINED) or "max_pixels" in reason or isinstance(exc, LabelError):
+        return None  # not the record's fault (a label rule without its label: LabelError)
     if isinstance(exc, RecordFormatError):
         return "sum" if "checksum" in reason else "format"
     if isinstance(exc, DecodeError):

@@ -53,10 +53,7 @@ def pack_shard(task):
     processor = ItemProcessor(task.root, task.image, task.storage_options, task.limits)
     try:  # the items of a shard task go through the serial runner, in the Dask worker
         with item_results(processor, job.todo, 0, 1, None) as results:
-            rec_sha256, idx_sha256 = write_shard(
-                job, outcome, results, root=task.root, on_error=task.on_error,
-                flush_every=task.flush_every, storage_options=task.storage_options,
-                checksums=True)
+            rec_sha256, idx_sha256 = write_shard(job, outcome, results, task, checksums=True)
     except DecodeError as e:
         outcome.failure = {"path": outcome.report.errors[-1]["path"], "reason": e.reason}
         return outcome

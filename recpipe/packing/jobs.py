@@ -87,14 +87,15 @@ class ShardOutcome:
     failure: Optional[dict] = None
 
 
-def shard_tasks(plan, storage_options, on_error, resume, flush_every, limits, locate=str):
-    """One ``ShardTask`` per planned shard, in plan order; ``locate(url)`` names the files as
-    the runner's workers must see them (e.g. local paths made absolute)."""
+def shard_tasks(plan, options, resume, locate=str):
+    """One ``ShardTask`` per planned shard, in plan order, with the write settings of
+    ``options`` (a ``PackOptions``); ``locate(url)`` names the files as the runner's workers
+    must see them (e.g. local paths made absolute)."""
     return [ShardTask(split.name,
                       Shard(locate(shard.rec), locate(shard.idx), shard.start, shard.stop),
                       split.items[shard.start:shard.stop], locate(plan.root),
-                      plan.options.image, storage_options, on_error, resume, flush_every,
-                      limits)
+                      plan.options.image, options.storage_options, options.on_error, resume,
+                      options.flush_every, options.limits)
             for split in plan.splits for shard in split.shards]
 
 
@@ -166,15 +167,18 @@ def _mtime(path, default):
         return default  # not a local path here (a Dask worker elsewhere): nothing to compare
 
 
-def write_shard(job, outcome, results, *, root, on_error, flush_every, storage_options,
-                advance=None, checksums=False, defer_empty=False):
+def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
+                defer_empty=False):
     """Write ``job``'s remaining items from ``results`` (``ItemResult`` in item order) and
-    publish the shard, counting into ``outcome``; ``advance(input_bytes)`` is called after each
-    item. Returns the writer's ``digests()`` (None without ``checksums``). ``defer_empty``: a
-    shard all of whose items failed is left unpublished in ``job.unpublished``
-    (``finish_empty`` decides). ``root``: the folder item paths are relative to. Each error
-    names the shard it was meant for."""
-    writer = ShardWriter(job.shard.rec, job.shard.idx, storage_options, job.progress, checksums)
+    publish the shard, counting into ``outcome``, with ``task``'s settings (``root``, the folder
+    item paths are relative to, ``on_error``, ``flush_every``, ``storage_options``);
+    ``advance(input_bytes)`` is called after each item. Returns the writer's ``digests()``
+    (None without ``checksums``). ``defer_empty``: a shard all of whose items failed is left
+    unpublished in ``job.unpublished`` (``finish_empty`` decides). Each error names the shard
+    it was meant for."""
+    root, on_error, flush_every = task.root, task.on_error, task.flush_every
+    writer = ShardWriter(job.shard.rec, job.shard.idx, task.storage_options, job.progress,
+                         checksums)
     report = outcome.report
     try:
         for item in job.todo:
@@ -242,12 +246,14 @@ def publish_labels(plan, summary, storage_options):
     return publish(url, json.dumps(data, indent=2).encode(), storage_options)
 
 
-def plan_options(image, src, shuffle, seed, val_ratio, shards, shard_size):
-    """The ``PlanOptions`` of a pack (shuffle defaults to True for folders, False for lists)."""
+def plan_options(options, src, shards, shard_size):
+    """The ``PlanOptions`` of a pack of ``src`` with ``options`` (a ``PackOptions``) cut into
+    ``shards``/``shard_size`` (shuffle defaults to True for folders, False for lists)."""
+    shuffle = options.shuffle
     if shuffle is None:
         shuffle = not str(src).lower().endswith(".lst")
-    return PlanOptions(image, bool(shuffle), int(seed), float(val_ratio or 0.0),
-                       int(shards or 0), int(shard_size or 0))
+    return PlanOptions(options.image_options(), bool(shuffle), int(options.seed),
+                       float(options.val_ratio or 0.0), int(shards or 0), int(shard_size or 0))
 
 
 def adopt_plan(plan, out, resume, saved, storage_options):

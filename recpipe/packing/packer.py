@@ -62,8 +62,7 @@ def _plan_for(src, out, options, runner):
                                            storage_options=storage_options)
     if not shards and not shard_size:
         shards = runner.default_shards(len(items), float(val_ratio or 0.0))
-    settings = plan_options(options.image_options(), src, options.shuffle, options.seed,
-                            val_ratio, shards, shard_size)
+    settings = plan_options(options, src, shards, shard_size)
     plan = build_plan(src, item_root, out, items, classes, settings)
     return plan, adopt_plan(plan, out, options.resume, saved, storage_options)
 
@@ -136,8 +135,7 @@ def pack_dataset(src: str, out: str, options: Optional[PackOptions] = None, *,
     storage_options = options.storage_options
     with _runner(options) as runner:
         plan, resume = _plan_for(src, out, options, runner)
-        tasks = shard_tasks(plan, storage_options, options.on_error, resume, options.flush_every,
-                            options.limits, runner.locate)
+        tasks = shard_tasks(plan, options, resume, runner.locate)
         outcomes, failures = runner.run(tasks, progress)
     raise_failures(plan, tasks, outcomes, failures)
     summary = summarize(out, plan, tasks, outcomes, runner.workers, runner.cluster)

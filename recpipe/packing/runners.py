@@ -205,9 +205,7 @@ class LocalRunner:
             with item_results(processor, iter(todo), self.workers, chunksize,
                               self.item_timeout) as results:
                 for task, job, outcome in live:
-                    write_shard(job, outcome, results, root=task.root, on_error=task.on_error,
-                                flush_every=task.flush_every,
-                                storage_options=task.storage_options, advance=advance,
+                    write_shard(job, outcome, results, task, advance=advance,
                                 defer_empty=True)
         except BaseException:
             finish_empty(jobs, publish=False)

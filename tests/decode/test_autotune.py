@@ -450,8 +450,9 @@ def test_windows_skip_warmup_drop_long_pauses_and_measure(monkeypatch):
     loader = FakeLoader()
     controller = ScriptedController()
     controller.threads, controller.prefetch = 2, 2
-    tuning_window.AutoTuner(loader, controller=controller, window_batches=4, window_seconds=1.0,
-                            warmup_batches=3, warmup_seconds=0.0, settle_seconds=0.0)
+    options = tuning_window.TunerOptions(window_batches=4, window_seconds=1.0, warmup_batches=3,
+                                         warmup_seconds=0.0, settle_seconds=0.0)
+    tuning_window.AutoTuner(loader, options, controller=controller)
     observe = loader.observers[0]
 
     def deliver(interval, waited, images=4):
@@ -480,3 +481,38 @@ def test_windows_skip_warmup_drop_long_pauses_and_measure(monkeypatch):
     assert m.gil_per_batch == pytest.approx(0.025)
     assert m.busy_fraction == pytest.approx(0.6 / (2 * 1.6))
     assert loader.threads == 3 and loader.prefetch == 5  # the scripted decision was applied
+
+
+@pytest.mark.parametrize("keywords,match", [
+    (dict(window_batches=0), "window_batches=0"),
+    (dict(window_seconds=-1), "window_seconds=-1"),
+    (dict(min_threads=0), "min_threads=0"),
+    (dict(min_threads=4, max_threads=2), "below min_threads=4"),
+    (dict(max_prefetch=0), "max_prefetch=0"),
+    (dict(threads=1.5), "threads=1.5"),
+    (dict(ram_budget=0), "ram_budget=0"),
+    (dict(settings={"z": 3}), "settings="),
+])
+def test_tuner_options_are_checked_when_made(keywords, match):
+    from recpipe.decode.tuning_window import TunerOptions
+
+    with pytest.raises(ValueError, match=match):
+        TunerOptions(**keywords)
+
+
+def test_tuner_options_are_frozen_and_a_misspelt_one_says_what_was_meant(rec):
+    import dataclasses
+
+    from recpipe.decode.tuning_window import TunerOptions
+
+    options = TunerOptions.of(None, dict(window_batches=3))
+    assert options.window_batches == 3 and options.window_seconds == 1.5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.window_batches = 4
+    assert TunerOptions.of(options, dict(max_threads=2)).max_threads == 2
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1) as loader:
+        with pytest.raises(TypeError, match="did you mean 'window_batches'"):
+            loader.enable_autotune(window_batch=2)
+        tuner = loader.enable_autotune(options, max_threads=1)
+        assert tuner.options == TunerOptions(window_batches=3, max_threads=1)
+        assert tuner.controller.max_threads == 1

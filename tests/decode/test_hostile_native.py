@@ -76,8 +76,8 @@ def test_the_c_check_refuses_what_the_config_would(tmp_path, low, high):
             writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), _jpeg(30 * i)))
     with ImageLoader(rec, 4, (3, 16, 16), threads=1, random_resized_crop=True,
                      min_aspect_ratio=0.5, max_aspect_ratio=2.0) as loader:
-        object.__setattr__(loader.config, "min_aspect_ratio", low)
-        object.__setattr__(loader.config, "max_aspect_ratio", high)
+        object.__setattr__(loader.options.augment, "min_aspect_ratio", low)
+        object.__setattr__(loader.options.augment, "max_aspect_ratio", high)
         native = loader.records._native_options()
         if native is None:
             pytest.skip("this configuration is not rendered natively")

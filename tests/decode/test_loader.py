@@ -36,23 +36,27 @@ def rec(tmp_path):
     return url
 
 
-def _collect(loader):
+def _collect(loader, pads=None):
     images, labels = [], []
-    for batch_images, batch_labels in loader:
+    for batch in loader:
+        batch_images, batch_labels = batch
         images.append(batch_images.copy())
         labels.append(batch_labels.copy())
+        if pads is not None:
+            pads.append(batch.pad)
     return images, labels
 
 
 def test_batches_in_file_order_with_labels(rec):
     with ImageLoader(rec, 8, (3, 48, 64), threads=3) as loader:
         assert len(loader) == 3
-        images, labels = _collect(loader)
+        pads = []
+        images, labels = _collect(loader, pads)
     assert [im.shape for im in images] == [(8, 3, 48, 64)] * 3
     assert images[0].dtype == np.uint8
     flat = np.concatenate(labels)
     assert list(flat[:N_IMAGES]) == list(range(N_IMAGES))
-    assert loader.last_pad == 4
+    assert pads == [0, 0, 4]
     assert list(flat[N_IMAGES:]) == [0, 1, 2, 3]  # padding wraps to the start
     # pixels: RGB, CHW, close to the source image (JPEG at quality 95)
     got = images[0][5].transpose(1, 2, 0).astype(int)
@@ -222,8 +226,9 @@ def test_memory_url(rec):
 def _by_record(loader):
     """``{record position: (image, label)}`` of one epoch."""
     samples = {}
-    for images, labels in loader:
-        for position, image, label in zip(loader.last_positions, images, labels):
+    for batch in loader:
+        images, labels = batch
+        for position, image, label in zip(batch.positions, images, labels):
             samples[int(position)] = (image.copy(), float(label))
     return samples
 

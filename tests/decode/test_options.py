@@ -84,7 +84,7 @@ def test_batches_unpack_as_images_labels_and_carry_pad_and_positions(tmp_path):
     assert images is batches[-1].images and labels is batches[-1].labels
     assert batches[-1].positions.tolist() == [8, 9, 0, 1]
     assert labels.tolist() == [8.0, 9.0, 0.0, 1.0]
-    assert loader.last_pad == 2 and loader.last_positions.tolist() == [8, 9, 0, 1]
+    assert not hasattr(loader, "last_pad")  # retired: the Batch says it
 
 
 def test_the_batch_memory_pool_follows_the_prefetch_depth(tmp_path):
@@ -106,3 +106,98 @@ def test_the_batch_memory_pool_follows_the_prefetch_depth(tmp_path):
         with pytest.raises(ValueError, match="prefetch=0"):
             loader.prefetch = 0
     assert loader.closed
+
+
+def _labelled_rec(tmp_path, count=10):
+    import cv2
+    import numpy as np
+
+    import recpipe
+
+    rec = str(tmp_path / "l.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(count):
+            img = np.full((24, 24, 3), i * 20, np.uint8)
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), 100 + i, 0),
+                                      cv2.imencode(".jpg", img)[1].tobytes()))
+    return rec
+
+
+def test_a_label_rule_gives_the_labels_and_its_errors_go_through_on_error(tmp_path):
+    """``label_rule=`` (public) replaces the header's labels; a RecordFormatError it raises is
+    a bad record under ``on_error``."""
+    import numpy as np
+
+    from recpipe.errors import RecordFormatError
+
+    rec = _labelled_rec(tmp_path)
+
+    def rule(header, position):  # header.id is 100 + position here
+        if header.id == 103:
+            raise RecordFormatError("no label for id 103", path=rec, record=position)
+        return np.float32(header.id * 2)
+
+    with ImageLoader(rec, 4, (3, 24, 24), threads=2, label_rule=rule, on_error="skip",
+                     last_batch="partial") as loader:
+        assert loader.records.native is False  # the Python path serves a label rule
+        batches = list(loader)
+    labels = np.concatenate([b.labels for b in batches]).tolist()
+    positions = np.concatenate([b.positions for b in batches]).tolist()
+    assert positions == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    assert labels == [2.0 * (100 + p) for p in positions]
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, label_rule=rule) as loader:
+        with pytest.raises(RecordFormatError, match="no label for id 103"):
+            list(loader)
+    with pytest.raises(ValueError, match="label_rule="):
+        LoaderOptions.from_kwargs(4, (3, 24, 24), label_rule="header")
+    with pytest.raises(ValueError, match="did you mean 'label_rule'"):
+        LoaderOptions.from_kwargs(4, (3, 24, 24), label_rules=rule)
+
+
+def test_a_label_rule_is_left_out_of_the_provenance_options(tmp_path):
+    from recpipe.decode.provenance import options_digest, options_to_json
+
+    options = LoaderOptions.from_kwargs(4, (3, 24, 24))
+    ruled = options.replace(label_rule=lambda header, position: 0.0)
+    assert "label_rule" not in options_to_json(ruled)
+    assert options_digest(ruled) == options_digest(options)
+
+
+def test_options_without_a_data_shape_serve_whole_images_and_the_loader_refuses_them(tmp_path):
+    options = LoaderOptions.from_kwargs(1, None, seed=3)
+    assert options.augment is None and options.seed == 3
+    with pytest.raises(ValueError, match=r"\['rand_mirror'\] need data_shape"):
+        LoaderOptions.from_kwargs(1, None, rand_mirror=True)
+    with pytest.raises(ValueError, match="needs a data_shape"):
+        ImageLoader(_labelled_rec(tmp_path), options=options)
+
+
+def test_a_record_the_label_rule_has_no_label_for_is_not_quarantined(tmp_path):
+    """The record is sound (the rule's list lacks it): later loaders, and later epochs of this
+    one, still read it instead of skipping it as known bad."""
+    import numpy as np
+
+    from recpipe.errors import LabelError, RecordFormatError
+
+    rec = _labelled_rec(tmp_path)
+    missing = {103}
+
+    def rule(header, position):
+        if header.id in missing:
+            raise RecordFormatError(f"no label for id {header.id}", path=rec, record=position)
+        return np.float32(header.id)
+
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, label_rule=rule, on_error="skip",
+                     last_batch="partial", lookahead=False) as loader:
+        first = np.concatenate([b.positions for b in loader]).tolist()
+        missing.clear()  # the list now has it: the next epoch reads the record again
+        second = np.concatenate([b.positions for b in loader]).tolist()
+        assert not loader.quarantine.mask(np.arange(10)).any()
+    assert 3 not in first and second == list(range(10))
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, last_batch="partial") as plain:
+        assert np.concatenate([b.positions for b in plain]).tolist() == list(range(10))
+    missing.add(103)
+    with ImageLoader(rec, 4, (3, 24, 24), threads=1, label_rule=rule) as loader:
+        with pytest.raises(LabelError, match="no label for id 103") as info:
+            list(loader)
+    assert isinstance(info.value, RecordFormatError) and info.value.record == 3

@@ -310,8 +310,8 @@ def test_loader_batches_equal_the_python_path_of_their_positions(tmp_path, threa
     with ImageLoader(rec, 16, threads=threads, shuffle=True, seed=5, **config) as loader:
         assert loader.records.native == (extension("_batch") is not None)
         for _ in range(2):
-            for images, labels in loader:
-                for image, label, position in zip(images, labels, loader.last_positions):
+            for batch in loader:
+                for image, label, position in zip(*batch, batch.positions):
                     expected = np.empty_like(image)
                     assert loader.records.decode_into(expected, int(position), int(position),
                                                       loader.epoch) == label

@@ -252,8 +252,8 @@ def _delivered(rec, path, monkeypatch, **options):
     with ImageLoader(rec, 8, (3, 96, 96), on_error="skip", seed=3, **options) as loader:
         assert loader.records.native == (path == "native" and extension("_batch") is not None)
         pixels = {}
-        for images, _ in loader:
-            for image, position in zip(images, loader.last_positions):
+        for batch in loader:
+            for image, position in zip(batch.images, batch.positions):
                 pixels[int(position)] = image.copy()
     monkeypatch.undo()
     return pixels
@@ -288,8 +288,8 @@ def test_a_scan_bomb_in_a_loader_is_skipped_quickly(tmp_path, monkeypatch, path,
         monkeypatch.setattr(native_module, "extension",
                             lambda name: None if name == "_batch" else extension(name))
     with ImageLoader(rec, 3, (3, 96, 96), on_error="skip", threads=threads) as loader:
-        images, _ = next(iter(loader))
-        assert list(loader.last_positions) == [0, 2]
+        batch = next(iter(loader))
+        assert list(batch.positions) == [0, 2]
         assert loader.stats()["skipped"] == 1
 
 

@@ -93,9 +93,9 @@ def _epoch_positions(loader, epoch):
     """Record positions of each batch of ``epoch`` (labels equal positions in this file)."""
     loader.set_epoch(epoch)
     batches = []
-    for _, labels in loader:
-        assert np.array_equal(labels, loader.last_positions)
-        batches.append(loader.last_positions.tolist())
+    for batch in loader:
+        assert np.array_equal(batch.labels, batch.positions)
+        batches.append(batch.positions.tolist())
     return batches
 
 

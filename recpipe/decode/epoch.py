@@ -1,0 +1,230 @@
+"""The epoch side of ``ImageLoader``: issue batches ahead, hand them out in order as ``Batch``.
+
+An ``Epoch`` is one pass over the loader's batch plans, run in the consumer thread: it allocates
+each batch (``filling.PendingBatch``), submits its runs of samples to the ``WorkerPool``
+``prefetch`` batches ahead of the consumer, waits for the next one (with a deadline that moves
+while samples are still being decoded) and hands it out as a ``Batch``, raising a worker's error
+with its original traceback. Everything it uses comes in ``EpochParts``, shared by the epochs of
+one loader; the loader's only say while an epoch runs is ``parts.prefetch`` (the autotuner moves
+it) and the ``next_epoch`` callback that starts the following epoch near this one's end.
+"""
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+import numpy as np
+
+from ..io.reader import RecordReader
+from .buffers import BufferPool
+from .filling import PendingBatch
+from .pool import WorkerPool
+from .provenance import ProvenanceLog
+from .stats import PipelineStats
+
+__all__ = ["Batch", "Epoch", "EpochParts", "check_process"]
+
+_WAIT_SLICE = 0.1
+# samples per worker task: fewer queue round trips than one per sample, while a batch still
+# spreads over every thread (128 samples -> 16 tasks)
+_RUN_SAMPLES = 8
+# runs the native decoder takes whole: as long as a batch still spreads over every thread, up to
+# this many samples (the Python around each run is paid once per run, not per sample)
+_NATIVE_RUN_SAMPLES = 64
+
+
+class Batch(tuple):
+    """A delivered batch: unpacks as ``images, labels``; ``pad`` says how many samples at its
+    end are filler (``last_batch='pad'``), ``positions`` the record position of each sample."""
+
+    def __new__(cls, images, labels, pad=0, positions=None):
+        batch = super().__new__(cls, (images, labels))
+        batch.pad = pad
+        batch.positions = positions
+        return batch
+
+    @property
+    def images(self):
+        return self[0]
+
+    @property
+    def labels(self):
+        return self[1]
+
+
+@dataclass
+class EpochParts:
+    """What every epoch of a loader uses: its decode workers, batch memory, counters and
+    observers, the file, which records the samples are (None: sample i is record i), the
+    block-shuffle runs of a remote file, the shape of a batch, the wait deadline, the process
+    that owns the threads, and the prefetch depth (batches issued ahead; the loader moves it)."""
+
+    pool: WorkerPool
+    buffers: BufferPool
+    stats: PipelineStats
+    observers: list
+    reader: RecordReader
+    records: Optional[np.ndarray]
+    runs: Optional[list]
+    sample_shape: tuple
+    dtype: np.dtype
+    label_width: int
+    timeout: float
+    prefetch: int
+    pid: int
+    native: bool = False  # runs go to recpipe._batch: spans are looked up once per batch
+    provenance: Optional[ProvenanceLog] = None  # writes a line per batch handed out
+
+    def record_positions(self, samples):
+        samples = np.asarray(samples, dtype=np.int64)
+        return samples if self.records is None else self.records[samples]
+
+
+def check_process(pid):
+    """RuntimeError unless this is process ``pid`` (the one whose decode threads exist)."""
+    if os.getpid() != pid:
+        raise RuntimeError(
+            f"this ImageLoader was created in process {pid}; its decode threads do not "
+            f"exist in this forked process {os.getpid()}: create the loader in the process "
+            "that iterates it (e.g. in each DataLoader worker), or use recpipe.torch")
+
+
+class Epoch:
+    """The consumer side of one epoch: issues batches ahead and hands them out in order.
+
+    ``plans`` are the epoch's batch plans (``order.split_batches``), ``start`` the first one to
+    hand out (a resumed epoch); ``next_epoch(batches)``, when given, is called once the
+    prefetch window reaches past the end, to start decoding that many batches of the next
+    epoch (``lookahead``)."""
+
+    def __init__(self, parts: EpochParts, plans, epoch: int, start: int = 0,
+                 next_epoch: Optional[Callable[[int], None]] = None):
+        self.parts = parts
+        self.plans = plans
+        self.epoch = epoch
+        self.next_epoch = next_epoch
+        self.issued: Dict[int, PendingBatch] = {}
+        self.next_index = start
+        self.issue_index = start
+        # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
+        reader = parts.reader
+        self.reads = reader.prefetch(()) if not reader.remote else \
+            reader.prefetch(parts.record_positions(plans.flat(start)),
+                            runs=parts.runs if parts.records is None else None)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.plans)
+
+    # -- issuing ------------------------------------------------------------------------------
+
+    def _allocate(self, plan):
+        parts, size = self.parts, len(plan.positions)
+        images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
+        label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
+        records = parts.record_positions(plan.positions)
+        # C reads a local file's records by these spans (a remote file's payloads come through
+        # the reader instead)
+        spans = parts.reader.spans(records) if parts.native and not parts.reader.remote else None
+        return PendingBatch(plan, images, np.zeros(label_shape, dtype=np.float32), records,
+                            spans)
+
+    def _run_samples(self, size):
+        """Samples per worker task: 8, or for the native decoder as many as still give every
+        thread a part of the batch (up to ``_NATIVE_RUN_SAMPLES``)."""
+        if not self.parts.native:
+            return _RUN_SAMPLES
+        return max(_RUN_SAMPLES, min(_NATIVE_RUN_SAMPLES, -(-size // self.parts.pool.threads)))
+
+    def _issue_ahead(self):
+        wanted = self.next_index + self.parts.prefetch
+        self.issue_until(wanted)
+        if wanted > len(self.plans) and self.next_epoch is not None:
+            self.next_epoch(wanted - len(self.plans))
+
+    def issue_until(self, count):
+        """Submit the samples of every batch before index ``count``."""
+        limit = min(len(self.plans), count)
+        while self.issue_index < limit:
+            batch = self._allocate(self.plans[self.issue_index])
+            self.issued[self.issue_index] = batch
+            size = len(batch.positions)
+            run = self._run_samples(size)
+            for start in range(0, size, run):  # runs of samples, not one item each
+                self.parts.pool.submit((batch, start, min(size, start + run), self.epoch))
+            self.issue_index += 1
+
+    # -- handing out --------------------------------------------------------------------------
+
+    def _wait(self, batch):
+        pool, stats, timeout = self.parts.pool, self.parts.stats, self.parts.timeout
+        deadline = time.monotonic() + timeout
+        last_samples = stats.snapshot()["samples"]
+        while not batch.done.wait(_WAIT_SLICE):
+            if pool.closed:
+                raise RuntimeError("the loader was closed")
+            if pool.error is not None:
+                raise RuntimeError("a decode worker died") from pool.error
+            samples = stats.snapshot()["samples"]
+            if samples != last_samples:
+                last_samples = samples
+                deadline = time.monotonic() + timeout
+            elif time.monotonic() > deadline:
+                raise TimeoutError(f"no sample decoded for {timeout} s")
+
+    def __next__(self):
+        check_process(self.parts.pid)
+        if self.next_index >= len(self.plans):
+            self.reads.cancel()
+            raise StopIteration
+        t0 = time.perf_counter()
+        self._issue_ahead()
+        batch = self.issued[self.next_index]
+        t1 = time.perf_counter()
+        self._wait(batch)  # interrupted (Ctrl-C, timeout): the batch stays, next() waits again
+        waited = time.perf_counter() - t1
+        del self.issued[self.next_index]
+        self.next_index += 1
+        if batch.error is not None:
+            self.parts.stats.errors += 1
+            self.cancel()
+            raise batch.error
+        delivered = self._deliver(batch)
+        self._account(batch, len(delivered.images), waited)
+        self.parts.stats.consumer.add("batch", t0, t1)
+        return delivered
+
+    def _deliver(self, batch):
+        """The ``Batch`` handed out: failed slots left out, substitutes' positions in, and a
+        provenance line written."""
+        images, labels = batch.images, batch.labels
+        samples = np.array(batch.positions, dtype=np.int64)  # a copy: substitutes go in
+        for slot, other in batch.substitutes.items():
+            samples[slot] = other
+        if batch.failed:
+            keep = np.setdiff1d(np.arange(len(images)), batch.failed)
+            images, labels, samples = images[keep], labels[keep], samples[keep]
+        positions = self.parts.record_positions(samples)
+        if self.parts.provenance is not None:
+            self.parts.provenance.record(self.epoch, self.next_index - 1, positions, samples,
+                                         batch.pad)
+        return Batch(images, labels, batch.pad, positions)
+
+    def _account(self, batch, images, waited):
+        """Count the batch in the stats and tell the observers (``images`` without padding)."""
+        stats = self.parts.stats
+        stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
+        stats.skipped += len(batch.failed)
+        stats.replaced += batch.replaced
+        for observer in self.parts.observers:
+            observer(images - batch.pad, waited)
+
+    def cancel(self):
+        self.reads.cancel()
+        for batch in self.issued.values():
+            batch.cancelled = True
+        self.issued.clear()
+        self.next_index = len(self.plans)
