@@ -52,6 +52,7 @@
 
 #include "_crc32c.h"
 #include "_floats.h"
+#include "_interp.h"
 #include "_planes.h"
 #include "_resize_core.h"
 #include "_roi_core.h"
@@ -1051,6 +1052,35 @@ static PyObject *batch_uniforms(PyObject *self, PyObject *args)
     return list;
 }
 
+/* interp(src, dst, inv_x, inv_y, method): recpipe/_interp.h's resize of a C-contiguous uint8
+ * (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those inverse scales (for
+ * the tests that compare it with cv2.resize). */
+static PyObject *batch_interp(PyObject *self, PyObject *args)
+{
+    Py_buffer src = {0}, dst = {0};
+    long sh, sw, dh, dw, cn;
+    double inv_x, inv_y;
+    int method, status = -1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "(lll)y*(ll)w*ddi:interp", &sh, &sw, &cn, &src, &dh, &dw, &dst,
+                          &inv_x, &inv_y, &method))
+        return NULL;
+    if (sh < 1 || sw < 1 || cn < 1 || cn > 4 || dh < 1 || dw < 1 || sh > 65535 || sw > 65535
+        || dh > 65535 || dw > 65535 || src.len != sh * sw * cn || dst.len != dh * dw * cn) {
+        PyErr_SetString(PyExc_ValueError, "interp: sizes do not match the buffers");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = interp_resize(src.buf, (size_t)(sw * cn), (int)sw, (int)sh, (int)cn, dst.buf,
+                               (size_t)(dw * cn), (int)dw, (int)dh, inv_x, inv_y, method);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(status == 0);
+}
+
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
      "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
@@ -1059,6 +1089,9 @@ static PyMethodDef batch_methods[] = {
     {"uniforms", batch_uniforms, METH_VARARGS,
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
+    {"interp", batch_interp, METH_VARARGS,
+     "interp((h, w, c), src, (h2, w2), dst, inv_x, inv_y, method) -> True when resized (for "
+     "tests: recpipe/_interp.h against cv2.resize)."},
     {NULL, NULL, 0, NULL},
 };
 
