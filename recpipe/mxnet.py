@@ -80,9 +80,9 @@ import numpy as np
 
 from ._optional import require
 from .decode.augment import sample_rng
+from .decode.labels import IdLabels
 from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions
-from .errors import RecordFormatError
 from .io.index import read_text
 from .mxnet_keywords import MXNET_KEYWORDS, UnknownKeywordWarning, translate
 
@@ -135,14 +135,9 @@ class _ImglistLoader(ImageLoader):
         super().__init__(*args, **kwargs)
 
     def _label_rule(self):
-        return self._imglist_label
-
-    def _imglist_label(self, header, position):
-        try:
-            return self.imglist[header.id]
-        except KeyError:
-            raise RecordFormatError(f"image id {header.id} is not in {self.imglist_url}",
-                                    path=self.reader.url, record=position) from None
+        # a table recpipe._batch looks ids up in itself: imglist labels stay on the native path
+        return IdLabels(self.imglist, self.options.label_width, source=self.imglist_url,
+                        path=self.reader.url)
 
 
 def _make_loader(loader_kwargs, imglist_url):

@@ -29,6 +29,10 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "max_random_area", "min_aspect_ratio", "max_aspect_ratio", "rand_mirror", "mirror",
     "brightness", "contrast", "saturation", "mean_r", "mean_g", "mean_b", "std_r", "std_g",
     "std_b", "scale", "dtype", "layout",
+    # nativeinter: every inter_method but bicubic (see augment_is_native), random-size crops
+    "inter_method",
+    "min_crop_size",
+    "max_crop_size",
 })
 NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
@@ -67,6 +71,11 @@ class RunOptions(NamedTuple):
     gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
     gain_g: float
     gain_b: float
+    # nativeinter
+    inter_method: int  # ImageRecordIter's: 0-4, 9 auto, 10 drawn per resize
+    min_crop_size: int  # random-size square crop, -1: off
+    max_crop_size: int
+    id_labels: bool  # labels from an id table (an imglist's), passed to fill beside the run
 
 
 def _default(field):
@@ -80,8 +89,10 @@ def _default(field):
 def augment_is_native(config):
     """True when ``recpipe._batch`` renders ``config`` (an ``AugmentConfig``) itself: every
     field outside ``NATIVE_AUGMENT_FIELDS`` at its default, 3 channels, uint8, float32 or
-    float16 (float16: without colour jitter), and
-    no affine step (an aspect range without a random-resized crop is MXNet's affine one)."""
+    float16 (float16: without colour jitter),
+    no affine step (an aspect range without a random-resized crop is MXNet's affine one), and
+    not bicubic throughout (``inter_method=2``: OpenCV hands 8-bit bicubic resizes to Intel IPP,
+    whose arithmetic C does not reproduce; with 9 or 10 a bicubic sample alone goes to Python)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
             continue
@@ -92,7 +103,8 @@ def augment_is_native(config):
     # the colour kernel C shares with float32
     jitter = config.brightness or config.contrast or config.saturation
     return (config.channels == 3 and config.dtype in NATIVE_DTYPES
-            and not (config.dtype == "float16" and jitter) and not config.affine_active)
+            and not (config.dtype == "float16" and jitter) and not config.affine_active
+            and config.inter_method != 2)
 
 
 def native_module():
@@ -106,19 +118,18 @@ def _per_channel(values) -> Tuple[float, float, float]:
     return first, second, third
 
 
-def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
+def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Optional[RunOptions]:
     """The ``RunOptions`` of runs decoded with ``decoder`` and ``augmenter``, or None when they
     take the Python path (no ``recpipe._batch``, no augmenter, an augmentation outside the
     allow-list, a C kernel not built or not chosen, a decoder not decoding regions with
-    ``recpipe._jpegroi``). The caller checks what is not about the augmentation: a local file,
-    labels from the record headers."""
+    ``recpipe._jpegroi``). ``id_labels``: labels come from an id table the caller passes to
+    ``fill`` (``labels.IdLabels``), not from the record headers."""
     if native_module() is None or augmenter is None:
         return None
     config, renderer, planner = augmenter.config, augmenter.renderer, augmenter.planner
     # float16 (no jitter, see augment_is_native) is written by cv2 in Python, not the colour kernel
     colour_matches = renderer.kernels.colour or config.dtype == "float16"
-    if not (augment_is_native(config) and renderer.kernels.resize and colour_matches
-            and not planner.random_size):
+    if not (augment_is_native(config) and renderer.kernels.resize and colour_matches):
         return None
     region = decoder.region_options()
     if region is None:
@@ -143,4 +154,6 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         min_area=float(config.min_random_area), max_area=float(config.max_random_area),
         aspect_low=float(low), aspect_high=float(high), brightness=float(config.brightness),
         contrast=float(config.contrast), saturation=float(config.saturation), scales=scales,
-        gain_r=float(gains[0]), gain_g=float(gains[1]), gain_b=float(gains[2]))
+        gain_r=float(gains[0]), gain_g=float(gains[1]), gain_b=float(gains[2]),
+        inter_method=int(config.inter_method), min_crop_size=int(config.min_crop_size),
+        max_crop_size=int(config.max_crop_size), id_labels=bool(id_labels))
