@@ -9,7 +9,7 @@
  * written by the same code as recpipe._colour and recpipe._resize.
  *
  * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
- *      epoch, options, sums=b"") -> number of samples done
+ *      epoch, options, sums=b"", label_ids=b"", label_values=b"") -> number of samples done
  *
  * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a buffer of
  * record payloads the caller fetched (a remote file: the bytes after each record's 8-byte head,
@@ -38,6 +38,14 @@
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
  * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
  * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
+ *
+ * nativeinter: options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
+ * auto, 10 drawn per resize from slots 0..2) picks how a resize the Python path hands to
+ * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code), a bicubic one left
+ * to Python (OpenCV's is IPP's); options.min_crop_size/max_crop_size (-1: off) draw a
+ * random-size square crop (its side from slot 48); options.id_labels takes each sample's labels
+ * from ``label_ids`` (ascending uint64 image ids) and ``label_values`` (label_width float32 a
+ * row), looked up by the record header's id (an imglist's), an id not listed left to Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

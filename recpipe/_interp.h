@@ -38,9 +38,16 @@
 enum { INTERP_NEAREST = 0, INTERP_LINEAR = 1, INTERP_CUBIC = 2, INTERP_AREA = 3,
        INTERP_LANCZOS4 = 4 };
 
-/* cvRound of a double / float: to nearest, ties to even (the default rounding mode) */
+/* cvRound of a double / float: to nearest, ties to even (the default rounding mode), as
+ * OpenCV's own (cvtsd2si / cvtss2si on x86: INT_MIN when out of range) */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline int interp_round(double v) { return _mm_cvtsd_si32(_mm_set_sd(v)); }
+static inline int interp_roundf(float v) { return _mm_cvtss_si32(_mm_set_ss(v)); }
+#else
 static inline int interp_round(double v) { return (int)lrint(v); }
 static inline int interp_roundf(float v) { return (int)lrintf(v); }
+#endif
 
 static inline uint8_t interp_u8(int v) { return (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 
@@ -193,14 +200,16 @@ static int interp_area(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
                        size_t dstep, int dw, int dh, double scale_x, double scale_y)
 {
     int width = dw * cn;
-    interp_decimate *xtab = malloc(sizeof *xtab * 2 * ((size_t)sw + (size_t)sh + 2));
+    /* a table entry per (output, source) pixel pair: at most source + 2 x output of them */
+    size_t xcap = (size_t)sw + 2 * (size_t)dw + 2, ycap = (size_t)sh + 2 * (size_t)dh + 2;
+    interp_decimate *xtab = malloc(sizeof *xtab * (xcap + ycap));
     float *buf = malloc(sizeof(float) * 2 * (size_t)width);
     if (xtab == NULL || buf == NULL) {
         free(xtab);
         free(buf);
         return -1;
     }
-    interp_decimate *ytab = xtab + 2 * ((size_t)sw + 1);
+    interp_decimate *ytab = xtab + xcap;
     float *sum = buf + width;
     int xtab_size = interp_area_tab(sw, dw, cn, scale_x, xtab);
     int ytab_size = interp_area_tab(sh, dh, 1, scale_y, ytab);
@@ -210,13 +219,22 @@ static int interp_area(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
         float beta = ytab[j].alpha;
         int dy = ytab[j].di;
         const uint8_t *S = src + sstep * (size_t)ytab[j].si;
+        if (j > 0 && ytab[j].si == ytab[j - 1].si)
+            goto accumulate; /* the same source row: the same horizontal sums */
         memset(buf, 0, sizeof(float) * (size_t)width);
-        for (int k = 0; k < xtab_size; k++) {
-            int sxn = xtab[k].si, dxn = xtab[k].di;
-            float alpha = xtab[k].alpha;
-            for (int c = 0; c < cn; c++)
-                buf[dxn + c] = buf[dxn + c] + (float)S[sxn + c] * alpha;
+        for (int k = 0; k < xtab_size;) { /* an output pixel's taps in order, summed in registers */
+            int dxn = xtab[k].di;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            for (; k < xtab_size && xtab[k].di == dxn; k++) {
+                const uint8_t *P = S + xtab[k].si;
+                float alpha = xtab[k].alpha;
+                for (int c = 0; c < cn && c < 4; c++)
+                    acc[c] = acc[c] + (float)P[c] * alpha;
+            }
+            for (int c = 0; c < cn && c < 4; c++)
+                buf[dxn + c] = acc[c];
         }
+    accumulate:
         if (dy != prev_dy) {
             interp_store_row(sum, width, dst + dstep * (size_t)prev_dy);
             for (int dx = 0; dx < width; dx++)
@@ -285,6 +303,47 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
     return s;
 }
 
+/* One source row resized across (hal::resize's horizontal pass, int sums of 11-bit taps):
+ * ``xofs`` the first tap of each output pixel (times cn), taps outside [xmin, xmax) clamped. */
+static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, int ksize,
+                        const int *xofs, const int16_t *alpha, int xmin, int xmax)
+{
+    int swidth = sw * cn;
+    for (int px = 0; px < dw; px++, R += cn) {
+        const int16_t *a = alpha + (size_t)ksize * px;
+        int sx = xofs[px];
+        if (ksize == 2) {
+            if (px < xmax)
+                for (int c = 0; c < cn; c++)
+                    R[c] = S[sx + c] * a[0] + S[sx + cn + c] * a[1];
+            else
+                for (int c = 0; c < cn; c++)
+                    R[c] = S[sx + c] * INTERP_COEF_SCALE;
+        } else if (px >= xmin && px < xmax) {
+            const uint8_t *P = S + sx - 3 * cn;
+            for (int c = 0; c < cn; c++) {
+                int32_t v = 0;
+                for (int j = 0; j < 8; j++)
+                    v += P[c + j * cn] * a[j];
+                R[c] = v;
+            }
+        } else { /* taps outside the image step back inside, a channel at a time */
+            for (int c = 0; c < cn; c++) {
+                int32_t v = 0;
+                for (int j = 0; j < 8; j++) {
+                    int sxj = sx + c - 3 * cn + j * cn;
+                    while (sxj < 0)
+                        sxj += cn;
+                    while (sxj >= swidth)
+                        sxj -= cn;
+                    v += S[sxj] * a[j];
+                }
+                R[c] = v;
+            }
+        }
+    }
+}
+
 static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
                             uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
                             double inv_y, int method)
@@ -292,8 +351,8 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
     int ksize = method == INTERP_LANCZOS4 ? 8 : 2, half = ksize / 2;
     int area_mode = method == INTERP_AREA;
     double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
-    int width = dw * cn, swidth = sw * cn, xmin = 0, xmax = dw;
-    int *xofs = malloc(sizeof(int) * (size_t)width + sizeof(int) * (size_t)dh);
+    int width = dw * cn, xmin = 0, xmax = dw;
+    int *xofs = malloc(sizeof(int) * ((size_t)dw + (size_t)dh));
     int16_t *alpha = malloc(sizeof(int16_t) * (size_t)ksize * ((size_t)dw + (size_t)dh));
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)ksize * (size_t)width);
     if (xofs == NULL || alpha == NULL || rows == NULL) {
@@ -302,7 +361,7 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
         free(rows);
         return -1;
     }
-    int *yofs = xofs + width;
+    int *yofs = xofs + dw;
     int16_t *beta = alpha + (size_t)ksize * dw;
     for (int dx = 0; dx < dw; dx++) {
         int16_t *a = alpha + (size_t)ksize * dx;
@@ -323,52 +382,40 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
                 a[1] = 0;
             }
         }
-        for (int k = 0; k < cn; k++)
-            xofs[dx * cn + k] = sx * cn + k;
+        xofs[dx] = sx * cn;
     }
     for (int dy = 0; dy < dh; dy++)
         yofs[dy] = interp_taps(dy, scale_y, inv_y, area_mode, method, ksize, beta + ksize * dy);
+    int tags[8];
+    const int32_t *taps[8];
+    for (int k = 0; k < ksize; k++)
+        tags[k] = -1;
     for (int dy = 0; dy < dh; dy++) {
         const int16_t *b = beta + ksize * dy;
-        for (int k = 0; k < ksize; k++) { /* the rows the taps read, clamped, resized across */
+        for (int k = 0; k < ksize; k++) { /* the rows the taps read, clamped; each resized once */
             int sy = yofs[dy] - half + 1 + k;
             sy = sy < 0 ? 0 : (sy >= sh ? sh - 1 : sy);
-            const uint8_t *S = src + sstep * (size_t)sy;
-            int32_t *R = rows + (size_t)k * width;
-            for (int e = 0; e < width; e++) {
-                const int16_t *a = alpha + (size_t)ksize * (e / cn);
-                int px = e / cn, sx = xofs[e];
-                if (ksize == 2) {
-                    R[e] = px < xmax ? S[sx] * a[0] + S[sx + cn] * a[1]
-                                     : S[sx] * INTERP_COEF_SCALE;
-                } else if (px >= xmin && px < xmax) {
-                    int32_t v = 0;
-                    for (int j = 0; j < 8; j++)
-                        v += S[sx + (j - 3) * cn] * a[j];
-                    R[e] = v;
-                } else { /* taps outside the image step back inside, a channel at a time */
-                    int32_t v = 0;
-                    for (int j = 0; j < 8; j++) {
-                        int sxj = sx - 3 * cn + j * cn;
-                        while (sxj < 0)
-                            sxj += cn;
-                        while (sxj >= swidth)
-                            sxj -= cn;
-                        v += S[sxj] * a[j];
-                    }
-                    R[e] = v;
-                }
+            int slot = sy % ksize; /* a dy's rows lie within ksize consecutive ones: no clash */
+            int32_t *R = rows + (size_t)slot * width;
+            if (tags[slot] != sy) {
+                interp_hrow(src + sstep * (size_t)sy, R, sw, cn, dw, ksize, xofs, alpha, xmin,
+                            xmax);
+                tags[slot] = sy;
             }
+            taps[k] = R;
         }
         uint8_t *D = dst + dstep * (size_t)dy;
-        for (int e = 0; e < width; e++) {
-            if (ksize == 2) { /* the bilinear fixed point: 4 bits dropped, high halves, >> 2 */
-                int v = ((b[0] * (rows[e] >> 4)) >> 16) + ((b[1] * (rows[width + e] >> 4)) >> 16);
+        if (ksize == 2) { /* the bilinear fixed point: 4 bits dropped, high halves, >> 2 */
+            int b0 = b[0], b1 = b[1];
+            for (int e = 0; e < width; e++) {
+                int v = ((b0 * (taps[0][e] >> 4)) >> 16) + ((b1 * (taps[1][e] >> 4)) >> 16);
                 D[e] = interp_u8((v + 2) >> 2);
-            } else {
+            }
+        } else {
+            for (int e = 0; e < width; e++) {
                 int64_t v = 0;
                 for (int k = 0; k < 8; k++)
-                    v += (int64_t)rows[(size_t)k * width + e] * b[k];
+                    v += (int64_t)taps[k][e] * b[k];
                 D[e] = interp_u8((int)((v + (1 << 21)) >> 22));
             }
         }

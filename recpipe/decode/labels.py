@@ -24,9 +24,9 @@ class IdLabels:
         self.path = path
         ids = sorted(key for key in labels if 0 <= key < _ID_RANGE)  # others match no header
         self.ids = np.array(ids, dtype=np.uint64)
-        self.values = np.zeros((len(ids), self.label_width), dtype=np.float32)
-        for row, key in enumerate(ids):
-            self.values[row] = np.reshape(labels[key], -1)[:self.label_width]
+        rows = np.array([labels[key] for key in ids], dtype=np.float32)
+        rows = rows.reshape(len(ids), -1) if ids else np.zeros((0, self.label_width), np.float32)
+        self.values = np.ascontiguousarray(rows[:, :self.label_width])
 
     def __call__(self, header, position):
         try:
