@@ -284,3 +284,24 @@ def test_each_recipe_takes_the_native_path(recipe):
     assert run_options(Augmenter(config), decoder) is not None
     options = run_options(Augmenter(config), decoder, label_width=3, id_labels=True)
     assert options.id_labels and options.label_width == 3
+
+
+def test_fill_refuses_a_bad_label_table_and_bad_new_options(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    config = AugmentConfig(data_shape=(3, 32, 32), resize=40, inter_method=3, dtype="uint8")
+    options = run_options(Augmenter(config), decoder, label_width=2, id_labels=True)
+    with RecordReader(_photos(tmp_path / "photos.rec")) as reader:
+        starts, ends = reader.spans(np.arange(2, dtype=np.int64))
+        args = (reader.local_descriptor(), reader.size, starts, ends, np.arange(2), np.arange(2),
+                np.zeros((2, 3, 32, 32), np.uint8), np.zeros((2, 2), np.float32),
+                np.zeros(2, np.uint8), 0, 0, 0)
+        ids = np.array([1000, 1001], np.uint64)
+        with pytest.raises(ValueError, match="label_values"):
+            batch.fill(*args, options, b"", ids, np.zeros(3, np.float32))  # 2 ids x 2 labels
+        assert batch.fill(*args, options, b"", ids, np.zeros(4, np.float32)) == 2
+        for bad in (dict(inter_method=7), dict(min_crop_size=0, max_crop_size=5),
+                    dict(min_crop_size=9, max_crop_size=5)):
+            with pytest.raises(ValueError, match="inter_method or the crop size"):
+                batch.fill(*args, options._replace(**bad), b"", ids, np.zeros(4, np.float32))

@@ -262,7 +262,6 @@ def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
                    dict(data_shape=(3, 64, 64), max_rotate_angle=10),
                    dict(data_shape=(3, 64, 64), pad=4),
                    dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
-                   dict(data_shape=(3, 64, 64), max_crop_size=80, min_crop_size=70),
                    dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False),
                    dict(data_shape=(3, 64, 64), dtype="float16", brightness=0.3)):
         reader, records = _decoders(rec, **config)
