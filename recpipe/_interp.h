@@ -51,17 +51,8 @@ static inline int interp_roundf(float v) { return (int)lrintf(v); }
 
 static inline uint8_t interp_u8(int v) { return (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 
-/* saturate_cast<uchar>(float): cvRound, then clamped (NaN rounds to INT_MIN on x86: 0) */
-static inline uint8_t interp_u8f(float v)
-{
-    if (v != v)
-        return 0;
-    if (v >= 255.5f)
-        return 255;
-    if (v <= -0.5f)
-        return 0;
-    return interp_u8(interp_roundf(v));
-}
+/* saturate_cast<uchar>(float): cvRound, then clamped (NaN or out of int's range: INT_MIN) */
+static inline uint8_t interp_u8f(float v) { return interp_u8(interp_roundf(v)); }
 
 static inline int16_t interp_short(float v)
 {
@@ -125,13 +116,15 @@ static int interp_area_fast(const uint8_t *src, size_t sstep, int sw, int sh, in
             memset(D, 0, (size_t)width);
             continue;
         }
-        const uint8_t *S = src + sstep * (size_t)sy0;
+        const uint8_t *S = src + sstep * (size_t)sy0, *N = S + sstep;
+        if (pairs) { /* OpenCV's 2x2 path rounds (sum + 2) >> 2 */
+            for (int px = 0; px < w / cn; px++, S += 2 * cn, N += 2 * cn)
+                for (int c = 0; c < cn; c++)
+                    D[px * cn + c] = (uint8_t)((S[c] + S[c + cn] + N[c] + N[c + cn] + 2) >> 2);
+            dx = w;
+        }
         for (; dx < w; dx++) {
             const uint8_t *P = S + xofs[dx];
-            if (pairs) { /* OpenCV's 2x2 path rounds (sum + 2) >> 2 */
-                D[dx] = (uint8_t)((P[0] + P[cn] + P[sstep] + P[sstep + cn] + 2) >> 2);
-                continue;
-            }
             int sum = 0;
             for (int sy = 0; sy < iy; sy++)
                 for (int sx = 0; sx < ix; sx++)
@@ -222,7 +215,22 @@ static int interp_area(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
         if (j > 0 && ytab[j].si == ytab[j - 1].si)
             goto accumulate; /* the same source row: the same horizontal sums */
         memset(buf, 0, sizeof(float) * (size_t)width);
-        for (int k = 0; k < xtab_size;) { /* an output pixel's taps in order, summed in registers */
+        for (int k = 0; cn == 3 && k < xtab_size;) { /* the common case, unrolled */
+            int dxn = xtab[k].di;
+            float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f;
+            do {
+                const uint8_t *P = S + xtab[k].si;
+                float alpha = xtab[k].alpha;
+                acc0 = acc0 + (float)P[0] * alpha;
+                acc1 = acc1 + (float)P[1] * alpha;
+                acc2 = acc2 + (float)P[2] * alpha;
+                k++;
+            } while (k < xtab_size && xtab[k].di == dxn);
+            buf[dxn] = acc0;
+            buf[dxn + 1] = acc1;
+            buf[dxn + 2] = acc2;
+        }
+        for (int k = 0; cn != 3 && k < xtab_size;) { /* a pixel's taps in order, in registers */
             int dxn = xtab[k].di;
             float acc[4] = {0.f, 0.f, 0.f, 0.f};
             for (; k < xtab_size && xtab[k].di == dxn; k++) {
