@@ -6,7 +6,8 @@ beside the library's own counter, for source trees alternated (before/after), 1 
 - ``area``: val (resize 256, centre crop 224, uint8) with ``inter_method=3``;
 - ``cubic``: the same with ``inter_method=2`` (OpenCV's bicubic is IPP's: stays on Python);
 - ``imglist``: val with labels from a ``path_imglist`` (``recpipe.mxnet``'s imglist loader);
-- ``getitem``: ``recpipe.torch.RecordDataset[i]`` (val), one sample a call, map-style.
+- ``getitem``: ``recpipe.torch.RecordDataset[i]`` (val), one sample a call, map-style; where it
+  decodes through ``_batch.fill``, ``python us`` is the consumer's CPU outside those calls.
 
     python tools/gil_inter.py /tmp/photos.rec --recipes area,cubic,imglist,getitem \\
         --trees before=/tmp/before,after=. --rounds 2 --seconds 3
@@ -48,8 +49,10 @@ def _loader(args):
 def _items(args):
     """An endless stream of ``(images delivered, library stats or None)`` steps."""
     if args.recipe == "getitem":
+        from recpipe.decode import records
         from recpipe.torch import RecordDataset
 
+        _time_the_run_decoder(records)
         dataset = RecordDataset(args.rec, **VAL)
         index = 0
         while True:
@@ -63,6 +66,30 @@ def _items(args):
     # (never reached)
 
 
+FILL_CPU = [0.0]  # thread CPU seconds spent inside recpipe._batch.fill (without the GIL)
+
+
+def _time_the_run_decoder(records):
+    """Count the CPU time of ``_batch.fill`` calls (a tree where RecordDataset uses it): the
+    rest of the consumer's CPU per item is Python, i.e. GIL-held."""
+    batch = records.native_module()
+    if batch is None:
+        return
+
+    class Timed:
+        def __getattr__(self, name):
+            return getattr(batch, name)
+
+        def fill(self, *args):
+            start = time.thread_time()
+            try:
+                return batch.fill(*args)
+            finally:
+                FILL_CPU[0] += time.thread_time() - start
+
+    records.native_module = lambda: Timed()
+
+
 def child(args):
     stream = _items(args)
     for _ in range(3 if args.recipe != "getitem" else 20):
@@ -72,7 +99,7 @@ def child(args):
     probe.ready.wait()
     _, loader = next(stream)
     before = loader.stats() if loader is not None else None
-    p0, c0 = probe.sample(), time.thread_time()
+    p0, c0, f0 = probe.sample(), time.thread_time(), FILL_CPU[0]
     images = 0
     deadline = time.perf_counter() + args.seconds
     while time.perf_counter() < deadline:
@@ -85,6 +112,8 @@ def child(args):
     waited = max(0.0, wall - (p1[1] - p0[1]) - (p1[2] - p0[2]))
     result = {"images_per_s": images / wall, "probe_gil_us": waited / images * 1e6,
               "consumer_cpu_us": consumer / images * 1e6}
+    if FILL_CPU[0] > f0:  # the consumer's CPU outside the C run decoder: its Python
+        result["python_us"] = (consumer - (FILL_CPU[0] - f0)) / images * 1e6
     if before is not None:
         after = loader.stats()
         samples = max(1, after["samples"] - before["samples"])
@@ -141,12 +170,12 @@ def main(argv=None):
                         point(tree, args, recipe, imglist))
     print(f"{args.rec}: medians of {args.rounds} alternated rounds, {args.seconds} s each, "
           "1 decode thread")
-    print("recipe    tree      images/s  library us  probe us  consumer cpu us")
+    print("recipe    tree      images/s  library us  probe us  consumer cpu us  python us")
     for (recipe, name), runs in results.items():
-        row = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        row = {key: statistics.median(r[key] for r in runs if key in r) for key in runs[0]}
         print(f"{recipe:9} {name:9} {row['images_per_s']:9.0f} "
               f"{row.get('library_gil_us', float('nan')):11.1f} {row['probe_gil_us']:9.1f} "
-              f"{row['consumer_cpu_us']:16.1f}")
+              f"{row['consumer_cpu_us']:16.1f} {row.get('python_us', float('nan')):10.1f}")
 
 
 if __name__ == "__main__":
