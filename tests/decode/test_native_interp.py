@@ -70,8 +70,9 @@ def test_kernels_equal_cv2_resize_bit_for_bit():
             want = cv2.resize(img, (out_w, out_h), interpolation=method)
             want = want.reshape(out_h, out_w, channels)
             got = _ours(img, out_h, out_w, out_w / w, out_h / h, method)
-        np.testing.assert_array_equal(got, want, err_msg=f"method {method} {img.shape} -> "
-                                                         f"{want.shape} ({'fx' if case % 2 else 'size'})")
+        how = "fx" if case % 2 else "size"
+        np.testing.assert_array_equal(got, want,
+                                      err_msg=f"method {method} {img.shape} -> {want.shape} ({how})")
 
 
 def test_bicubic_is_not_a_kernel_here_because_cv2s_is_ipps():
@@ -305,3 +306,83 @@ def test_fill_refuses_a_bad_label_table_and_bad_new_options(tmp_path):
                     dict(min_crop_size=9, max_crop_size=5)):
             with pytest.raises(ValueError, match="inter_method or the crop size"):
                 batch.fill(*args, options._replace(**bad), b"", ids, np.zeros(4, np.float32))
+
+
+# --------------------------------------------------------------- seeded random configurations
+
+KINDS = ("gray", "420", "444", "progressive")
+
+
+def _kinds(path):
+    """8 JPEGs of random sizes (40-260 px), two of each kind."""
+    rng = np.random.default_rng(9)
+    with recpipe.RecordWriter(str(path)) as writer:
+        for i, kind in enumerate(KINDS * 2):
+            h, w = int(rng.integers(40, 260)), int(rng.integers(40, 260))
+            img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
+            flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
+            if kind == "gray":
+                img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+            elif kind == "444":
+                flags += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]
+            elif kind == "progressive":
+                flags += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
+            data = cv2.imencode(".jpg", img, flags)[1].tobytes()
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data), i)
+    return str(path)
+
+
+def _random_configuration(rng):
+    h, w = int(rng.integers(8, 72)), int(rng.integers(8, 72))
+    dtype = str(rng.choice(["uint8", "float32", "float16"]))
+    config = dict(data_shape=(3, h, w), dtype=dtype,
+                  inter_method=int(rng.choice([0, 1, 3, 4, 9, 10])),
+                  layout=str(rng.choice(["NCHW", "NHWC"])), rand_mirror=bool(rng.integers(2)))
+    geometry = rng.integers(4)
+    if geometry == 0:  # a resize step, smaller or larger than the images, then a crop
+        config.update(resize=int(rng.integers(max(h, w), 3 * max(h, w) + 2)),
+                      rand_crop=bool(rng.integers(2)))
+    elif geometry == 1:
+        low = float(rng.uniform(0.3, 1.0))
+        config.update(random_resized_crop=True, min_random_area=float(rng.uniform(0.05, 0.9)),
+                      min_aspect_ratio=low, max_aspect_ratio=float(rng.uniform(1.0, 1 / low)))
+    elif geometry == 2:  # random-size square crops, maybe after a resize step
+        low = int(rng.integers(4, 40))
+        config.update(min_crop_size=low, max_crop_size=low + int(rng.integers(0, 30)),
+                      rand_crop=bool(rng.integers(2)))
+        if rng.integers(2):
+            config["resize"] = int(rng.integers(70, 200))
+    if dtype != "uint8":
+        config.update(mean_r=float(rng.uniform(0, 200)), std_b=float(rng.uniform(0.5, 90)))
+    if dtype != "float16" and rng.integers(3) == 0:
+        config["brightness"] = float(rng.uniform(0.0, 0.5))
+    try:
+        return AugmentConfig.from_kwargs(**config)
+    except ValueError:
+        return None
+
+
+def test_random_configurations_give_the_python_paths_pixels(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    rng = np.random.default_rng(2121)
+    checked = rendered = 0
+    with RecordReader(_kinds(tmp_path / "kinds.rec")) as reader:
+        for _ in range(200):
+            config = _random_configuration(rng)
+            if config is None:
+                continue
+            records = RecordDecoder(reader, decoder, Augmenter(config), seed=int(rng.integers(99)))
+            assert records.native, config
+            try:
+                images, _, status, expected, _ = _native_run(records, reader,
+                                                             epoch=int(rng.integers(4)))
+            except DecodeError:  # an image smaller than max_crop_size: Python's error
+                continue
+            for i in np.flatnonzero(status):
+                np.testing.assert_array_equal(images[i], expected[i],
+                                              err_msg=f"sample {i} of {config}")
+            checked += 1
+            rendered += int(status.sum())
+    assert checked > 120 and rendered > checked * 4
