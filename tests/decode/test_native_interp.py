@@ -71,8 +71,8 @@ def test_kernels_equal_cv2_resize_bit_for_bit():
             want = want.reshape(out_h, out_w, channels)
             got = _ours(img, out_h, out_w, out_w / w, out_h / h, method)
         how = "fx" if case % 2 else "size"
-        np.testing.assert_array_equal(got, want,
-                                      err_msg=f"method {method} {img.shape} -> {want.shape} ({how})")
+        message = f"method {method} {img.shape} -> {want.shape} ({how})"
+        np.testing.assert_array_equal(got, want, err_msg=message)
 
 
 def test_bicubic_is_not_a_kernel_here_because_cv2s_is_ipps():
