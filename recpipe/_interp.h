@@ -299,7 +299,6 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
         f = (float)((d + 1) - (s + 1) * inv_scale);
         f = f <= 0 ? 0.f : f - floorf(f);
     }
-    *coef = 0; /* set below; ``s`` may be clamped by the caller (bilinear) */
     if (method == INTERP_LANCZOS4) {
         interp_lanczos4(f, cbuf);
     } else {
