@@ -1178,7 +1178,7 @@ static int add_contract(PyObject *module)
     slots = Py_BuildValue("{sisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES,
                           "crop_x", U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order",
                           U_ORDER, "colour", U_COLOUR, "drawn", N_DRAWN, "inter", U_INTER,
-                          "crop_size", U_CROP_SIZE);
+                          "crop", U_CROP_SIZE);
     if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
         return -1;

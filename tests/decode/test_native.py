@@ -35,7 +35,7 @@ def test_c_draw_slots_are_the_planner_slots():
         "rrc": planning.U_RRC, "rrc_tries": tries, "crop_x": planning.U_CROP + 1,
         "crop_y": planning.U_CROP + 2, "mirror": planning.U_MIRROR, "order": planning.U_ORDER,
         "colour": planning.U_COLOUR, "drawn": planning.N_UNIFORM,
-        "inter": planning.U_INTER, "crop_size": planning.U_CROP}
+        "inter": planning.U_INTER, "crop": planning.U_CROP}
 
 
 def _type_name(hint):
