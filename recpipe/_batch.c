@@ -1390,8 +1390,9 @@ static PyMethodDef batch_methods[] = {
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
     {"interp", batch_interp, METH_VARARGS,
-     "interp((h, w, c), src, (h2, w2), dst, inv_x, inv_y, method) -> True when resized (for "
-     "tests: recpipe/_interp.h against cv2.resize)."},
+     "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method) -> True when resized "
+     "(src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
+     "cv2.resize)."},
     {NULL, NULL, 0, NULL},
 };
 
