@@ -9,7 +9,7 @@
  * written by the same code as recpipe._colour and recpipe._resize.
  *
  * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
- *      epoch, options, sums=b"") -> number of samples done
+ *      epoch, options, sums=b"", label_ids=b"", label_values=b"") -> number of samples done
  *
  * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a buffer of
  * record payloads the caller fetched (a remote file: the bytes after each record's 8-byte head,
@@ -41,6 +41,14 @@
  * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
  * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
  * recpipe/_warp.h (geometric_into), then cropped and written as the Python path writes it.
+ *
+ * nativeinter: options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
+ * auto, 10 drawn per resize from slots 0..2) picks how a resize the Python path hands to
+ * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code), a bicubic one left
+ * to Python (OpenCV's is IPP's); options.min_crop_size/max_crop_size (-1: off) draw a
+ * random-size square crop (its side from slot 48); options.id_labels takes each sample's labels
+ * from ``label_ids`` (ascending uint64 image ids) and ``label_values`` (label_width float32 a
+ * row), looked up by the record header's id (an imglist's), an id not listed left to Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -55,6 +63,7 @@
 
 #include "_crc32c.h"
 #include "_floats.h"
+#include "_interp.h"
 #include "_planes.h"
 #include "_resize_core.h"
 #include "_roi_core.h"
@@ -74,6 +83,8 @@
 #define U_ORDER 55
 #define U_COLOUR 58
 #define N_DRAWN 64 /* the uniforms planning reads */
+#define U_INTER 0  /* inter_method 10: the three resizes' methods */
+#define U_CROP_SIZE 48 /* a random-size crop's side */
 
 typedef struct {
     long out_h, out_w;
@@ -97,6 +108,10 @@ typedef struct {
     int affine, warp_lanes, fill;
     long pad;
     affine_limits limits;
+    /* nativeinter: interpolations, random-size crops, labels by image id */
+    int inter_method;          /* ImageRecordIter's: 0-4, 9 auto, 10 drawn per resize */
+    long min_crop, max_crop;   /* random-size square crop, -1: off */
+    int id_labels;             /* labels from the caller's id table, not the record header */
 } run_options;
 
 #include "_augment_kernels.h" /* kernels on run_options */
@@ -382,6 +397,7 @@ typedef struct {
     long src_h, src_w, res_h, res_w; /* the image, and after the resize step */
     long x, y, w, h;                 /* the crop, in the resized image */
     int resize_crop, mirror;         /* the crop is resized to the output (random-resized) */
+    int inter[3];                    /* resize step, affine, crop: 0-4 or 9 (auto) */
     unsigned den;                    /* DCT scale 1/den */
     long full_h, full_w;             /* the image decoded at that scale */
 } sample_plan;
@@ -434,7 +450,18 @@ static int plan_sample(const run_options *opt, const double *u, long rows, long 
     if (opt->resize != -1)
         shorter_edge(rows, cols, opt->resize, &p->res_h, &p->res_w);
     p->resize_crop = 0;
+    for (int i = 0; i < 3; i++)
+        p->inter[i] = opt->inter_method == 10 ? (int)randint(u[U_INTER + i], 0, 4)
+                                              : opt->inter_method;
     if (opt->rrc && random_resized_box(opt, u, p->res_h, p->res_w, p) == 0) {
+        p->resize_crop = 1;
+    } else if (!opt->rrc && opt->max_crop != -1) { /* Planner's random-size square crop */
+        if ((p->res_h < p->res_w ? p->res_h : p->res_w) < opt->max_crop)
+            return -1; /* Python raises its error */
+        long size = randint(u[U_CROP_SIZE], opt->min_crop, opt->max_crop);
+        p->x = opt->rand_crop ? randint(u[U_CROP_X], 0, p->res_w - size) : (p->res_w - size) / 2;
+        p->y = opt->rand_crop ? randint(u[U_CROP_Y], 0, p->res_h - size) : (p->res_h - size) / 2;
+        p->w = p->h = size;
         p->resize_crop = 1;
     } else {
         if (p->res_h < opt->out_h || p->res_w < opt->out_w)
@@ -604,9 +631,10 @@ static int plan_colour(const run_options *opt, const double *u, colour_op ops[3]
     return n;
 }
 
-/* Renderer's region path: the crop resized into a uint8 region, HLS-shifted, then either
- * written as it is (uint8 values: HLS alone) or colour-jittered and PCA-lit as planes, then
- * mirrored, normalised and written (recpipe._colour's code). ``pca``: NULL for none. */
+static int colour_region(const run_options *opt, scratch *mem, const sample_plan *plan,
+                         const double *u, const float *pca, void *dst);
+
+/* Renderer's region path: the crop resized into a uint8 region, then colour_region. */
 static int jitter_into(const run_options *opt, scratch *mem, const unsigned char *pixels,
                        long win_h, long win_w, const axis_spec *ya, const axis_spec *xa,
                        const sample_plan *plan, const double *u, const float *pca, void *dst)
@@ -615,6 +643,16 @@ static int jitter_into(const run_options *opt, scratch *mem, const unsigned char
     if (grow((void **)&mem->region, &mem->region_cap, (size_t)n * 3)
         || resize_into(opt, pixels, win_h, win_w, ya, xa, 0, mem->region, 0))
         return -1;
+    return colour_region(opt, mem, plan, u, pca, dst);
+}
+
+/* mem->region (out_h x out_w x 3) HLS-shifted, then either written as it is (uint8 values: HLS
+ * alone) or colour-jittered and PCA-lit as planes, then mirrored, normalised and written
+ * (recpipe._colour's code). ``pca``: NULL for none. */
+static int colour_region(const run_options *opt, scratch *mem, const sample_plan *plan,
+                         const double *u, const float *pca, void *dst)
+{
+    Py_ssize_t n = (Py_ssize_t)opt->out_h * opt->out_w;
     if (has_hls(opt)) {
         long shifts[3];
         plan_hls(opt, u, shifts);
@@ -638,6 +676,180 @@ static int jitter_into(const run_options *opt, scratch *mem, const unsigned char
     memcpy(target.offsets, opt->offsets, sizeof target.offsets);
     write_planes(mem->planes, &target);
     return 0;
+}
+
+/* --- nativeinter: the resizes the Python path hands to cv2.resize (recpipe/_interp.h) ------ */
+
+/* geometry.resolve_inter: MXNet's automatic choice (9) by the sizes; the others as they are. */
+static int resolve_inter(int method, long old_h, long old_w, long new_h, long new_w)
+{
+    if (method != 9)
+        return method;
+    if (new_h > old_h && new_w > old_w)
+        return INTERP_CUBIC;
+    if (new_h < old_h && new_w < old_w)
+        return INTERP_AREA;
+    return INTERP_LINEAR;
+}
+
+/* geometry.aligned_axis (budget 48): the part [first, end) of a ``full`` axis a crop of
+ * [start, start + length) of its ``resized`` resize needs, starting at resized pixel k. */
+static void aligned_axis(long start, long length, long full, long resized, long *first,
+                         long *end, long *k)
+{
+    double step = (double)full / (double)resized, best = 1.0;
+    long at = 0, best_k = 0;
+    long low = start - 3 - (long)(48.0 / step);
+    low = low > 0 ? low : 0;
+    for (long cand = start - 3; cand >= low; cand--) {
+        double pos = (double)cand * step, rounded = nearbyint(pos); /* Python's round */
+        double err = fabs(rounded - pos);
+        if (err < best) {
+            at = (long)rounded;
+            best_k = cand;
+            best = err;
+            if (err < 0.01)
+                break;
+        }
+    }
+    long last = at + (long)ceil((double)(start - best_k + length) * step) + 3;
+    *first = at;
+    *k = best_k;
+    *end = last < full ? last : full;
+}
+
+/* Which cv2.resize Renderer._region gives the sample: kind 0 none (the bilinear C kernel or a
+ * plain copy), 1 the resize step then the crop (_aligned_region: box is the part of the decode
+ * it resizes, kx/ky where that part starts in the resized image), 2 the crop's box resized to
+ * the output (_scaled_region / _exact_region). ``method``: resolved (0-4). */
+typedef struct {
+    int kind, method;
+    long box[4]; /* x0, y0, x1, y1 in the full_h x full_w decode */
+    long kx, ky;
+} interp_plan;
+
+static void plan_interp(const run_options *opt, const sample_plan *p, interp_plan *ip)
+{
+    int resized = p->res_h != p->src_h || p->res_w != p->src_w;
+    int full_is_source = p->full_h == p->src_h && p->full_w == p->src_w;
+    ip->kind = 0;
+    if (!p->resize_crop && (resized || !full_is_source)) {
+        ip->method = resolve_inter(p->inter[0], p->full_h, p->full_w, p->res_h, p->res_w);
+        if (ip->method == INTERP_LINEAR)
+            return;
+        ip->kind = 1;
+        aligned_axis(p->x, p->w, p->full_w, p->res_w, &ip->box[0], &ip->box[2], &ip->kx);
+        aligned_axis(p->y, p->h, p->full_h, p->res_h, &ip->box[1], &ip->box[3], &ip->ky);
+    } else if (p->resize_crop) {
+        if (!full_is_source || resized) {
+            mapped_box(p, p->full_h, p->full_w, ip->box);
+        } else {
+            ip->box[0] = p->x;
+            ip->box[1] = p->y;
+            ip->box[2] = p->x + p->w;
+            ip->box[3] = p->y + p->h;
+        }
+        ip->method = resolve_inter(p->inter[2], ip->box[3] - ip->box[1], ip->box[2] - ip->box[0],
+                                   opt->out_h, opt->out_w);
+        ip->kind = ip->method == INTERP_LINEAR ? 0 : 2;
+    }
+}
+
+/* Renderer._scaled_region: ``box`` (full decode coordinates) of the window resized to the
+ * output into mem->region with ``method`` (unresolved); -1 to leave it to Python. */
+static int scaled_region(const run_options *opt, scratch *mem, const long box[4], int method,
+                         const unsigned char *pixels, size_t stride, long wx, long wy,
+                         long win_h, long win_w)
+{
+    long left = box[0] - wx, top = box[1] - wy, right = box[2] - wx, bottom = box[3] - wy;
+    if (left < 0 || top < 0 || right > win_w || bottom > win_h)
+        return -1;
+    long bh = bottom - top, bw = right - left;
+    method = resolve_inter(method, bh, bw, opt->out_h, opt->out_w);
+    if (method == INTERP_CUBIC)
+        return -1;
+    return interp_resize(pixels + stride * (size_t)top + 3 * (size_t)left, stride, (int)bw,
+                         (int)bh, 3, mem->region, 3 * (size_t)opt->out_w, (int)opt->out_w,
+                         (int)opt->out_h, (double)opt->out_w / (double)bw,
+                         (double)opt->out_h / (double)bh, method);
+}
+
+/* Renderer._aligned_region into mem->region: 0 done, 1 not aligned (the scaled region then), -1
+ * left to Python. */
+static int aligned_region(const run_options *opt, scratch *mem, const sample_plan *p,
+                          const interp_plan *ip, const unsigned char *pixels, size_t stride,
+                          long wx, long wy, long win_h, long win_w)
+{
+    long left = ip->box[0] - wx, top = ip->box[1] - wy, right = ip->box[2] - wx,
+         bottom = ip->box[3] - wy;
+    if (left < 0 || top < 0 || right > win_w || bottom > win_h)
+        return 1;
+    double fx = (double)p->res_w / (double)p->full_w, fy = (double)p->res_h / (double)p->full_h;
+    long pw = right - left, ph = bottom - top;
+    int dw = interp_size_by((int)pw, fx), dh = interp_size_by((int)ph, fy);
+    if (dw < 1 || dh < 1)
+        return -1; /* cv2.resize refuses an empty size */
+    long x = p->x - ip->kx, y = p->y - ip->ky;
+    if (x < 0 || y < 0 || x + opt->out_w > dw || y + opt->out_h > dh)
+        return 1;
+    unsigned char *part = malloc((size_t)dw * (size_t)dh * 3);
+    if (part == NULL)
+        return -1;
+    int status = interp_resize(pixels + stride * (size_t)top + 3 * (size_t)left, stride, (int)pw,
+                               (int)ph, 3, part, 3 * (size_t)dw, dw, dh, fx, fy, ip->method);
+    for (long row = 0; status == 0 && row < opt->out_h; row++)
+        memcpy(mem->region + 3 * (size_t)(row * opt->out_w),
+               part + 3 * ((size_t)(y + row) * (size_t)dw + (size_t)x), 3 * (size_t)opt->out_w);
+    free(part);
+    return status;
+}
+
+/* mem->region written into the slot as Renderer._write or _write_float_path does. */
+static int write_region(const run_options *opt, scratch *mem, const sample_plan *plan,
+                        const double *u, void *dst)
+{
+    size_t stride = 3 * (size_t)opt->out_w, n = (size_t)opt->out_h * (size_t)opt->out_w;
+    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
+        return colour_region(opt, mem, plan, u, NULL, dst);
+    }
+    if (!opt->is_float) { /* uint8 (and float16's staged values): mirrored, laid out */
+        write_crop(opt, mem, mem->region, stride, 0, plan->mirror, dst);
+        return 0;
+    }
+    /* float32: cv2's writers (Renderer._write) through recpipe/_warp.h's per-value tables */
+    run_options unit = half_staging(opt);
+    float table[3][256], tail[3][256];
+    if (grow((void **)&mem->staged, &mem->staged_cap, 3 * n))
+        return -1;
+    write_crop(&unit, mem, mem->region, stride, 0, plan->mirror, mem->staged);
+    float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, table, tail);
+    floats_of(mem->staged, dst, (long)n, opt->nchw, (const float(*)[256])table,
+              (const float(*)[256])tail);
+    return 0;
+}
+
+/* The sample's cv2.resize (``ip``, kind 1 or 2) and the rest of its rendering; -1: Python's. */
+static int interp_into(const run_options *opt, scratch *mem, const sample_plan *p,
+                       const interp_plan *ip, const double *u, const unsigned char *pixels,
+                       size_t stride, long wx, long wy, long win_h, long win_w, void *dst)
+{
+    if (grow((void **)&mem->region, &mem->region_cap,
+             3 * (size_t)opt->out_h * (size_t)opt->out_w))
+        return -1;
+    int status;
+    if (ip->kind == 2) {
+        status = scaled_region(opt, mem, ip->box, p->inter[2], pixels, stride, wx, wy, win_h,
+                               win_w);
+    } else {
+        status = aligned_region(opt, mem, p, ip, pixels, stride, wx, wy, win_h, win_w);
+        if (status == 1) {
+            long box[4];
+            mapped_box(p, p->full_h, p->full_w, box);
+            status = scaled_region(opt, mem, box, p->inter[0], pixels, stride, wx, wy, win_h,
+                                   win_w);
+        }
+    }
+    return status == 0 ? write_region(opt, mem, p, u, dst) : -1;
 }
 
 /* --- one sample ---------------------------------------------------------------------------- */
@@ -737,7 +949,6 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     roi_init_errors(job);
     job->data = data;
     job->size = size;
-    job->channels = 3;
     job->fast_dct = opt->fast_dct;
     job->fast_upsample = opt->fast_upsample;
     job->strict = job->err.strict = opt->strict;
@@ -769,7 +980,13 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     plan.full_h = ceil_div(rows, plan.den);
     plan.full_w = ceil_div(cols, plan.den);
     long box[4];
+    interp_plan ip;
     decode_box(&plan, box);
+    plan_interp(opt, &plan, &ip);
+    if (ip.kind != 0 && ip.method == INTERP_CUBIC)
+        goto done; /* OpenCV's bicubic is IPP's: the Python path's */
+    if (ip.kind == 1)
+        memcpy(box, ip.box, sizeof box);
     job->scale_num = 1;
     job->scale_den = plan.den;
     job->x0 = box[0];
@@ -790,6 +1007,11 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
         goto done;
     axis_spec ya, xa;
     long win_h = (long)job->out_h, win_w = (long)job->out_w;
+    if (ip.kind != 0) {
+        status = interp_into(opt, mem, &plan, &ip, u, mem->pixels, stride, (long)job->out_x,
+                             (long)job->out_y, win_h, win_w, dst);
+        goto done;
+    }
     linear_axes(opt, &plan, (long)job->out_x, (long)job->out_y, &ya, &xa);
     float pca[3];
     if (opt->pca_noise > 0) {
@@ -826,7 +1048,38 @@ typedef struct {
     unsigned char *status;
     uint64_t key[2], epoch;
     run_options opt;
+    const uint64_t *label_ids; /* id_labels: the ids, ascending, and their label rows */
+    const float *label_values;
+    Py_ssize_t n_labels;
 } run_request;
+
+/* Labels looked up by the image id of the record header (an imglist's, options.id_labels):
+ * the row of ``id`` into ``out``; -1 when the id is not listed or the header is malformed
+ * (the Python path raises its error). */
+static int id_labels_of(const run_request *req, const unsigned char *payload, size_t length,
+                        float *out, size_t *image_at)
+{
+    if (length < IMAGE_HEADER)
+        return -1;
+    uint32_t flag = le32(payload);
+    uint64_t id = (uint64_t)le32(payload + 8) | (uint64_t)le32(payload + 12) << 32;
+    if ((size_t)flag > (length - IMAGE_HEADER) / 4)
+        return -1;
+    Py_ssize_t low = 0, high = req->n_labels;
+    while (low < high) { /* the first id >= id */
+        Py_ssize_t mid = low + (high - low) / 2;
+        if (req->label_ids[mid] < id)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    if (low == req->n_labels || req->label_ids[low] != id)
+        return -1;
+    long width = req->opt.label_width;
+    memcpy(out, req->label_values + (size_t)low * (size_t)width, sizeof(float) * (size_t)width);
+    *image_at = IMAGE_HEADER + 4 * (size_t)flag;
+    return 0;
+}
 
 /* 1 when sample ``i``'s record payload has the CRC32C the sidecar expects (or there are no
  * sums); 0 leaves the sample to the Python path, which reports the mismatch. */
@@ -864,7 +1117,10 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         }
         float *labels = req->labels + req->slots[i] * req->opt.label_width;
         if (payload == NULL || !sum_matches(req, i, payload, length)
-            || labels_of(payload, length, req->opt.label_width, labels, &image_at) != 0)
+            || (req->opt.id_labels
+                    ? id_labels_of(req, payload, length, labels, &image_at)
+                    : labels_of(payload, length, req->opt.label_width, labels, &image_at))
+                   != 0)
             continue;
         void *dst = req->images + (size_t)req->slots[i] * req->slot_bytes;
         void *target = staged ? (void *)mem->staged : dst;
@@ -952,6 +1208,11 @@ static const option_field OPTION_TABLE[] = {
     OPTION("pad", OPT_LONG, pad),
     OPTION("fill_value", OPT_INT, fill),
     OPTION("warp_lanes", OPT_INT, warp_lanes),
+    /* nativeinter */
+    OPTION("inter_method", OPT_INT, inter_method),
+    OPTION("min_crop_size", OPT_LONG, min_crop),
+    OPTION("max_crop_size", OPT_LONG, max_crop),
+    OPTION("id_labels", OPT_BOOL, id_labels),
 };
 
 #define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
@@ -1041,6 +1302,13 @@ static int parse_options(PyObject *options, run_options *opt)
         PyErr_SetString(PyExc_ValueError, "warp_lanes, pad or fill_value is invalid");
         return -1;
     }
+    if (!((opt->inter_method >= 0 && opt->inter_method <= 4) || opt->inter_method == 9
+          || opt->inter_method == 10)
+        || (opt->max_crop != -1 && !(opt->min_crop >= 1 && opt->min_crop <= opt->max_crop
+                                      && opt->max_crop <= 65535))) {
+        PyErr_SetString(PyExc_ValueError, "inter_method or the crop size range is invalid");
+        return -1;
+    }
     if (opt->max_scans < 0) {
         PyErr_SetString(PyExc_ValueError, "max_scans must be >= 0 (0: no limit)");
         return -1;
@@ -1069,10 +1337,11 @@ static int add_contract(PyObject *module)
         Py_XDECREF(names);
         return -1;
     }
-    slots = Py_BuildValue("{sisisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries", RRC_TRIES,
-                          "crop_x", U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR, "order",
-                          U_ORDER, "colour", U_COLOUR, "drawn", N_DRAWN, "hls", U_HLS, "norm",
-                          U_NORM, "affine", U_AFFINE);
+    slots = Py_BuildValue("{sisisisisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries",
+                          RRC_TRIES, "crop_x", U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR,
+                          "order", U_ORDER, "colour", U_COLOUR, "drawn", N_DRAWN, "hls", U_HLS,
+                          "norm", U_NORM, "affine", U_AFFINE, "inter", U_INTER, "crop",
+                          U_CROP_SIZE);
     if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
         return -1;
@@ -1124,7 +1393,7 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
 static PyObject *batch_fill(PyObject *self, PyObject *args)
 {
     Py_buffer starts = {0}, ends = {0}, samples = {0}, slots = {0}, images = {0}, labels = {0},
-              status = {0}, payloads = {0}, sums = {0};
+              status = {0}, payloads = {0}, sums = {0}, label_ids = {0}, label_values = {0};
     PyObject *source, *options, *result = NULL;
     unsigned long long key_lo, key_hi, epoch;
     long long file_size;
@@ -1132,9 +1401,9 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     scratch *mem;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "OLy*y*y*y*w*w*w*KKKO|y*:fill", &source, &file_size, &starts,
+    if (!PyArg_ParseTuple(args, "OLy*y*y*y*w*w*w*KKKO|y*y*y*:fill", &source, &file_size, &starts,
                           &ends, &samples, &slots, &images, &labels, &status, &key_lo, &key_hi,
-                          &epoch, &options, &sums))
+                          &epoch, &options, &sums, &label_ids, &label_values))
         return NULL;
     req.count = status.len;
     req.fd = -1;
@@ -1179,6 +1448,19 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     req.epoch = epoch;
     if (check_request(&req, &images, &labels))
         goto done;
+    if (req.opt.id_labels) { /* the imglist's table: ids ascending, label_width floats each */
+        Py_ssize_t n = label_ids.len / 8;
+        if (label_ids.len % 8 != 0 || ((uintptr_t)label_ids.buf & 7) != 0
+            || ((uintptr_t)label_values.buf & 3) != 0
+            || label_values.len != n * (Py_ssize_t)req.opt.label_width * 4) {
+            PyErr_SetString(PyExc_ValueError, "label_ids must be aligned uint64 and label_values "
+                            "label_width aligned float32 for each");
+            goto done;
+        }
+        req.label_ids = label_ids.buf;
+        req.label_values = label_values.buf;
+        req.n_labels = n;
+    }
     mem = thread_scratch();
     if (mem == NULL
         || grow((void **)&mem->planes, &mem->planes_cap,
@@ -1207,6 +1489,10 @@ done:
     PyBuffer_Release(&status);
     if (sums.obj != NULL)
         PyBuffer_Release(&sums);
+    if (label_ids.obj != NULL)
+        PyBuffer_Release(&label_ids);
+    if (label_values.obj != NULL)
+        PyBuffer_Release(&label_values);
     return result;
 }
 
@@ -1304,11 +1590,41 @@ done:
     return result;
 }
 
+/* interp(src, dst, inv_x, inv_y, method): recpipe/_interp.h's resize of a C-contiguous uint8
+ * (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those inverse scales (for
+ * the tests that compare it with cv2.resize). */
+static PyObject *batch_interp(PyObject *self, PyObject *args)
+{
+    Py_buffer src = {0}, dst = {0};
+    long sh, sw, dh, dw, cn;
+    double inv_x, inv_y;
+    int method, status = -1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "(lll)y*(ll)w*ddi:interp", &sh, &sw, &cn, &src, &dh, &dw, &dst,
+                          &inv_x, &inv_y, &method))
+        return NULL;
+    if (sh < 1 || sw < 1 || cn < 1 || cn > 4 || dh < 1 || dw < 1 || sh > 65535 || sw > 65535
+        || dh > 65535 || dw > 65535 || src.len != sh * sw * cn || dst.len != dh * dw * cn) {
+        PyErr_SetString(PyExc_ValueError, "interp: sizes do not match the buffers");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = interp_resize(src.buf, (size_t)(sw * cn), (int)sw, (int)sh, (int)cn, dst.buf,
+                               (size_t)(dw * cn), (int)dw, (int)dh, inv_x, inv_y, method);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(status == 0);
+}
+
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
      "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
      "key_hi, "
-     "epoch, options, sums=b'') -> samples done (see the module source)."},
+     "epoch, options, sums=b'', label_ids=b'', label_values=b'') -> samples done (see the "
+     "module source)."},
     {"colour_convert", batch_colour_convert, METH_VARARGS,
      "colour_convert(code, pixels, width) -> bytes: rows of ``width`` uint8 pixels converted as "
      "cv2.cvtColor does (code 0: RGB2HLS, 1: HLS2RGB; for tests)."},
@@ -1322,6 +1638,10 @@ static PyMethodDef batch_methods[] = {
     {"warp_affine", batch_warp_affine, METH_VARARGS,
      "warp_affine(src, height, width, channels, forward, out_h, out_w, fill, lanes) -> bytes: "
      "cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe._batch computes it."},
+    {"interp", batch_interp, METH_VARARGS,
+     "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method) -> True when resized "
+     "(src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
+     "cv2.resize)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,7 +11,8 @@ in ``OPTION_FIELDS`` order (tests/decode/test_native.py checks the two against e
     scales, gain_r, gain_g, gain_b, channels, mean_r, mean_g, mean_b, max_contrast,
     max_illumination, pca_noise, random_h, random_s, random_l, affine, max_shear_ratio,
     max_rotate_angle, rotate, rotate_list, min_random_scale, max_random_scale, min_img_size,
-    max_img_size, pad, fill_value, warp_lanes
+    max_img_size, pad, fill_value, warp_lanes, inter_method, min_crop_size, max_crop_size,
+    id_labels
 """
 
 from typing import Dict, List, Tuple, Union
@@ -32,8 +33,8 @@ def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffe
                         int, bool, float, float, float, float, float, float, float, int, float,
                         float, float, int, float, float, float, float, float, float, int, int,
                         int, bool, float, int, int, tuple, float, float, float, float, int, int,
-                        int],
-         sums: Buffer = b"") -> int: ...
+                        int, int, int, int, bool],
+         sums: Buffer = b"", label_ids: Buffer = b"", label_values: Buffer = b"") -> int: ...
 def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
 def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int,
                   y1: int, channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
@@ -44,3 +45,5 @@ def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, f
 def warp_affine(src: Buffer, height: int, width: int, channels: int,
                 forward: Tuple[float, float, float, float, float, float], out_h: int, out_w: int,
                 fill: int, lanes: int) -> bytes: ...
+def interp(src_shape: Tuple[int, int, int], src: Buffer, dst_shape: Tuple[int, int], dst: Buffer,
+           inv_x: float, inv_y: float, method: int) -> bool: ...

@@ -81,9 +81,9 @@ import numpy as np
 
 from ._optional import require
 from .decode.augment import sample_rng
+from .decode.labels import IdLabels
 from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions
-from .errors import LabelError
 from .io.index import read_text
 from .mxnet_keywords import MXNET_KEYWORDS, UnknownKeywordWarning, translate
 
@@ -127,22 +127,6 @@ def read_imglist(url, label_width=1, storage_options=None):
     return labels
 
 
-class _ImglistLabels:
-    """``label_rule`` of a loader whose labels come from an imglist by ``header.id``."""
-
-    def __init__(self, imglist, imglist_url, rec_url):
-        self.imglist = imglist
-        self.imglist_url = imglist_url
-        self.rec_url = str(rec_url)
-
-    def __call__(self, header, position):
-        try:
-            return self.imglist[header.id]
-        except KeyError:
-            raise LabelError(f"image id {header.id} is not in {self.imglist_url}",
-                             path=self.rec_url, record=position) from None
-
-
 def _make_loader(loader_kwargs, imglist_url):
     kwargs = dict(loader_kwargs)
     url, index_url = kwargs.pop("url"), kwargs.pop("index_url", None)
@@ -151,7 +135,9 @@ def _make_loader(loader_kwargs, imglist_url):
                                         **kwargs)
     if imglist_url is not None:
         imglist = read_imglist(imglist_url, options.label_width, storage_options)
-        options = options.replace(label_rule=_ImglistLabels(imglist, imglist_url, url))
+        # a table recpipe._batch looks ids up in itself: imglist labels stay on the native path
+        options = options.replace(label_rule=IdLabels(imglist, options.label_width,
+                                                      source=imglist_url, path=str(url)))
     return ImageLoader(url, index_url=index_url, storage_options=storage_options,
                        options=options)
 

@@ -81,6 +81,39 @@ def test_dataset_items_are_the_threaded_loaders_samples(rec):
     assert not all(np.array_equal(dataset[i][0].numpy(), expected_images[i]) for i in range(5))
 
 
+def test_dataset_items_decode_through_the_native_run_decoder(rec, monkeypatch):
+    """__getitem__ hands its sample to recpipe._batch.fill (a run of one) when the gate allows
+    it, with the pixels and labels the Python path gives."""
+    from recpipe.decode import records
+    from recpipe.decode.decoders import get_decoder
+
+    batch = records.native_module()
+    if batch is None or get_decoder("auto").region_options() is None:
+        pytest.skip("recpipe._batch or the libjpeg region decoder is not built")
+    done = []
+
+    class Counting:  # recpipe._batch, counting the samples fill renders
+        def __getattr__(self, name):
+            return getattr(batch, name)
+
+        def fill(self, *args):
+            done.append(batch.fill(*args))
+            return done[-1]
+
+    def items(native):
+        monkeypatch.setattr(records, "native_module", lambda: Counting() if native else None)
+        dataset = rt.RecordDataset(rec, (3, 24, 24), label_width=2, **AUG)
+        dataset.set_epoch(3)
+        return [dataset[i] for i in range(N_IMAGES)]
+
+    python_items = items(False)
+    assert done == []
+    native_items = items(True)
+    assert done == [1] * N_IMAGES  # every sample rendered by C
+    for (image, label), (want_image, want_label) in zip(native_items, python_items):
+        assert torch.equal(image, want_image) and torch.equal(label, want_label)
+
+
 def test_dataset_in_forked_dataloader_workers_matches_the_main_process(rec):
     dataset = rt.RecordDataset(rec, (3, 20, 20), label_width=2, label_dtype=torch.long, **AUG)
     dataset[0]  # the parent has its file open before the workers fork

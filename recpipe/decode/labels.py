@@ -1,10 +1,40 @@
-"""Labels of a record by ImageRecordIter's rules (``label_width``)."""
+"""Labels of a record by ImageRecordIter's rules (``label_width``), or looked up by the image id
+of its header (``IdLabels``: an imglist's)."""
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import LabelError, RecordFormatError
 
-__all__ = ["header_labels"]
+__all__ = ["IdLabels", "header_labels"]
+
+_ID_RANGE = 1 << 64  # header ids are uint64
+
+
+class IdLabels:
+    """A label rule ``(header, position) -> label`` that looks the record's ``header.id`` up in
+    ``labels`` (``{image id: float32 scalar or label_width values}``, e.g. an imglist's); an
+    id not there raises LabelError (a RecordFormatError the quarantine ignores: the record is
+    sound) naming ``source`` (and ``path``, the records).
+    ``ids`` (ascending uint64) and ``values`` (float32, one row of ``label_width`` a id) are the
+    same table for ``recpipe._batch``, which looks ids up itself."""
+
+    def __init__(self, labels, label_width, *, source, path=None):
+        self.labels = labels
+        self.label_width = int(label_width)
+        self.source = source
+        self.path = path
+        ids = sorted(key for key in labels if 0 <= key < _ID_RANGE)  # others match no header
+        self.ids = np.array(ids, dtype=np.uint64)
+        rows = np.array([labels[key] for key in ids], dtype=np.float32)
+        rows = rows.reshape(len(ids), -1) if ids else np.zeros((0, self.label_width), np.float32)
+        self.values = np.ascontiguousarray(rows[:, :self.label_width])
+
+    def __call__(self, header, position):
+        try:
+            return self.labels[header.id]
+        except KeyError:
+            raise LabelError(f"image id {header.id} is not in {self.source}",
+                                    path=self.path, record=position) from None
 
 
 def header_labels(header, label_width, *, path=None, record=None):

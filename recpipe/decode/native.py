@@ -24,7 +24,8 @@ from .augment.geometry import PAYING_SCALES
 
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
            "augment_is_native", "cv2_hls_is_native", "float_writer_matches",
-           "geometric_is_native", "native_module", "run_options", "warp_lanes", "warp_probes"]
+           "geometric_is_native", "interp_is_native", "native_module", "run_options",
+           "warp_lanes", "warp_probes"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
 NATIVE_AUGMENT_FIELDS = frozenset({
@@ -40,6 +41,10 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h; limits in augment_is_native)
     "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
     "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
+    # nativeinter: every inter_method but bicubic (see augment_is_native), random-size crops
+    "inter_method",
+    "min_crop_size",
+    "max_crop_size",
 })
 # nativeaffine: the most rotate_list angles C takes (MAX_ROTATE_LIST in recpipe/_warp.h)
 MAX_ROTATE_LIST = 64
@@ -104,6 +109,11 @@ class RunOptions(NamedTuple):
     pad: int
     fill_value: int
     warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
+    # nativeinter
+    inter_method: int  # ImageRecordIter's: 0-4, 9 auto, 10 drawn per resize
+    min_crop_size: int  # random-size square crop, -1: off
+    max_crop_size: int
+    id_labels: bool  # labels from an id table (an imglist's), passed to fill beside the run
 
 
 def _default(field):
@@ -121,7 +131,11 @@ def augment_is_native(config):
     both colour jitter and an HLS shift, not an HLS shift with MXNet's contrast/illumination,
     and, with MXNet's affine step or ``pad`` (geometric_is_native): 3 channels without HLS, PCA,
     MXNet's contrast/illumination or float16 jitter, no resize step, no random-resized crop,
-    and a warp C reproduces on this machine (warp_lanes)."""
+    and a warp C reproduces on this machine (warp_lanes),
+    not bicubic throughout (``inter_method=2``: OpenCV hands 8-bit bicubic resizes to Intel IPP,
+    whose arithmetic C does not reproduce; with 9 or 10 a bicubic sample alone goes to Python),
+    and a non-bilinear interpolation only for 3-channel output without HLS, PCA, MXNet's
+    contrast/illumination or float16 jitter (interp_is_native)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
             continue
@@ -138,7 +152,7 @@ def augment_is_native(config):
                                          or config.max_random_illumination)
     return (config.channels in (1, 3) and not (config.channels == 1 and (jitter or hls))
             and config.dtype in NATIVE_DTYPES and geometric_is_native(config)
-            and not half_hls_jitter and not hls_norm_jitter)
+            and interp_is_native(config) and not half_hls_jitter and not hls_norm_jitter)
 
 
 def geometric_is_native(config):
@@ -149,7 +163,8 @@ def geometric_is_native(config):
     path (upscaled samples are left to it one by one)."""
     if not (config.affine_active or config.pad):
         return True
-    if config.resize != -1 or config.random_resized_crop or config.inter_method != 1:
+    if (config.resize != -1 or config.random_resized_crop or config.inter_method != 1
+            or config.max_crop_size != -1):  # (random-size crops: the planner's, not here)
         return False
     # the colour recipes of recpipe/_colour_kernels.h are not wired into the geometric path
     jitter = config.brightness or config.contrast or config.saturation
@@ -238,6 +253,23 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
                               out_w, fill, lanes)
 
 
+def interp_is_native(config):
+    """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
+    (recpipe/_interp.h, cv2.resize's arithmetic) but bicubic for 3-channel output without the
+    colour recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
+    if config.inter_method == 1:
+        return True
+    jitter = config.brightness or config.contrast or config.saturation
+    if not (config.inter_method != 2 and config.channels == 3 and not config.random_h
+            and not config.random_s and not config.random_l and not config.pca_noise > 0
+            and not config.max_random_contrast and not config.max_random_illumination
+            and not (config.dtype == "float16" and jitter)):
+        return False
+    # float32 NCHW goes through recpipe/_warp.h's writer tables: cv2's rule checked here
+    return not (config.dtype == "float32" and config.layout == "NCHW" and not jitter) \
+        or float_writer_matches()
+
+
 def native_module():
     """``recpipe._batch``, or None when it is not built."""
     return extension("_batch")
@@ -284,12 +316,13 @@ def _colour_is_native(config, module):
     return True
 
 
-def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
+def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Optional[RunOptions]:
     """The ``RunOptions`` of runs decoded with ``decoder`` and ``augmenter``, or None when they
     take the Python path (no ``recpipe._batch``, no augmenter, an augmentation outside the
     allow-list, a C kernel not chosen (``Kernels.none()``), a decoder not decoding regions with
-    ``recpipe._batch``). The caller checks what is not about the augmentation: a local file,
-    labels from the record headers."""
+    ``recpipe._batch``). The caller checks what is not about the augmentation: a local file.
+    ``id_labels``: labels come from an id table the caller passes to ``fill``
+    (``labels.IdLabels``), not from the record headers."""
     module = native_module()
     if module is None or augmenter is None:
         return None
@@ -303,7 +336,7 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
     geometric = bool(config.affine_active or config.pad)  # nativeaffine: no resize kernel used
     if not (augment_is_native(config) and (renderer.kernels.resize or geometric)
             and colour_matches
-            and not planner.random_size and _colour_is_native(config, module)):
+            and _colour_is_native(config, module)):
         return None
     region = decoder.region_options()
     if region is None:
@@ -336,11 +369,13 @@ def run_options(augmenter, decoder, *, label_width=1) -> Optional[RunOptions]:
         max_illumination=float(config.max_random_illumination),
         pca_noise=float(config.pca_noise), random_h=int(config.random_h),
         random_s=int(config.random_s), random_l=int(config.random_l),
-                affine=bool(config.affine_active), max_shear_ratio=float(config.max_shear_ratio),
+        affine=bool(config.affine_active), max_shear_ratio=float(config.max_shear_ratio),
         max_rotate_angle=int(config.max_rotate_angle), rotate=int(config.rotate),
         rotate_list=tuple(int(v) for v in config.rotate_list),
         min_random_scale=float(config.min_random_scale),
         max_random_scale=float(config.max_random_scale),
         min_img_size=float(config.min_img_size), max_img_size=float(config.max_img_size),
         pad=int(config.pad), fill_value=int(config.fill_value),
-        warp_lanes=warp_lanes() if config.affine_active else 0)
+        warp_lanes=warp_lanes() if config.affine_active else 0,
+        inter_method=int(config.inter_method), min_crop_size=int(config.min_crop_size),
+        max_crop_size=int(config.max_crop_size), id_labels=bool(id_labels))

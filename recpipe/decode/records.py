@@ -5,8 +5,9 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 (``decode``: one sample) and ``recpipe bench`` (``image_bytes``).
 
 ``fill`` hands the whole run to ``recpipe._batch`` when it can (a decoder that decodes regions
-with ``recpipe._batch``, labels from the record headers, an augmentation the C kernels render
-alone: an optional resize, then an output-sized or random-resized crop, mirror and
+with ``recpipe._batch``, labels from the record headers or an id table (``IdLabels``: an
+imglist's), an augmentation the C kernels render alone: an optional resize, then an output-sized,
+random-resized or random-size crop, with any interpolation but bicubic, mirror and
 normalisation; the gate and the run description are ``recpipe.decode.native``'s): read, header,
 label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with
 the same random draws and the same pixels. C reads a local file's records itself; the payloads
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..errors import DecodeError, LabelError, RecordFormatError
 from ..io.header import unpack_header
-from .labels import header_labels
+from .labels import IdLabels, header_labels
 from .native import native_module, run_options
 
 __all__ = ["RecordDecoder"]
@@ -57,11 +58,14 @@ class RecordDecoder:
 
     def _native_options(self):
         """``RunOptions`` when runs go to ``recpipe._batch`` (``native.run_options``, with
-        labels from the record headers), else None. A local file's records are read by C; any
-        other source's payloads are read here and handed over in one buffer."""
-        if self._batch is None or self.label_rule is not None:
+        labels from the record headers or an ``IdLabels`` table), else None. A local file's
+        records are read by C; any other source's payloads are read here and handed over in
+        one buffer."""
+        id_labels = isinstance(self.label_rule, IdLabels)
+        if self._batch is None or (self.label_rule is not None and not id_labels):
             return None
-        return run_options(self.augmenter, self.decoder, label_width=self.label_width)
+        return run_options(self.augmenter, self.decoder, label_width=self.label_width,
+                           id_labels=id_labels)
 
     # -- one sample, in Python ------------------------------------------------------------
 
@@ -125,7 +129,14 @@ class RecordDecoder:
             except DecodeError as exc:
                 raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
         out = np.empty(self.augmenter.out_shape, dtype=self.augmenter.dtype)
-        return out, self.decode_into(out, position, sample, epoch)
+        if self._native is None:
+            return out, self.decode_into(out, position, sample, epoch)
+        # a run of one through recpipe._batch (the Python path if C leaves it): same pixels
+        labels = np.empty((1, self.label_width), dtype=np.float32)
+        failures = self.fill(out[None], labels, (0,), (position,), (sample,), epoch)
+        if failures:
+            raise failures[0][1]
+        return out, labels[0, 0] if self.label_width == 1 else labels[0]
 
     # -- a run of samples ---------------------------------------------------------------------
 
@@ -168,9 +179,10 @@ class RecordDecoder:
         sums, ends = self._expected_sums(positions, starts, ends)  # checked by C
         status = np.zeros(len(slots), dtype=np.uint8)
         c0 = time.thread_time()
+        table = (self.label_rule.ids, self.label_rule.values) if self._native.id_labels else ()
         done = self._batch.fill(
             source, size, starts, ends, samples, slots, images, labels, status, self._key_lo,
-            self._key_hi, epoch & _MASK64, self._native, sums)
+            self._key_hi, epoch & _MASK64, self._native, sums, *table)
         if clock is not None:
             clock.released(c0, time.thread_time())
             clock.add("decode", t0, time.perf_counter())

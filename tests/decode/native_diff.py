@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 import recpipe
+from recpipe.errors import DecodeError
 from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.native import native_module, run_options
 from recpipe.decode.records import RecordDecoder
@@ -241,8 +242,12 @@ def native_and_python(reader, decoder, config, *, seed, epoch, threads=1, augmen
     samples = positions * 31 + epoch
     shape = (len(positions),) + augmenter.out_shape
     python = np.zeros(shape, augmenter.dtype)
+    refused = np.zeros(len(positions), bool)  # the Python path raises (e.g. max_crop_size)
     for position, sample in zip(positions.tolist(), samples.tolist()):
-        records.decode_into(python[position], position, sample, epoch)
+        try:
+            records.decode_into(python[position], position, sample, epoch)
+        except DecodeError:
+            refused[position] = True
     options = run_options(augmenter, decoder)
     if options is None or native_module() is None:
         return Rendered(None, python, np.zeros(len(positions), bool), None, options)
@@ -267,4 +272,5 @@ def native_and_python(reader, decoder, config, *, seed, epoch, threads=1, augmen
     else:
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(run, parts))
+    assert not (status.astype(bool) & refused).any(), "C rendered a sample Python refuses"
     return Rendered(images, python, status.astype(bool), labels, options)

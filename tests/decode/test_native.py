@@ -35,7 +35,8 @@ def test_c_draw_slots_are_the_planner_slots():
         "rrc": planning.U_RRC, "rrc_tries": tries, "crop_x": planning.U_CROP + 1,
         "crop_y": planning.U_CROP + 2, "mirror": planning.U_MIRROR, "order": planning.U_ORDER,
         "colour": planning.U_COLOUR, "drawn": planning.N_UNIFORM, "hls": planning.U_HLS,
-        "norm": planning.U_NORM, "affine": planning.U_AFFINE}
+        "norm": planning.U_NORM, "affine": planning.U_AFFINE, "inter": planning.U_INTER,
+        "crop": planning.U_CROP}
 
 
 def _type_name(hint):

@@ -18,6 +18,7 @@ from recpipe.decode.decoders import available_decoders, get_decoder
 from recpipe.decode.native import NATIVE_AUGMENT_FIELDS, run_options
 from recpipe.io.reader import RecordReader
 
+from . import native_diff
 from .native_diff import DEFAULTS, draw_value, native_and_python, pack_kinds
 
 batch = extension("_batch")
@@ -29,7 +30,8 @@ COMPANIONS = ({}, dict(random_resized_crop=True, min_random_area=0.4, max_aspect
                        min_aspect_ratio=0.7),
               dict(random_resized_crop=True, min_random_area=0.4), dict(min_random_area=0.4),
               dict(resize=56, rand_crop=True), dict(pad=4), dict(pad=24, rand_crop=True),
-              dict(dtype="float32", scale=0.5))
+              dict(dtype="float32", scale=0.5),
+              dict(resize=80, min_crop_size=20, max_crop_size=60))  # random-size: both bounds
 # C's names for slots that are not a plan.py U_<NAME> constant
 DERIVED_SLOTS = {"rrc_tries": (planning.U_CROP - planning.U_RRC) // 4,
                  "crop_x": planning.U_CROP + 1, "crop_y": planning.U_CROP + 2,
@@ -152,7 +154,21 @@ def test_some_field_outside_the_allow_list_exercises_the_catch(setup, monkeypatc
         if any(_verdict(flipped, affected, reader, decoder) == "differs"
                for flipped, _, affected in _flips(field, reader, decoder, tries=2)):
             caught.append(field)
-    assert caught, OUTSIDE
+    if caught:
+        return
+    # nearly every field is native now (OUTSIDE: dct_scaling, which changes no pixels C
+    # renders): prove the catch on a field whose C support is taken away instead (C is told
+    # brightness 0, as a field C ignored would be)
+    real = native_diff.run_options
+
+    def without_brightness(augmenter, decoder, **keywords):
+        options = real(augmenter, decoder, **keywords)
+        return None if options is None else options._replace(brightness=0.0)
+
+    monkeypatch.setattr(native_diff, "run_options", without_brightness)
+    assert any(_verdict(flipped, affected, reader, decoder) == "differs"
+               for flipped, _, affected in _flips("brightness", reader, decoder, tries=2)), \
+        "a field C does not render went unnoticed"
 
 
 def test_dataclass_fields_have_defaults_except_data_shape():

@@ -262,7 +262,6 @@ def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
                         min_random_area=0.5),
                    dict(data_shape=(3, 64, 64), max_rotate_angle=10, random_h=10),  # + HLS
                    dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
-                   dict(data_shape=(3, 64, 64), max_crop_size=80, min_crop_size=70),
                    dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False)):
         reader, records = _decoders(rec, **config)
         with reader:

@@ -1,0 +1,469 @@
+/*
+ * recpipe/_interp.h: uint8 resizes with OpenCV's (5.0) cv::resize arithmetic, bit for bit, for
+ * the interpolations ImageRecordIter's ``inter_method`` names besides bilinear-in-C: 0 nearest,
+ * 1 bilinear (cv::resize's own fixed-point one, for the resizes the Python path hands to
+ * OpenCV), 3 area (the integer-factor fast path and the general path; below a factor of 1, the
+ * bilinear emulation), 4 Lanczos-4. 2 (bicubic) is not here: OpenCV hands 8-bit bicubic resizes
+ * to Intel IPP when it is built in (the pip wheels), whose arithmetic is its own
+ * (recpipe.decode.native keeps bicubic samples on the Python path).
+ *
+ * Written from OpenCV's imgproc/src/resize.cpp as the reference of what is computed (offsets,
+ * coefficient rounding, accumulation order and types, saturation); no code copied.
+ *
+ * interp_resize(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method): resize a
+ * sw x sh x cn image into a dw x dh one as cv::hal::resize with those inverse scales (cv2.resize
+ * with a size: dw / sw; with fx, fy: fx, fy); 0 when done, -1 for a method not here or no memory.
+ * interp_size_by(s, f): the size cv2.resize gives to a side of s resized by f (fx, fy).
+ */
+#ifndef RECPIPE_INTERP_H
+#define RECPIPE_INTERP_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* OpenCV computes these with plain float multiplies and adds (a baseline-SSE build): never fuse */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define INTERP_COEF_BITS 11
+#define INTERP_COEF_SCALE (1 << INTERP_COEF_BITS)
+
+enum { INTERP_NEAREST = 0, INTERP_LINEAR = 1, INTERP_CUBIC = 2, INTERP_AREA = 3,
+       INTERP_LANCZOS4 = 4 };
+
+/* cvRound of a double / float: to nearest, ties to even (the default rounding mode), as
+ * OpenCV's own (cvtsd2si / cvtss2si on x86: INT_MIN when out of range) */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline int interp_round(double v) { return _mm_cvtsd_si32(_mm_set_sd(v)); }
+static inline int interp_roundf(float v) { return _mm_cvtss_si32(_mm_set_ss(v)); }
+#else
+static inline int interp_round(double v) { return (int)lrint(v); }
+static inline int interp_roundf(float v) { return (int)lrintf(v); }
+#endif
+
+static inline uint8_t interp_u8(int v) { return (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+
+/* saturate_cast<uchar>(float): cvRound, then clamped (NaN or out of int's range: INT_MIN) */
+static inline uint8_t interp_u8f(float v) { return interp_u8(interp_roundf(v)); }
+
+static inline int16_t interp_short(float v)
+{
+    int r = interp_roundf(v);
+    return (int16_t)(r < -32768 ? -32768 : (r > 32767 ? 32767 : r));
+}
+
+static int interp_size_by(int s, double f)
+{
+    double v = (double)s * f;
+    if (!(v < 2147483647.0))
+        return -1;
+    return interp_round(v);
+}
+
+/* --- nearest ---------------------------------------------------------------------------- */
+
+static int interp_nearest(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
+                          size_t dstep, int dw, int dh, double inv_x, double inv_y)
+{
+    double ifx = 1. / inv_x, ify = 1. / inv_y;
+    int *xofs = malloc(sizeof(int) * (size_t)dw);
+    if (xofs == NULL)
+        return -1;
+    for (int x = 0; x < dw; x++) {
+        int sx = (int)floor((double)x * ifx);
+        xofs[x] = (sx < sw - 1 ? sx : sw - 1) * cn;
+    }
+    for (int y = 0; y < dh; y++) {
+        int sy = (int)floor((double)y * ify);
+        const uint8_t *S = src + sstep * (size_t)(sy < sh - 1 ? sy : sh - 1);
+        uint8_t *D = dst + dstep * (size_t)y;
+        for (int x = 0; x < dw; x++)
+            for (int c = 0; c < cn; c++)
+                D[x * cn + c] = S[xofs[x] + c];
+    }
+    free(xofs);
+    return 0;
+}
+
+/* --- area, integer factors ---------------------------------------------------------------- */
+
+static int interp_area_fast(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
+                            uint8_t *dst, size_t dstep, int dw, int dh, int ix, int iy)
+{
+    int area = ix * iy, width = dw * cn, swidth = sw * cn;
+    float scale = 1.f / (float)area;
+    int dwidth1 = (sw / ix) * cn;
+    int pairs = ix == 2 && iy == 2 && (cn == 1 || cn == 3 || cn == 4);
+    int *xofs = malloc(sizeof(int) * (size_t)width);
+    if (xofs == NULL)
+        return -1;
+    for (int dx = 0; dx < dw; dx++)
+        for (int k = 0; k < cn; k++)
+            xofs[dx * cn + k] = ix * dx * cn + k;
+    for (int dy = 0; dy < dh; dy++) {
+        uint8_t *D = dst + dstep * (size_t)dy;
+        int sy0 = dy * iy, dx = 0;
+        int w = sy0 + iy <= sh ? dwidth1 : 0;
+        if (sy0 >= sh) {
+            memset(D, 0, (size_t)width);
+            continue;
+        }
+        const uint8_t *S = src + sstep * (size_t)sy0, *N = S + sstep;
+        if (pairs) { /* OpenCV's 2x2 path rounds (sum + 2) >> 2 */
+            for (int px = 0; px < w / cn; px++, S += 2 * cn, N += 2 * cn)
+                for (int c = 0; c < cn; c++)
+                    D[px * cn + c] = (uint8_t)((S[c] + S[c + cn] + N[c] + N[c + cn] + 2) >> 2);
+            dx = w;
+        }
+        for (; dx < w; dx++) {
+            const uint8_t *P = S + xofs[dx];
+            int sum = 0;
+            for (int sy = 0; sy < iy; sy++)
+                for (int sx = 0; sx < ix; sx++)
+                    sum += P[sstep * (size_t)sy + (size_t)(sx * cn)];
+            D[dx] = interp_u8f((float)sum * scale);
+        }
+        for (; dx < width; dx++) { /* the last column or row: the pixels inside the image */
+            int sum = 0, count = 0, sx0 = xofs[dx];
+            for (int sy = 0; sy < iy && sy0 + sy < sh; sy++) {
+                const uint8_t *P = src + sstep * (size_t)(sy0 + sy) + sx0;
+                for (int sx = 0; sx < ix * cn && sx0 + sx < swidth; sx += cn) {
+                    sum += P[sx];
+                    count++;
+                }
+            }
+            D[dx] = count ? interp_u8f((float)sum / (float)count) : 0;
+        }
+    }
+    free(xofs);
+    return 0;
+}
+
+/* --- area, any factor >= 1 ---------------------------------------------------------------- */
+
+typedef struct {
+    int si, di;
+    float alpha;
+} interp_decimate;
+
+static int interp_area_tab(int ssize, int dsize, int cn, double scale, interp_decimate *tab)
+{
+    int k = 0;
+    for (int dx = 0; dx < dsize; dx++) {
+        double fsx1 = dx * scale, fsx2 = fsx1 + scale;
+        double cell = scale < ssize - fsx1 ? scale : ssize - fsx1;
+        int sx1 = (int)ceil(fsx1), sx2 = (int)floor(fsx2);
+        sx2 = sx2 < ssize - 1 ? sx2 : ssize - 1;
+        sx1 = sx1 < sx2 ? sx1 : sx2;
+        if (sx1 - fsx1 > 1e-3) {
+            tab[k].di = dx * cn;
+            tab[k].si = (sx1 - 1) * cn;
+            tab[k++].alpha = (float)((sx1 - fsx1) / cell);
+        }
+        for (int sx = sx1; sx < sx2; sx++) {
+            tab[k].di = dx * cn;
+            tab[k].si = sx * cn;
+            tab[k++].alpha = (float)(1.0 / cell);
+        }
+        if (fsx2 - sx2 > 1e-3) {
+            double part = fsx2 - sx2 < 1. ? fsx2 - sx2 : 1.;
+            tab[k].di = dx * cn;
+            tab[k].si = sx2 * cn;
+            tab[k++].alpha = (float)((part < cell ? part : cell) / cell);
+        }
+    }
+    return k;
+}
+
+static void interp_store_row(const float *sum, int width, uint8_t *D)
+{
+    for (int dx = 0; dx < width; dx++)
+        D[dx] = interp_u8f(sum[dx]);
+}
+
+static int interp_area(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
+                       size_t dstep, int dw, int dh, double scale_x, double scale_y)
+{
+    int width = dw * cn;
+    /* a table entry per (output, source) pixel pair: at most source + 2 x output of them */
+    size_t xcap = (size_t)sw + 2 * (size_t)dw + 2, ycap = (size_t)sh + 2 * (size_t)dh + 2;
+    interp_decimate *xtab = malloc(sizeof *xtab * (xcap + ycap));
+    float *buf = malloc(sizeof(float) * 2 * (size_t)width);
+    if (xtab == NULL || buf == NULL) {
+        free(xtab);
+        free(buf);
+        return -1;
+    }
+    interp_decimate *ytab = xtab + xcap;
+    float *sum = buf + width;
+    int xtab_size = interp_area_tab(sw, dw, cn, scale_x, xtab);
+    int ytab_size = interp_area_tab(sh, dh, 1, scale_y, ytab);
+    int prev_dy = ytab_size ? ytab[0].di : 0;
+    memset(sum, 0, sizeof(float) * (size_t)width);
+    for (int j = 0; j < ytab_size; j++) {
+        float beta = ytab[j].alpha;
+        int dy = ytab[j].di;
+        const uint8_t *S = src + sstep * (size_t)ytab[j].si;
+        if (j > 0 && ytab[j].si == ytab[j - 1].si)
+            goto accumulate; /* the same source row: the same horizontal sums */
+        memset(buf, 0, sizeof(float) * (size_t)width);
+        for (int k = 0; cn == 3 && k < xtab_size;) { /* the common case, unrolled */
+            int dxn = xtab[k].di;
+            float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f;
+            do {
+                const uint8_t *P = S + xtab[k].si;
+                float alpha = xtab[k].alpha;
+                acc0 = acc0 + (float)P[0] * alpha;
+                acc1 = acc1 + (float)P[1] * alpha;
+                acc2 = acc2 + (float)P[2] * alpha;
+                k++;
+            } while (k < xtab_size && xtab[k].di == dxn);
+            buf[dxn] = acc0;
+            buf[dxn + 1] = acc1;
+            buf[dxn + 2] = acc2;
+        }
+        for (int k = 0; cn != 3 && k < xtab_size;) { /* a pixel's taps in order, in registers */
+            int dxn = xtab[k].di;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            for (; k < xtab_size && xtab[k].di == dxn; k++) {
+                const uint8_t *P = S + xtab[k].si;
+                float alpha = xtab[k].alpha;
+                for (int c = 0; c < cn && c < 4; c++)
+                    acc[c] = acc[c] + (float)P[c] * alpha;
+            }
+            for (int c = 0; c < cn && c < 4; c++)
+                buf[dxn + c] = acc[c];
+        }
+    accumulate:
+        if (dy != prev_dy) {
+            interp_store_row(sum, width, dst + dstep * (size_t)prev_dy);
+            for (int dx = 0; dx < width; dx++)
+                sum[dx] = beta * buf[dx];
+            prev_dy = dy;
+        } else {
+            for (int dx = 0; dx < width; dx++)
+                sum[dx] = sum[dx] + beta * buf[dx];
+        }
+    }
+    interp_store_row(sum, width, dst + dstep * (size_t)prev_dy);
+    free(xtab);
+    free(buf);
+    return 0;
+}
+
+/* --- separable kernels: bilinear (and area below a factor of 1), Lanczos-4 ---------------- */
+
+static void interp_lanczos4(float x, float *coeffs)
+{
+    static const double s45 = 0.70710678118654752440084436210485;
+    static const double cs[8][2] = {{1, 0}, {-s45, -s45}, {0, 1}, {s45, -s45},
+                                    {-1, 0}, {s45, s45},   {0, -1}, {-s45, s45}};
+    const double pi = 3.1415926535897932384626433832795;
+    float sum = 0;
+    double y0 = -(double)(x + 3) * pi * 0.25, s0 = sin(y0), c0 = cos(y0);
+    for (int i = 0; i < 8; i++) {
+        float y0_ = x + 3 - (float)i;
+        if (fabsf(y0_) >= 1e-6f) {
+            double y = -(double)y0_ * pi * 0.25;
+            coeffs[i] = (float)((cs[i][0] * s0 + cs[i][1] * c0) / (y * y));
+        } else {
+            coeffs[i] = 1e30f;
+        }
+        sum += coeffs[i];
+    }
+    sum = 1.f / sum;
+    for (int i = 0; i < 8; i++)
+        coeffs[i] *= sum;
+}
+
+/* the tap position and coefficients of output ``d`` along an axis (hal::resize's loops) */
+static int interp_taps(int d, double scale, double inv_scale, int area_mode, int method,
+                       int ksize, int16_t *coef)
+{
+    float f, cbuf[8];
+    int s;
+    if (!area_mode) {
+        f = (float)((d + 0.5) * scale - 0.5);
+        s = (int)floorf(f);
+        f -= (float)s;
+    } else {
+        s = (int)floor(d * scale);
+        f = (float)((d + 1) - (s + 1) * inv_scale);
+        f = f <= 0 ? 0.f : f - floorf(f);
+    }
+    if (method == INTERP_LANCZOS4) {
+        interp_lanczos4(f, cbuf);
+    } else {
+        cbuf[0] = 1.f - f;
+        cbuf[1] = f;
+    }
+    for (int k = 0; k < ksize; k++)
+        coef[k] = interp_short(cbuf[k] * (float)INTERP_COEF_SCALE);
+    return s;
+}
+
+/* One source row resized across (hal::resize's horizontal pass, int sums of 11-bit taps):
+ * ``xofs`` the first tap of each output pixel (times cn), taps outside [xmin, xmax) clamped. */
+static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, int ksize,
+                        const int *xofs, const int16_t *alpha, int xmin, int xmax)
+{
+    int swidth = sw * cn;
+    for (int px = 0; px < dw; px++, R += cn) {
+        const int16_t *a = alpha + (size_t)ksize * px;
+        int sx = xofs[px];
+        if (ksize == 2) {
+            if (px < xmax)
+                for (int c = 0; c < cn; c++)
+                    R[c] = S[sx + c] * a[0] + S[sx + cn + c] * a[1];
+            else
+                for (int c = 0; c < cn; c++)
+                    R[c] = S[sx + c] * INTERP_COEF_SCALE;
+        } else if (px >= xmin && px < xmax) {
+            const uint8_t *P = S + sx - 3 * cn;
+            for (int c = 0; c < cn; c++) {
+                int32_t v = 0;
+                for (int j = 0; j < 8; j++)
+                    v += P[c + j * cn] * a[j];
+                R[c] = v;
+            }
+        } else { /* taps outside the image step back inside, a channel at a time */
+            for (int c = 0; c < cn; c++) {
+                int32_t v = 0;
+                for (int j = 0; j < 8; j++) {
+                    int sxj = sx + c - 3 * cn + j * cn;
+                    while (sxj < 0)
+                        sxj += cn;
+                    while (sxj >= swidth)
+                        sxj -= cn;
+                    v += S[sxj] * a[j];
+                }
+                R[c] = v;
+            }
+        }
+    }
+}
+
+static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
+                            uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
+                            double inv_y, int method)
+{
+    int ksize = method == INTERP_LANCZOS4 ? 8 : 2, half = ksize / 2;
+    int area_mode = method == INTERP_AREA;
+    double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
+    int width = dw * cn, xmin = 0, xmax = dw;
+    int *xofs = malloc(sizeof(int) * ((size_t)dw + (size_t)dh));
+    int16_t *alpha = malloc(sizeof(int16_t) * (size_t)ksize * ((size_t)dw + (size_t)dh));
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)ksize * (size_t)width);
+    if (xofs == NULL || alpha == NULL || rows == NULL) {
+        free(xofs);
+        free(alpha);
+        free(rows);
+        return -1;
+    }
+    int *yofs = xofs + dw;
+    int16_t *beta = alpha + (size_t)ksize * dw;
+    for (int dx = 0; dx < dw; dx++) {
+        int16_t *a = alpha + (size_t)ksize * dx;
+        int sx = interp_taps(dx, scale_x, inv_x, area_mode, method, ksize, a);
+        if (sx < half - 1) {
+            xmin = dx + 1;
+            if (sx < 0 && ksize == 2) {
+                sx = 0;
+                a[0] = INTERP_COEF_SCALE; /* fx = 0 */
+                a[1] = 0;
+            }
+        }
+        if (sx + half >= sw) {
+            xmax = xmax < dx ? xmax : dx;
+            if (sx >= sw - 1 && ksize == 2) {
+                sx = sw - 1;
+                a[0] = INTERP_COEF_SCALE;
+                a[1] = 0;
+            }
+        }
+        xofs[dx] = sx * cn;
+    }
+    for (int dy = 0; dy < dh; dy++)
+        yofs[dy] = interp_taps(dy, scale_y, inv_y, area_mode, method, ksize, beta + ksize * dy);
+    int tags[8];
+    const int32_t *taps[8];
+    for (int k = 0; k < ksize; k++)
+        tags[k] = -1;
+    for (int dy = 0; dy < dh; dy++) {
+        const int16_t *b = beta + ksize * dy;
+        for (int k = 0; k < ksize; k++) { /* the rows the taps read, clamped; each resized once */
+            int sy = yofs[dy] - half + 1 + k;
+            sy = sy < 0 ? 0 : (sy >= sh ? sh - 1 : sy);
+            int slot = sy % ksize; /* a dy's rows lie within ksize consecutive ones: no clash */
+            int32_t *R = rows + (size_t)slot * width;
+            if (tags[slot] != sy) {
+                interp_hrow(src + sstep * (size_t)sy, R, sw, cn, dw, ksize, xofs, alpha, xmin,
+                            xmax);
+                tags[slot] = sy;
+            }
+            taps[k] = R;
+        }
+        uint8_t *D = dst + dstep * (size_t)dy;
+        if (ksize == 2) { /* the bilinear fixed point: 4 bits dropped, high halves, >> 2 */
+            int b0 = b[0], b1 = b[1];
+            for (int e = 0; e < width; e++) {
+                int v = ((b0 * (taps[0][e] >> 4)) >> 16) + ((b1 * (taps[1][e] >> 4)) >> 16);
+                D[e] = interp_u8((v + 2) >> 2);
+            }
+        } else {
+            for (int e = 0; e < width; e++) {
+                int64_t v = 0;
+                for (int k = 0; k < 8; k++)
+                    v += (int64_t)taps[k][e] * b[k];
+                D[e] = interp_u8((int)((v + (1 << 21)) >> 22));
+            }
+        }
+    }
+    free(xofs);
+    free(alpha);
+    free(rows);
+    return 0;
+}
+
+/* --- cv::hal::resize's choice ------------------------------------------------------------- */
+
+static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
+                         size_t dstep, int dw, int dh, double inv_x, double inv_y, int method)
+{
+    if (sw < 1 || sh < 1 || dw < 1 || dh < 1 || !(inv_x > 0) || !(inv_y > 0))
+        return -1;
+    if (dw == sw && dh == sh) { /* cv::resize copies */
+        for (int y = 0; y < dh; y++)
+            memcpy(dst + dstep * (size_t)y, src + sstep * (size_t)y, (size_t)dw * cn);
+        return 0;
+    }
+    if (method == INTERP_NEAREST)
+        return interp_nearest(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y);
+    if (method != INTERP_LINEAR && method != INTERP_AREA && method != INTERP_LANCZOS4)
+        return -1;
+    double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
+    int ix = interp_round(scale_x), iy = interp_round(scale_y);
+    int area_fast = fabs(scale_x - ix) < DBL_EPSILON && fabs(scale_y - iy) < DBL_EPSILON;
+    if (method == INTERP_LINEAR && area_fast && ix == 2 && iy == 2)
+        method = INTERP_AREA;
+    if (method == INTERP_AREA && scale_x >= 1 && scale_y >= 1) {
+        if (area_fast)
+            return interp_area_fast(src, sstep, sw, sh, cn, dst, dstep, dw, dh, ix, iy);
+        return interp_area(src, sstep, sw, sh, cn, dst, dstep, dw, dh, scale_x, scale_y);
+    }
+    return interp_separable(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+#endif

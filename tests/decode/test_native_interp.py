@@ -1,0 +1,388 @@
+"""Every ``inter_method`` on the native path, random-size crops and labels that do not come from
+the record header (an imglist's id table, ``label_width`` > 1).
+
+The resize kernels (recpipe/_interp.h) are checked against cv2.resize on thousands of seeded
+random images and sizes; the loader's native runs against the Python path (pixels equal, with
+``status`` proving which samples C rendered); bicubic, whose 8-bit arithmetic OpenCV hands to
+Intel IPP, is shown to stay on the Python path."""
+
+import cv2
+import numpy as np
+import pytest
+
+import recpipe
+from recpipe._optional import extension
+from recpipe.decode.augment import AugmentConfig, Augmenter
+from recpipe.decode.decoders import get_decoder
+from recpipe.decode.labels import IdLabels
+from recpipe.decode.native import augment_is_native, run_options
+from recpipe.decode.records import RecordDecoder
+from recpipe.errors import DecodeError, RecordFormatError
+from recpipe.io.reader import RecordReader
+
+batch = extension("_batch")
+pytestmark = pytest.mark.skipif(batch is None, reason="recpipe._batch is not built")
+
+METHODS = (0, 1, 3, 4)  # nearest, bilinear (cv2's own), area, Lanczos-4
+KERNEL_CASES = 2400
+
+
+def _ours(img, out_h, out_w, inv_x, inv_y, method):
+    h, w, c = img.shape
+    out = np.zeros((out_h, out_w, c), np.uint8)
+    assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), out, inv_x, inv_y,
+                        method)
+    return out
+
+
+def _sizes(rng, kind):
+    """(source h, w), (output h, w) for a kind of resize."""
+    if kind == 0:  # tiny sources, any output
+        return tuple(rng.integers(1, 12, 2)), tuple(rng.integers(1, 40, 2))
+    if kind == 1:  # downscale
+        return tuple(rng.integers(20, 300, 2)), tuple(rng.integers(5, 80, 2))
+    if kind == 2:  # upscale
+        return tuple(rng.integers(5, 60, 2)), tuple(rng.integers(20, 200, 2))
+    if kind == 3:  # integer factors (area's fast path), sometimes a pixel over
+        out = rng.integers(3, 60, 2)
+        factor = int(rng.integers(2, 6))
+        return tuple(out * factor + rng.integers(0, 2, 2)), tuple(out)
+    return tuple(rng.integers(10, 200, 2)), tuple(rng.integers(10, 200, 2))  # mixed
+
+
+def test_kernels_equal_cv2_resize_bit_for_bit():
+    rng = np.random.default_rng(21)
+    for case in range(KERNEL_CASES):
+        method = METHODS[case % 4]
+        (h, w), (out_h, out_w) = _sizes(rng, (case // 4) % 5)
+        h, w, out_h, out_w = int(h), int(w), int(out_h), int(out_w)
+        channels = int(rng.choice([1, 3]))
+        img = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+        if case % 3 == 0:  # smooth images too (ties and near-ties in the fixed point)
+            img = cv2.GaussianBlur(img, (5, 5), 0).reshape(h, w, channels)
+        if case % 2:  # cv2.resize(fx=, fy=): the scale is not the sizes' ratio
+            fx = out_w / w * float(rng.uniform(0.97, 1.03))
+            fy = out_h / h * float(rng.uniform(0.97, 1.03))
+            want = cv2.resize(img, None, fx=fx, fy=fy, interpolation=method)
+            want = want.reshape(want.shape[0], want.shape[1], channels)
+            got = _ours(img, want.shape[0], want.shape[1], fx, fy, method)
+        else:
+            want = cv2.resize(img, (out_w, out_h), interpolation=method)
+            want = want.reshape(out_h, out_w, channels)
+            got = _ours(img, out_h, out_w, out_w / w, out_h / h, method)
+        how = "fx" if case % 2 else "size"
+        message = f"method {method} {img.shape} -> {want.shape} ({how})"
+        np.testing.assert_array_equal(got, want, err_msg=message)
+
+
+def test_bicubic_is_not_a_kernel_here_because_cv2s_is_ipps():
+    """cv2.resize's 8-bit bicubic is Intel IPP's where the wheel has it (its own arithmetic):
+    _interp.h refuses bicubic, and the gate keeps inter_method=2 on the Python path."""
+    img = np.random.default_rng(0).integers(0, 256, (30, 41, 3), dtype=np.uint8)
+    assert not batch.interp((30, 41, 3), img, (50, 70), np.zeros((50, 70, 3), np.uint8),
+                            70 / 41, 50 / 30, 2)
+    assert not augment_is_native(AugmentConfig(data_shape=(3, 32, 32), resize=40,
+                                               inter_method=2))
+    assert run_options(Augmenter(AugmentConfig(data_shape=(3, 32, 32), resize=40,
+                                               inter_method=2)), get_decoder("auto")) is None
+    if cv2.ipp.useIPP():
+        cv2.ipp.setUseIPP(False)
+        try:
+            generic = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
+        finally:
+            cv2.ipp.setUseIPP(True)
+        ipp = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
+        assert not np.array_equal(generic, ipp)  # the reason: not OpenCV's own arithmetic
+
+
+# --------------------------------------------------------------------------- loader runs
+
+
+def _photos(path, sizes=((72, 96), (120, 90), (64, 64), (131, 77), (90, 140), (57, 61),
+                         (300, 220), (81, 120), (40, 44), (250, 180))):
+    rng = np.random.default_rng(7)
+    with recpipe.RecordWriter(str(path)) as writer:
+        for i, (h, w) in enumerate(sizes):
+            img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (7, 7), 0)
+            data = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes()
+            header = recpipe.IRHeader(3, [float(i), i + 0.5, -1.0], 1000 + i, 0)
+            writer.write(recpipe.pack(header, data), i)
+    return str(path)
+
+
+def _native_run(records, reader, epoch=1):
+    """(images, labels, status) of one native run over every record, and the Python path's
+    (images, labels) of the same samples."""
+    n = len(reader)
+    positions = np.arange(n, dtype=np.int64)
+    samples = positions * 7 + 3
+    starts, ends = reader.spans(positions)
+    shape = (n,) + records.augmenter.out_shape
+    width = records.label_width
+    images = np.full(shape, 7, records.augmenter.dtype)
+    labels = np.zeros((n, width), np.float32)
+    status = np.zeros(n, np.uint8)
+    rule = records.label_rule
+    table = (rule.ids, rule.values) if isinstance(rule, IdLabels) else ()
+    options = run_options(records.augmenter, records.decoder, label_width=width,
+                          id_labels=bool(table))
+    assert options is not None
+    key = records.seed & ((1 << 128) - 1)
+    batch.fill(reader.local_descriptor(), reader.size, starts, ends, samples, positions, images,
+               labels, status, key & ((1 << 64) - 1), key >> 64, epoch, options, b"", *table)
+    expected = np.zeros(shape, records.augmenter.dtype)
+    expected_labels = np.zeros((n, width), np.float32)
+    for i in range(n):
+        expected_labels[i] = records.decode_into(expected[i], i, int(samples[i]), epoch)
+    return images, labels, status, expected, expected_labels
+
+
+GEOMETRIES = {
+    "resize_crop": dict(resize=56, rand_crop=True),  # _aligned_region (the resize step)
+    "resize_up": dict(resize=150),  # the resize step upscales every photo
+    "rrc": dict(random_resized_crop=True, min_random_area=0.1, min_aspect_ratio=0.6,
+                max_aspect_ratio=1.6),  # the crop box resized (_scaled_region)
+    "random_size": dict(resize=64, rand_crop=True, min_crop_size=30, max_crop_size=60),
+    "plain": dict(rand_crop=True),  # nothing resized: the method does not matter
+}
+OUTPUTS = {
+    "uint8": dict(dtype="uint8"),
+    "float32_nchw": dict(dtype="float32", mean_r=120.0, std_g=50.0, scale=0.5),
+    "float32_nhwc": dict(dtype="float32", layout="NHWC", mean_b=90.0, std_r=60.0),
+    "float16": dict(dtype="float16", mean_g=100.0, std_b=55.0),
+    "jitter": dict(dtype="float32", brightness=0.3, saturation=0.4, rand_mirror=True),
+}
+
+
+@pytest.mark.parametrize("inter", [0, 1, 3, 4, 9, 10])
+@pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
+@pytest.mark.parametrize("output", sorted(OUTPUTS))
+def test_native_runs_equal_the_python_path(tmp_path, inter, geometry, output):
+    config = AugmentConfig.from_kwargs(data_shape=(3, 40, 36), inter_method=inter, mirror=True,
+                                       **GEOMETRIES[geometry], **OUTPUTS[output])
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    with RecordReader(_photos(tmp_path / "photos.rec")) as reader:
+        records = RecordDecoder(reader, decoder, Augmenter(config), seed=5)
+        assert records.native
+        images, _, status, expected, _ = _native_run(records, reader)
+    for i in np.flatnonzero(status):
+        np.testing.assert_array_equal(images[i], expected[i], err_msg=f"sample {i}")
+    if inter in (9, 10):  # only the samples whose resize is bicubic (IPP's) go to Python
+        assert status.any() or (inter, geometry) == (9, "resize_up")
+    else:
+        assert status.all()
+
+
+def test_auto_leaves_only_bicubic_samples_to_python(tmp_path):
+    """inter_method=9 upscales with bicubic (Python's) and downscales with area (C's)."""
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    sizes = ((120, 160), (30, 40), (200, 150), (35, 35))
+    with RecordReader(_photos(tmp_path / "mixed.rec", sizes)) as reader:
+        records = RecordDecoder(reader, decoder,
+                                Augmenter(AugmentConfig(data_shape=(3, 48, 48), resize=64,
+                                                        inter_method=9, dtype="uint8")))
+        images, _, status, expected, _ = _native_run(records, reader)
+    assert status.tolist() == [1, 0, 1, 0]
+    np.testing.assert_array_equal(images[status == 1], expected[status == 1])
+
+
+def test_random_size_crop_too_small_is_pythons_error(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    config = AugmentConfig(data_shape=(3, 32, 32), min_crop_size=20, max_crop_size=50,
+                           dtype="uint8")
+    with RecordReader(_photos(tmp_path / "small.rec", ((45, 70), (80, 60)))) as reader:
+        records = RecordDecoder(reader, decoder, Augmenter(config))
+        images = np.zeros((2, 3, 32, 32), np.uint8)
+        failures = records.fill(images, np.zeros(2, np.float32), [0, 1], [0, 1], [0, 1], 0)
+    assert [slot for slot, _ in failures] == [0]
+    assert isinstance(failures[0][1], DecodeError)
+
+
+# ------------------------------------------------------------------------------------ labels
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_id_table_labels_are_native_and_equal_the_python_rule(tmp_path, width):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    table = {1000 + i: (np.float32(10 * i) if width == 1 else
+                        np.array([i, -i, 0.25 * i], np.float32)) for i in range(10)}
+    table[-5] = np.float32(1)  # no header has a negative id
+    rule = IdLabels(table, width, source="list.lst")
+    with RecordReader(_photos(tmp_path / "photos.rec")) as reader:
+        rule.path = reader.url
+        records = RecordDecoder(reader, decoder,
+                                Augmenter(AugmentConfig(data_shape=(3, 32, 32), resize=40,
+                                                        inter_method=3, dtype="uint8")),
+                                label_width=width, label_rule=rule)
+        assert records.native
+        images, labels, status, expected, expected_labels = _native_run(records, reader)
+    assert status.all()
+    np.testing.assert_array_equal(labels, expected_labels)
+    np.testing.assert_array_equal(labels[:, 0], (np.arange(10) * (10 if width == 1 else 1)))
+    np.testing.assert_array_equal(images, expected)
+
+
+def test_an_id_missing_from_the_table_is_pythons_error(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    rule = IdLabels({1000: np.float32(4), 1002: np.float32(6)}, 1, source="list.lst")
+    with RecordReader(_photos(tmp_path / "photos.rec")) as reader:
+        records = RecordDecoder(reader, decoder,
+                                Augmenter(AugmentConfig(data_shape=(3, 32, 32), dtype="uint8")),
+                                label_rule=rule)
+        labels = np.zeros(3, np.float32)
+        failures = records.fill(np.zeros((3, 3, 32, 32), np.uint8), labels, [0, 1, 2],
+                                [0, 1, 2], [0, 1, 2], 0)
+    assert [slot for slot, _ in failures] == [1]
+    assert isinstance(failures[0][1], RecordFormatError)
+    assert "image id 1001 is not in list.lst" in str(failures[0][1])
+    assert labels.tolist() == [4, 0, 6]
+
+
+def test_label_width_3_from_headers_is_native(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    with RecordReader(_photos(tmp_path / "photos.rec")) as reader:
+        records = RecordDecoder(reader, decoder,
+                                Augmenter(AugmentConfig(data_shape=(3, 36, 36),
+                                                        rand_mirror=True, dtype="uint8")),
+                                label_width=3)
+        images, labels, status, expected, expected_labels = _native_run(records, reader)
+    assert status.all()
+    np.testing.assert_array_equal(labels, expected_labels)
+    np.testing.assert_array_equal(images, expected)
+
+
+# ------------------------------------------------------------------------- the recipes' gate
+
+RECIPES = {
+    "nearest": dict(resize=48, inter_method=0),
+    "area interpolation": dict(resize=48, inter_method=3),
+    "lanczos4": dict(resize=48, inter_method=4),
+    "auto": dict(resize=48, inter_method=9),
+    "random inter": dict(random_resized_crop=True, min_random_area=0.2, inter_method=10),
+    "random size": dict(resize=64, rand_crop=True, min_crop_size=30, max_crop_size=60),
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_each_recipe_takes_the_native_path(recipe):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    config = AugmentConfig(data_shape=(3, 40, 40), **RECIPES[recipe])
+    assert augment_is_native(config)
+    assert run_options(Augmenter(config), decoder) is not None
+    options = run_options(Augmenter(config), decoder, label_width=3, id_labels=True)
+    assert options.id_labels and options.label_width == 3
+
+
+def test_fill_refuses_a_bad_label_table_and_bad_new_options(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    config = AugmentConfig(data_shape=(3, 32, 32), resize=40, inter_method=3, dtype="uint8")
+    options = run_options(Augmenter(config), decoder, label_width=2, id_labels=True)
+    with RecordReader(_photos(tmp_path / "photos.rec")) as reader:
+        starts, ends = reader.spans(np.arange(2, dtype=np.int64))
+        args = (reader.local_descriptor(), reader.size, starts, ends, np.arange(2), np.arange(2),
+                np.zeros((2, 3, 32, 32), np.uint8), np.zeros((2, 2), np.float32),
+                np.zeros(2, np.uint8), 0, 0, 0)
+        ids = np.array([1000, 1001], np.uint64)
+        with pytest.raises(ValueError, match="label_values"):
+            batch.fill(*args, options, b"", ids, np.zeros(3, np.float32))  # 2 ids x 2 labels
+        assert batch.fill(*args, options, b"", ids, np.zeros(4, np.float32)) == 2
+        for bad in (dict(inter_method=7), dict(min_crop_size=0, max_crop_size=5),
+                    dict(min_crop_size=9, max_crop_size=5)):
+            with pytest.raises(ValueError, match="inter_method or the crop size"):
+                batch.fill(*args, options._replace(**bad), b"", ids, np.zeros(4, np.float32))
+
+
+# --------------------------------------------------------------- seeded random configurations
+
+KINDS = ("gray", "420", "444", "progressive")
+
+
+def _kinds(path):
+    """8 JPEGs of random sizes (40-260 px), two of each kind."""
+    rng = np.random.default_rng(9)
+    with recpipe.RecordWriter(str(path)) as writer:
+        for i, kind in enumerate(KINDS * 2):
+            h, w = int(rng.integers(40, 260)), int(rng.integers(40, 260))
+            img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
+            flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
+            if kind == "gray":
+                img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+            elif kind == "444":
+                flags += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]
+            elif kind == "progressive":
+                flags += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
+            data = cv2.imencode(".jpg", img, flags)[1].tobytes()
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data), i)
+    return str(path)
+
+
+def _random_configuration(rng):
+    h, w = int(rng.integers(8, 72)), int(rng.integers(8, 72))
+    dtype = str(rng.choice(["uint8", "float32", "float16"]))
+    config = dict(data_shape=(3, h, w), dtype=dtype,
+                  inter_method=int(rng.choice([0, 1, 3, 4, 9, 10])),
+                  layout=str(rng.choice(["NCHW", "NHWC"])), rand_mirror=bool(rng.integers(2)))
+    geometry = rng.integers(4)
+    if geometry == 0:  # a resize step, smaller or larger than the images, then a crop
+        config.update(resize=int(rng.integers(max(h, w), 3 * max(h, w) + 2)),
+                      rand_crop=bool(rng.integers(2)))
+    elif geometry == 1:
+        low = float(rng.uniform(0.3, 1.0))
+        config.update(random_resized_crop=True, min_random_area=float(rng.uniform(0.05, 0.9)),
+                      min_aspect_ratio=low, max_aspect_ratio=float(rng.uniform(1.0, 1 / low)))
+    elif geometry == 2:  # random-size square crops, maybe after a resize step
+        low = int(rng.integers(4, 40))
+        config.update(min_crop_size=low, max_crop_size=low + int(rng.integers(0, 30)),
+                      rand_crop=bool(rng.integers(2)))
+        if rng.integers(2):
+            config["resize"] = int(rng.integers(70, 200))
+    if dtype != "uint8":
+        config.update(mean_r=float(rng.uniform(0, 200)), std_b=float(rng.uniform(0.5, 90)))
+    if dtype != "float16" and rng.integers(3) == 0:
+        config["brightness"] = float(rng.uniform(0.0, 0.5))
+    try:
+        return AugmentConfig.from_kwargs(**config)
+    except ValueError:
+        return None
+
+
+def test_random_configurations_give_the_python_paths_pixels(tmp_path):
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    rng = np.random.default_rng(2121)
+    checked = rendered = 0
+    with RecordReader(_kinds(tmp_path / "kinds.rec")) as reader:
+        for _ in range(200):
+            config = _random_configuration(rng)
+            if config is None:
+                continue
+            records = RecordDecoder(reader, decoder, Augmenter(config), seed=int(rng.integers(99)))
+            assert records.native, config
+            try:
+                images, _, status, expected, _ = _native_run(records, reader,
+                                                             epoch=int(rng.integers(4)))
+            except DecodeError:  # an image smaller than max_crop_size: Python's error
+                continue
+            for i in np.flatnonzero(status):
+                np.testing.assert_array_equal(images[i], expected[i],
+                                              err_msg=f"sample {i} of {config}")
+            checked += 1
+            rendered += int(status.sum())
+    assert checked > 120 and rendered > checked * 4
