@@ -909,6 +909,11 @@ static int geometric_into(sample_ctx *ctx, const double *u, long rows, long cols
     work_crop(mem->pixels, rows, cols, opt->affine ? forward : NULL, work_h, work_w, opt->pad, x,
               y, opt->out_h, opt->out_w, (uint8_t)opt->fill, opt->warp_lanes, mem->crop);
     size_t crop_stride = (size_t)opt->out_w * 3;
+    if (has_hls(opt)) { /* Renderer.apply: the region HLS-shifted before jitter and writing */
+        long shifts[3];
+        plan_hls(opt, u, shifts);
+        shift_hls(mem->crop, opt->out_h, opt->out_w, shifts[0], shifts[1], shifts[2]);
+    }
     if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
         colour_op ops[3];
         int n_ops = plan_colour(opt, u, ops);

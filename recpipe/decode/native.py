@@ -24,8 +24,8 @@ from .augment.geometry import PAYING_SCALES
 
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
            "augment_is_native", "cv2_hls_is_native", "float_writer_matches",
-           "geometric_is_native", "interp_is_native", "native_module", "run_options",
-           "warp_lanes", "warp_probes"]
+           "float_plane_is_native", "geometric_is_native", "interp_is_native", "native_module",
+           "run_options", "warp_lanes", "warp_probes"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
 NATIVE_AUGMENT_FIELDS = frozenset({
@@ -129,7 +129,7 @@ def augment_is_native(config):
     field outside ``NATIVE_AUGMENT_FIELDS`` at its default, uint8, float32 or float16, 3
     channels or gray (gray: without colour jitter, PCA lighting or HLS shift), not float16 with
     both colour jitter and an HLS shift, not an HLS shift with MXNet's contrast/illumination,
-    and, with MXNet's affine step or ``pad`` (geometric_is_native): 3 channels without HLS, PCA,
+    and, with MXNet's affine step or ``pad`` (geometric_is_native): 3 channels without PCA,
     MXNet's contrast/illumination or float16 jitter, no resize step, no random-resized crop,
     and a warp C reproduces on this machine (warp_lanes),
     not bicubic throughout (``inter_method=2``: OpenCV hands 8-bit bicubic resizes to Intel IPP,
@@ -166,17 +166,17 @@ def geometric_is_native(config):
     if (config.resize != -1 or config.random_resized_crop or config.inter_method != 1
             or config.max_crop_size != -1):  # (random-size crops: the planner's, not here)
         return False
-    # the colour recipes of recpipe/_colour_kernels.h are not wired into the geometric path
+    # PCA, MXNet's contrast/illumination and gray output are not wired into the geometric path
+    # (the HLS shift is: MXNet's aug level 3)
     jitter = config.brightness or config.contrast or config.saturation
-    if (config.channels != 3 or config.random_h or config.random_s or config.random_l
-            or config.pca_noise > 0 or config.max_random_contrast
+    if (config.channels != 3 or config.pca_noise > 0 or config.max_random_contrast
             or config.max_random_illumination or (config.dtype == "float16" and jitter)):
         return False
     if config.affine_active and (warp_lanes() == 0
                                  or len(config.rotate_list) > MAX_ROTATE_LIST):
         return False
     if config.dtype == "float32" and config.layout == "NCHW" and not jitter:
-        return float_writer_matches()
+        return float_writer_matches() and float_plane_is_native(config)
     return True
 
 
@@ -205,6 +205,15 @@ def float_writer_matches():
         if out.tobytes() != fused.tobytes():
             return False
     return True
+
+
+def float_plane_is_native(config):
+    """True when a float32 NCHW plane of ``config``'s output has a last block of cv2's
+    addWeighted that recpipe/_warp.h's tables reproduce: none, shorter than 8 values (all
+    unfused) or whole 8-lane registers (all fused). Other lengths (e.g. 513: its last value
+    unfused; 13: all fused) follow a rule not reproduced yet (found by the randomized test)."""
+    rest = (config.out_hw[0] * config.out_hw[1]) % 1024
+    return rest < 8 or rest % 8 == 0
 
 
 def warp_probes(count=24):
@@ -267,7 +276,7 @@ def interp_is_native(config):
         return False
     # float32 NCHW goes through recpipe/_warp.h's writer tables: cv2's rule checked here
     return not (config.dtype == "float32" and config.layout == "NCHW" and not jitter) \
-        or float_writer_matches()
+        or (float_writer_matches() and float_plane_is_native(config))
 
 
 def native_module():
