@@ -95,6 +95,10 @@ def test_a_required_extension_that_cannot_be_built_fails_the_build(tmp_path):
 # one batch per decoder and recipe, as sha256 of its bytes; run by this Python in both states
 _BATCHES = r"""
 import hashlib, json, sys
+# an editable install's finder (pip install -e .) would serve recpipe._batch from the checkout
+# when the PYTHONPATH tree has none: this tree's modules only
+sys.meta_path[:] = [f for f in sys.meta_path
+                    if not getattr(f, "__module__", "").startswith("__editable__")]
 import numpy as np
 from recpipe import ImageLoader
 from recpipe._optional import extension
