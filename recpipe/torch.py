@@ -34,7 +34,6 @@ float32), ``TorchLoader``'s last batch is short (``drop_last=True`` drops it,
 """
 
 import logging
-import os
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -47,6 +46,7 @@ from .decode.options import LoaderOptions, check_keywords, decoder_for
 from .decode.order import epoch_order
 from .decode.records import RecordDecoder
 from .system.distributed import detect_rank
+from .system.fork import after_fork_in_child
 from .errors import DecodeError, RecordFormatError
 from .io.layout import image_positions
 from .io.reader import RecordReader
@@ -236,7 +236,6 @@ class RecordDataset:
         self.label_dtype = label_dtype
         self.flag = flag
         self.epoch = 0
-        self._pid = None
         self._open()
         try:
             self._records = image_positions(self._reader, self.options.keys)
@@ -274,17 +273,24 @@ class RecordDataset:
                                              label_width=o.label_width,
                                              label_rule=o.label_rule, seed=o.augment_seed,
                                              channels=3 if self.flag else 1)
-        self._pid = os.getpid()
+        if not getattr(self, "_fork_hooked", False):  # once per dataset object
+            after_fork_in_child(self, RecordDataset._let_go)
+            self._fork_hooked = True
+
+    def _let_go(self):
+        """After a fork, in the child (a DataLoader worker): the parent's reader and decoder
+        state are not this process's; the next sample opens its own."""
+        self._reader = self._record_decoder = None
 
     def _ensure_open(self):
-        if self._pid != os.getpid():  # a forked worker: own file handle and decoder state
+        if self._reader is None:  # first use, unpickled, or a forked worker (_let_go)
             self._open()
 
     def __getstate__(self):
         state = self.__dict__.copy()
         for key in ("_reader", "_record_decoder"):
             state[key] = None
-        state["_pid"] = None
+        state["_fork_hooked"] = False
         return state
 
     def __len__(self):
@@ -323,7 +329,7 @@ class RecordDataset:
         return TransformedDataset(self, _First(fn), lazy=lazy)
 
     def close(self):
-        if self._reader is not None and self._pid == os.getpid():
+        if self._reader is not None:  # (a forked child's was let go of, not closed)
             self._reader.close()
 
     def __repr__(self):

@@ -124,6 +124,26 @@ def test_dataset_in_forked_dataloader_workers_matches_the_main_process(rec):
     assert dataset[3][1].tolist() == [0, -3]  # the parent still reads after the fork
 
 
+def test_a_forked_child_lets_go_of_the_parents_reader_and_opens_its_own(rec):
+    """The fork hook (recpipe.system.fork): in a child the parent's reader is dropped, not
+    closed, and the first sample opens the child's own; the parent's stays open."""
+    from tests._fork import outcome_in_child
+
+    dataset = rt.RecordDataset(rec, (3, 20, 20), label_width=2, **AUG)
+    parents = dataset._reader
+    expected = dataset[2][0]
+
+    def in_child():
+        assert dataset._reader is None, "the parent's reader is still held"
+        image, _ = dataset[2]
+        assert dataset._reader is not None and dataset._reader is not parents
+        assert torch.equal(image, expected)
+
+    status, message = outcome_in_child(in_child)
+    assert status == 0 and message == "no error", message
+    assert dataset._reader is parents and torch.equal(dataset[2][0], expected)
+
+
 def test_dataset_pickles_without_its_open_file(rec):
     dataset = rt.RecordDataset(rec, (3, 16, 16), label_width=2, **AUG)
     state = dataset.__getstate__()

@@ -6,6 +6,7 @@ indexes, labels and paths, relative to ``root`` (default: the ``.lst``'s folder)
 """
 
 import logging
+import os
 import posixpath
 from typing import List, NamedTuple, Tuple
 
@@ -82,7 +83,7 @@ def items_from_folder(src, extensions=DEFAULT_EXTENSIONS, storage_options=None):
             relpath = path[len(root) + 1:] if path.startswith(root + "/") else path
             if _hidden(relpath) or not _has_extension(path, extensions):
                 continue
-            mtime = float(found[path].get("mtime", -1.0)) if local else -1.0
+            mtime = _listed_mtime(path, found[path]) if local else -1.0
             items.append(PackItem(len(items), (float(label),), relpath, int(found[path]["size"]),
                                   mtime))
     if not items:
@@ -135,3 +136,15 @@ def load_items(src, root=None, *, extensions=DEFAULT_EXTENSIONS, need_sizes=Fals
         raise ValueError("--root applies to a .lst source only")
     items, classes = items_from_folder(src, extensions, storage_options)
     return items, classes, str(src).rstrip("/")
+
+
+def _listed_mtime(path, info):
+    """The modification time of the file ``path`` names, as ``jobs`` checks it when the item
+    is read (``os.stat``, following a symlink): fsspec lists a symlink's own time, which differs
+    from its target's whenever the two were written in different clock ticks."""
+    if info.get("islink"):
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return -1.0  # a dangling link: its read reports the error
+    return float(info.get("mtime", -1.0))

@@ -116,3 +116,21 @@ def test_a_shard_whose_items_all_failed_is_published_empty_when_others_have_reco
     shards = sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".rec")
     assert len(shards) == 2  # every planned shard exists, the first one empty
     assert sorted(_keys(str(tmp_path / "out" / name)) for name in shards) == [0, 1]
+
+
+def test_a_symlinked_image_older_than_its_link_is_packed(tmp_path):
+    """A folder of symlinks (a common way to assemble a dataset) packs: the listing records the
+    target's modification time, as the read checks it, not the link's own (before, a link
+    written later than its target made the item "changed since it was listed")."""
+    images = tmp_path / "store"
+    images.mkdir()
+    root = tmp_path / "data" / "cls"
+    root.mkdir(parents=True)
+    for name in ("a.jpg", "b.jpg"):
+        target = images / name
+        target.write_bytes(_jpeg(len(name)))
+        os.utime(target, (1_000_000_000, 1_000_000_000))  # 2001: long before the link
+        os.symlink(target, root / name)
+    summary = pack_dataset(tmp_path / "data", tmp_path / "out" / "s", pass_through=True,
+                           workers=0, limits=InputLimits(allow_outside_root=True))
+    assert summary.failed == 0 and summary.written == 2, summary.errors
