@@ -20,7 +20,9 @@ CC=${CC:-gcc}
 TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/test_c_overflow.py
        tests/decode/test_resize.py tests/decode/test_colour.py tests/decode/test_hostile_native.py
        tests/decode/test_bombs.py tests/decode/test_reference_batches.py
-       tests/decode/test_native_contract.py tests/decode/test_native_random.py)
+       tests/decode/test_native_contract.py tests/decode/test_native_random.py
+       tests/decode/test_native_colour.py tests/decode/test_native_affine.py
+       tests/decode/test_native_interp.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT

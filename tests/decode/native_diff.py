@@ -215,6 +215,32 @@ def random_config(rng, fields, *, dct_off=0.2, geometric=0.35):
     return values, None  # still refused: uncounted
 
 
+# the four kinds the kernel tests pack (a smaller set than KINDS)
+BASIC_KINDS = ("gray", "420", "444", "progressive")
+
+
+def pack_basic_kinds(path, *, seed, copies, sides, keyed=False):
+    """``path``: ``copies`` x ``BASIC_KINDS`` blurred-noise JPEGs (quality 90), each side drawn
+    from ``sides`` (low, high), labelled by position (written under their positions as keys
+    with ``keyed``). Returns ``str(path)``."""
+    rng = np.random.default_rng(seed)
+    with recpipe.RecordWriter(str(path)) as writer:
+        for i, kind in enumerate(BASIC_KINDS * copies):
+            h, w = int(rng.integers(*sides)), int(rng.integers(*sides))
+            img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
+            flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
+            if kind == "gray":
+                img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+            elif kind == "444":
+                flags += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]
+            elif kind == "progressive":
+                flags += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
+            data = cv2.imencode(".jpg", img, flags)[1].tobytes()
+            payload = recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data)
+            writer.write(payload, i) if keyed else writer.write(payload)
+    return str(path)
+
+
 # -- native and Python, side by side -------------------------------------------------------------
 
 class Rendered:

@@ -8,7 +8,6 @@ import cv2
 import numpy as np
 import pytest
 
-import recpipe
 from recpipe._optional import extension
 from recpipe.decode.augment import AugmentConfig, Augmenter, sample_rng
 from recpipe.decode.decoders import get_decoder
@@ -16,6 +15,8 @@ from recpipe.decode.native import augment_is_native, cv2_hls_is_native, run_opti
 from recpipe.decode.records import RecordDecoder
 from recpipe.decode.stats import StageClock
 from recpipe.io.reader import RecordReader
+
+from .native_diff import pack_basic_kinds
 
 batch = extension("_batch")
 pytestmark = pytest.mark.skipif(batch is None, reason="recpipe._batch is not built")
@@ -85,28 +86,10 @@ def test_pca_normals_are_numpys_after_the_sample_uniforms():
 
 # --- loader batches native == Python ------------------------------------------------------------
 
-KINDS = ("gray", "420", "444", "progressive")
 
 
 def _records(path):
-    rng = np.random.default_rng(8)
-    payloads = []
-    for i, kind in enumerate(KINDS * 3):
-        h, w = int(rng.integers(60, 200)), int(rng.integers(60, 200))
-        img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
-        flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
-        if kind == "gray":
-            img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
-        elif kind == "444":
-            flags += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]
-        elif kind == "progressive":
-            flags += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
-        data = cv2.imencode(".jpg", img, flags)[1].tobytes()
-        payloads.append(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data))
-    with recpipe.RecordWriter(str(path)) as writer:
-        for payload in payloads:
-            writer.write(payload)
-    return str(path)
+    return pack_basic_kinds(path, seed=8, copies=3, sides=(60, 200))
 
 
 @pytest.fixture(scope="module")

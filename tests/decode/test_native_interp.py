@@ -20,6 +20,8 @@ from recpipe.decode.records import RecordDecoder
 from recpipe.errors import DecodeError, RecordFormatError
 from recpipe.io.reader import RecordReader
 
+from .native_diff import pack_basic_kinds
+
 batch = extension("_batch")
 pytestmark = pytest.mark.skipif(batch is None, reason="recpipe._batch is not built")
 
@@ -310,26 +312,11 @@ def test_fill_refuses_a_bad_label_table_and_bad_new_options(tmp_path):
 
 # --------------------------------------------------------------- seeded random configurations
 
-KINDS = ("gray", "420", "444", "progressive")
 
 
 def _kinds(path):
     """8 JPEGs of random sizes (40-260 px), two of each kind."""
-    rng = np.random.default_rng(9)
-    with recpipe.RecordWriter(str(path)) as writer:
-        for i, kind in enumerate(KINDS * 2):
-            h, w = int(rng.integers(40, 260)), int(rng.integers(40, 260))
-            img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
-            flags = [cv2.IMWRITE_JPEG_QUALITY, 90]
-            if kind == "gray":
-                img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
-            elif kind == "444":
-                flags += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444]
-            elif kind == "progressive":
-                flags += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
-            data = cv2.imencode(".jpg", img, flags)[1].tobytes()
-            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data), i)
-    return str(path)
+    return pack_basic_kinds(path, seed=9, copies=2, sides=(40, 260), keyed=True)
 
 
 def _random_configuration(rng):
