@@ -273,17 +273,19 @@ class RecordDataset:
                                              label_width=o.label_width,
                                              label_rule=o.label_rule, seed=o.augment_seed,
                                              channels=3 if self.flag else 1)
+        self._inherited = False
         if not getattr(self, "_fork_hooked", False):  # once per dataset object
             after_fork_in_child(self, RecordDataset._let_go)
             self._fork_hooked = True
 
     def _let_go(self):
         """After a fork, in the child (a DataLoader worker): the parent's reader and decoder
-        state are not this process's; the next sample opens its own."""
-        self._reader = self._record_decoder = None
+        state are not this process's; the next sample opens its own (the parent's are left,
+        not closed)."""
+        self._inherited = True
 
     def _ensure_open(self):
-        if self._reader is None:  # first use, unpickled, or a forked worker (_let_go)
+        if self._inherited or self._reader is None:  # a forked worker, or unpickled
             self._open()
 
     def __getstate__(self):
@@ -329,7 +331,7 @@ class RecordDataset:
         return TransformedDataset(self, _First(fn), lazy=lazy)
 
     def close(self):
-        if self._reader is not None:  # (a forked child's was let go of, not closed)
+        if self._reader is not None and not self._inherited:  # (the parent's: left to it)
             self._reader.close()
 
     def __repr__(self):

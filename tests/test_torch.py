@@ -125,7 +125,7 @@ def test_dataset_in_forked_dataloader_workers_matches_the_main_process(rec):
 
 
 def test_a_forked_child_lets_go_of_the_parents_reader_and_opens_its_own(rec):
-    """The fork hook (recpipe.system.fork): in a child the parent's reader is dropped, not
+    """The fork hook (recpipe.system.fork): in a child the parent's reader is let go of, not
     closed, and the first sample opens the child's own; the parent's stays open."""
     from tests._fork import outcome_in_child
 
@@ -134,14 +134,15 @@ def test_a_forked_child_lets_go_of_the_parents_reader_and_opens_its_own(rec):
     expected = dataset[2][0]
 
     def in_child():
-        assert dataset._reader is None, "the parent's reader is still held"
+        assert dataset._inherited, "the fork hook did not run"
         image, _ = dataset[2]
-        assert dataset._reader is not None and dataset._reader is not parents
+        assert dataset._reader is not parents and not dataset._inherited
         assert torch.equal(image, expected)
 
     status, message = outcome_in_child(in_child)
     assert status == 0 and message == "no error", message
-    assert dataset._reader is parents and torch.equal(dataset[2][0], expected)
+    assert dataset._reader is parents and not dataset._inherited
+    assert torch.equal(dataset[2][0], expected)
 
 
 def test_dataset_pickles_without_its_open_file(rec):
