@@ -148,6 +148,36 @@ class Prefetcher:
         # a view, not a copy: the request's buffer lives as long as a span taken from it
         return memoryview(data)[offset - item.start:offset - item.start + length]
 
+    def take_many(self, spans):
+        """``take`` of each ``(offset, length)`` of ``spans`` under one lock (a run of records):
+        a list with the planned bytes of each, or None where no plan holds the span or its
+        request failed (the caller reads that one on its own, which reports the error)."""
+        picked = []
+        with self._lock:
+            for offset, length in spans:
+                items = self._by_span.get((offset, length))
+                if not items:
+                    picked.append(None)
+                    continue
+                item = items.pop(0)
+                if not items:
+                    del self._by_span[(offset, length)]
+                if not item.issued:
+                    self._issue(item)
+                picked.append((item.start, item.future, offset, length))
+                item.remaining -= 1
+                if item.remaining == 0:
+                    self._release(item)
+            self._pump()
+        return [None if entry is None else self._bytes_of(*entry) for entry in picked]
+
+    def _bytes_of(self, start, future, offset, length):
+        try:
+            data = future.result(self.timeout)
+        except Exception:  # noqa: BLE001 - reported when the span is read on its own
+            return None
+        return memoryview(data)[offset - start:offset - start + length]
+
     def cancel(self, plan):
         with self._lock:
             dropped = set()

@@ -159,36 +159,33 @@ class RecordReader:
 
     def payloads(self, positions) -> Tuple[bytes, np.ndarray, np.ndarray]:
         """``(buffer, starts, ends)``: the payloads of the records at ``positions`` joined into
-        one buffer, and where each lies in it (int64 arrays), read with one source read per
-        record (a remote source serves them from its prefetch plan). For native readers that
+        one buffer, and where each lies in it (int64 arrays); a remote source serves a run from
+        its prefetch plan under one lock (``read_many``). For native readers that
         check and decode a whole run without the GIL: the payloads are NOT checked against the
         sidecar (pass ``sums.expected`` to the reader of the buffer), and a record that is not
         a plain one-part record filling its index span exactly, or whose read fails, gets an
         empty span: read it with ``read`` for its bytes or its precise error."""
         starts, ends = self.spans(np.asarray(positions, dtype=np.int64))
-        pieces, lengths = [], []
-        for start, end in zip(starts.tolist(), ends.tolist()):
-            piece = self._plain_payload(start, end)
-            pieces.append(piece)
-            lengths.append(len(piece))
-        buffer_ends = np.cumsum(np.asarray(lengths, dtype=np.int64))
-        return b"".join(pieces), buffer_ends - np.asarray(lengths, dtype=np.int64), buffer_ends
+        spans = [(start, end - start) for start, end in zip(starts.tolist(), ends.tolist())]
+        pieces = [_plain_payload(data, span) for data, (_, span) in
+                  zip(self._read_spans(spans), spans)]
+        lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
+        buffer_ends = np.cumsum(lengths)
+        return b"".join(pieces), buffer_ends - lengths, buffer_ends
 
-    def _plain_payload(self, start, end):
-        """The payload of the one-part record exactly filling ``[start, end)``, else b""."""
-        span = end - start
-        if not HEAD_SIZE < span <= DEFAULT_BLOCK_SIZE:
-            return b""
+    def _read_spans(self, spans):
+        """The bytes of each ``(start, length)`` worth reading (a plain record's size), b""
+        for the others and for a failed read (``read`` reports it)."""
+        wanted = [(start, span) for start, span in spans
+                  if HEAD_SIZE < span <= DEFAULT_BLOCK_SIZE]
+        read_many = getattr(self._source, "read_many", None)
         try:
-            data = self._source.read(start, span)
+            got = iter(read_many(wanted) if read_many is not None
+                       else [self._source.read(start, span) for start, span in wanted])
         except Exception:  # noqa: BLE001 - ``read`` raises it again, with its context
-            return b""
-        if len(data) != span:
-            return b""
-        magic, cflag, length = decode_head(data, 0)
-        if magic != MAGIC or cflag != 0 or HEAD_SIZE + padded(length) != span:
-            return b""
-        return memoryview(data)[HEAD_SIZE:HEAD_SIZE + length]
+            return [b""] * len(spans)
+        return [next(got) if HEAD_SIZE < span <= DEFAULT_BLOCK_SIZE else b""
+                for _, span in spans]
 
     def local_descriptor(self) -> Optional[int]:
         """The file descriptor of a local ``.rec`` (this process's own after a fork), for
@@ -292,3 +289,14 @@ class _NoPlan:
 
     def cancel(self):
         pass
+
+
+def _plain_payload(data, span):
+    """The payload in ``data`` of the one-part record exactly filling its ``span`` bytes, else
+    b"" (a record in parts, a damaged head, a short read)."""
+    if len(data) != span:
+        return b""
+    magic, cflag, length = decode_head(data, 0)
+    if magic != MAGIC or cflag != 0 or HEAD_SIZE + padded(length) != span:
+        return b""
+    return memoryview(data)[HEAD_SIZE:HEAD_SIZE + length]

@@ -272,3 +272,51 @@ def test_shuffled_small_file_is_fetched_once_an_epoch(s3, tmp_path):
     assert got == [payloads[p] for p in order]
     assert stats["bytes_fetched"] <= os.path.getsize(local)
     assert stats["requests"] == 1
+
+
+def test_a_run_of_payloads_is_served_from_the_prefetch_plan(s3, tmp_path):
+    """``RecordReader.payloads`` (what the native decoder is handed for a remote run) takes a
+    whole run from the prefetch plan under one lock (``Prefetcher.take_many``): the bytes are
+    the records', and no request is sent beyond the plan's; a span the plan does not hold is
+    read on its own."""
+    base, options = s3
+    payloads = _payloads(120)
+    url, local = _upload(base, options, payloads, tmp_path)
+    order = [int(p) for p in np.random.default_rng(3).permutation(len(payloads))]
+    with RecordReader(url, storage_options=options) as reader:
+        plan = reader.prefetch(order[:96])
+        got = []
+        for first in range(0, 96, 32):
+            buffer, starts, ends = reader.payloads(order[first:first + 32])
+            got += [bytes(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
+        assert reader.source_stats()["requests"] == plan.planned_requests
+        buffer, starts, ends = reader.payloads(order[96:])  # not announced: read one by one
+        got += [bytes(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
+    assert got == [payloads[p] for p in order]
+
+
+def test_take_many_serves_planned_spans_and_leaves_the_rest():
+    """``Prefetcher.take_many``: planned spans come from their request's bytes, a span no plan
+    holds and one whose request failed come back None (read on their own by the caller)."""
+    from concurrent.futures import Future
+
+    from recpipe.io.prefetch import Prefetcher
+
+    data = bytes(range(256)) * 4
+
+    def submit(start, end):
+        future = Future()
+        if start >= 512:
+            future.set_exception(OSError("request failed"))
+        else:
+            future.set_result(data[start:end])
+        return future
+
+    prefetcher = Prefetcher(submit, budget=1 << 20, max_gap=0, max_block=1 << 20,
+                            plan_window=8, timeout=5)
+    prefetcher.plan([(0, 10), (10, 20), (600, 8)])
+    got = prefetcher.take_many([(10, 20), (0, 10), (300, 4), (600, 8)])
+    assert bytes(got[0]) == data[10:30] and bytes(got[1]) == data[0:10]
+    assert got[2] is None and got[3] is None
+    assert prefetcher.take_many([(0, 10)]) == [None]  # taken once: the plan let it go
+    assert prefetcher.held_bytes == 0
