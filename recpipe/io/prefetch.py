@@ -14,7 +14,7 @@ used yet.
 
 import threading
 from collections import deque
-from typing import Any, Deque, Dict, Hashable
+from typing import Any, Deque, Dict, Hashable, List, Optional, Tuple
 
 from .coalesce import coalesce
 
@@ -152,7 +152,7 @@ class Prefetcher:
         """``take`` of each ``(offset, length)`` of ``spans`` under one lock (a run of records):
         a list with the planned bytes of each, or None where no plan holds the span or its
         request failed (the caller reads that one on its own, which reports the error)."""
-        picked = []
+        picked: List[Optional[Tuple[int, Any, int, int]]] = []
         with self._lock:
             for offset, length in spans:
                 items = self._by_span.get((offset, length))
