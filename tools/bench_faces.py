@@ -42,8 +42,9 @@ PHOTOS = os.path.join(HERE, "..", "..", "shared", "data", "photos")
 BATCH = 128
 
 
-def make_faces(folder, count):
-    """``folder/faces.rec``: ``count`` 112x112 crops of the shared photos, labelled by class."""
+def make_faces(folder, count, photos=PHOTOS):
+    """``folder/faces.rec``: ``count`` 112x112 crops of ``photos`` (default: the shared photos),
+    labelled by class."""
     import cv2
 
     import recpipe
@@ -52,9 +53,9 @@ def make_faces(folder, count):
     if os.path.exists(rec):
         return rec
     os.makedirs(folder, exist_ok=True)
-    paths = sorted(glob.glob(os.path.join(PHOTOS, "*", "*.jpg")))
+    paths = sorted(glob.glob(os.path.join(photos, "*", "*.jpg")))
     if not paths:
-        raise SystemExit(f"no photos under {PHOTOS}")
+        raise SystemExit(f"no photos under {photos}")
     rng = np.random.default_rng(0)
     with recpipe.RecordWriter(rec) as writer:
         for i in range(count):

@@ -51,6 +51,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from bench_faces import make_faces  # noqa: E402  (tools/ is this script's folder)
 from recpipe.decode.loader import ImageLoader  # noqa: E402
 from recpipe.io import IRHeader, RecordWriter, pack  # noqa: E402
 
@@ -65,32 +66,6 @@ def pack_photos(photos, out):
                     writer.write(pack(IRHeader(0, float(label), i, 0), f.read()))
                 i += 1
     return i
-
-
-def make_faces(folder, count, photos):
-    """``folder/faces.rec``: ``count`` 112x112 JPEG crops of ``photos`` (InsightFace-sized)."""
-    import glob
-
-    import cv2
-    import numpy as np
-
-    rec = os.path.join(folder, "faces.rec")
-    os.makedirs(folder, exist_ok=True)
-    paths = sorted(glob.glob(os.path.join(photos, "*", "*.jpg")))
-    if not paths:
-        raise SystemExit(f"no photos under {photos}")
-    rng = np.random.default_rng(0)
-    with RecordWriter(rec) as writer:
-        for i in range(count):
-            img = cv2.imread(paths[i % len(paths)])
-            h, w = img.shape[:2]
-            side = int(min(h, w) * rng.uniform(0.5, 0.8))
-            y, x = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
-            face = cv2.resize(img[y:y + side, x:x + side], (112, 112),
-                              interpolation=cv2.INTER_AREA)
-            jpeg = cv2.imencode(".jpg", face, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
-            writer.write(pack(IRHeader(0, float(i % 1000), i, 0), jpeg))
-    return rec
 
 
 def free_port():

@@ -98,37 +98,52 @@ def child(args):
     dtype = args.dtype or ("float32" if args.config == "faces" else "uint8")
     with ImageLoader(args.rec, 128, shape, threads=args.child_threads, dtype=dtype, shuffle=True,
                      **settings) as loader:
-        stream = _endless(loader)
-        for _ in range(3):
-            next(stream)
-        probe = Probe() if args.probe else None
-        if probe is not None:
-            probe.start()
-            probe.ready.wait()
-        print("READY", flush=True)
-        if args.wait_go:
-            sys.stdin.readline()
-        before, p0 = loader.stats(), probe and probe.sample()
-        c0 = time.thread_time()
-        images = 0
-        deadline = time.perf_counter() + args.seconds
-        while time.perf_counter() < deadline:
-            images += len(next(stream)[0])
-        consumer_cpu = time.thread_time() - c0
-        wall = args.seconds + (time.perf_counter() - deadline)
-        after = loader.stats()
-        result = {"images": images, "seconds": wall, "images_per_s": images / wall,
-                  "consumer_cpu_us": consumer_cpu / images * 1e6}
-        if probe is not None:
-            p1 = probe.sample()
-            probe.stop.set()
-            probe.join()
-            wall = p1[0] - p0[0]
-            waited = max(0.0, wall - (p1[1] - p0[1]) - (p1[2] - p0[2]))
-            result.update(probe_gil_us=waited / images * 1e6, probe_gil_share=waited / wall)
+        result = measure(loader, args.seconds, probe=args.probe,
+                         before_window=lambda: _ready(args.wait_go))
+    print(json.dumps(result), flush=True)
+
+
+def _ready(wait_go):
+    print("READY", flush=True)
+    if wait_go:
+        sys.stdin.readline()
+
+
+def measure(loader, seconds, *, probe=True, before_window=None):
+    """The measures of one loader over ``seconds`` after 3 warm-up batches (see the module
+    docstring): images/s, the library's GIL us per image, the consumer's CPU us per image and,
+    with ``probe``, the probe thread's GIL wait per image. ``before_window()`` runs once the
+    probe is up, just before the window opens."""
+    stream = _endless(loader)
+    for _ in range(3):
+        next(stream)
+    thread = Probe() if probe else None
+    if thread is not None:
+        thread.start()
+        thread.ready.wait()
+    if before_window is not None:
+        before_window()
+    before, p0 = loader.stats(), thread and thread.sample()
+    c0 = time.thread_time()
+    images = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        images += len(next(stream)[0])
+    consumer_cpu = time.thread_time() - c0
+    wall = seconds + (time.perf_counter() - deadline)
+    after = loader.stats()
+    result = {"images": images, "seconds": wall, "images_per_s": images / wall,
+              "consumer_cpu_us": consumer_cpu / images * 1e6}
+    if thread is not None:
+        p1 = thread.sample()
+        thread.stop.set()
+        thread.join()
+        wall = p1[0] - p0[0]
+        waited = max(0.0, wall - (p1[1] - p0[1]) - (p1[2] - p0[2]))
+        result.update(probe_gil_us=waited / images * 1e6, probe_gil_share=waited / wall)
     samples = max(1, after["samples"] - before["samples"])
     result["library_gil_us"] = (after["gil_seconds"] - before["gil_seconds"]) / samples * 1e6
-    print(json.dumps(result), flush=True)
+    return result
 
 
 def _endless(loader):

@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -94,8 +93,8 @@ def make_cifar(rec, photos_rec, count=5000):
 
 
 def child(args):
-    """One recipe in this process; prints a JSON line."""
-    from gil_probe import Probe
+    """One recipe in this process (``gil_probe.measure``); prints a JSON line."""
+    from gil_probe import measure
 
     from recpipe.decode.loader import ImageLoader
 
@@ -103,36 +102,9 @@ def child(args):
     shape = settings.pop("data_shape")
     with ImageLoader(args.rec, 128, shape, threads=args.child_threads, shuffle=True,
                      **settings) as loader:
-        stream = _endless(loader)
-        for _ in range(3):
-            next(stream)
-        native = bool(getattr(loader, "records", None) is not None and loader.records.native)
-        probe = Probe()
-        probe.start()
-        probe.ready.wait()
-        before, p0 = loader.stats(), probe.sample()
-        c0 = time.thread_time()
-        images = 0
-        deadline = time.perf_counter() + args.seconds
-        while time.perf_counter() < deadline:
-            images += len(next(stream)[0])
-        consumer = time.thread_time() - c0
-        after, p1 = loader.stats(), probe.sample()
-        probe.stop.set()
-        probe.join()
-    wall = p1[0] - p0[0]
-    waited = max(0.0, wall - (p1[1] - p0[1]) - (p1[2] - p0[2]))
-    samples = max(1, after["samples"] - before["samples"])
-    print(json.dumps({
-        "images_per_s": images / wall, "native": native,
-        "library_gil_us": (after["gil_seconds"] - before["gil_seconds"]) / samples * 1e6,
-        "probe_gil_us": waited / images * 1e6, "consumer_cpu_us": consumer / images * 1e6}),
-        flush=True)
-
-
-def _endless(loader):
-    while True:
-        yield from loader
+        result = measure(loader, args.seconds)
+        result["native"] = bool(loader.records.native)
+    print(json.dumps(result), flush=True)
 
 
 def point(tree, args, recipe, rec):
