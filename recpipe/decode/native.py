@@ -166,18 +166,11 @@ def geometric_is_native(config):
     if (config.resize != -1 or config.random_resized_crop or config.inter_method != 1
             or config.max_crop_size != -1):  # (random-size crops: the planner's, not here)
         return False
-    # PCA, MXNet's contrast/illumination and gray output are not wired into the geometric path
-    # (the HLS shift is: MXNet's aug level 3)
-    jitter = config.brightness or config.contrast or config.saturation
-    if (config.channels != 3 or config.pca_noise > 0 or config.max_random_contrast
-            or config.max_random_illumination or (config.dtype == "float16" and jitter)):
-        return False
     if config.affine_active and (warp_lanes() == 0
                                  or len(config.rotate_list) > MAX_ROTATE_LIST):
         return False
-    if config.dtype == "float32" and config.layout == "NCHW" and not jitter:
-        return float_writer_matches() and float_plane_is_native(config)
-    return True
+    # (the HLS shift is wired into the geometric path: MXNet's aug level 3)
+    return _side_path_renders(config, hls=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -268,15 +261,23 @@ def interp_is_native(config):
     colour recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
     if config.inter_method == 1:
         return True
+    return config.inter_method != 2 and _side_path_renders(config, hls=False)
+
+
+def _side_path_renders(config, *, hls):
+    """What the geometric and the interpolation paths share: 3-channel output without PCA
+    lighting, MXNet's contrast/illumination, float16 jitter (or, unless ``hls``, an HLS shift),
+    which recpipe/_colour_kernels.h renders on the main path only; float32 NCHW written through
+    recpipe/_warp.h's tables only where they reproduce cv2's writer here."""
     jitter = config.brightness or config.contrast or config.saturation
-    if not (config.inter_method != 2 and config.channels == 3 and not config.random_h
-            and not config.random_s and not config.random_l and not config.pca_noise > 0
-            and not config.max_random_contrast and not config.max_random_illumination
-            and not (config.dtype == "float16" and jitter)):
+    shifted = config.random_h or config.random_s or config.random_l
+    if (config.channels != 3 or config.pca_noise > 0 or config.max_random_contrast
+            or config.max_random_illumination or (config.dtype == "float16" and jitter)
+            or (shifted and not hls)):
         return False
-    # float32 NCHW goes through recpipe/_warp.h's writer tables: cv2's rule checked here
-    return not (config.dtype == "float32" and config.layout == "NCHW" and not jitter) \
-        or (float_writer_matches() and float_plane_is_native(config))
+    if config.dtype == "float32" and config.layout == "NCHW" and not jitter:
+        return float_writer_matches() and float_plane_is_native(config)
+    return True
 
 
 def native_module():
