@@ -130,10 +130,13 @@ done:
     return result;
 }
 
-static PyObject *plan_check(PyObject *self, PyObject *options)
+static PyObject *plan_check(PyObject *self, PyObject *args)
 {
+    PyObject *options;
     plan_config config;
     (void)self;
+    if (!PyArg_ParseTuple(args, "O:check", &options))
+        return NULL;
     int failed = parse_options(options, &config);
     plan_release(&config);
     if (failed)
@@ -161,7 +164,7 @@ static PyMethodDef plan_methods[] = {
     {"plan", plan_plan, METH_VARARGS,
      "plan(options, uniforms, normals, height, width) -> the SamplePlan fields of one sample, "
      "or (status, rows, cols) when it cannot be planned (see the module source)."},
-    {"check", plan_check, METH_O,
+    {"check", plan_check, METH_VARARGS,
      "check(options) -> None: the planning options parsed and validated as plan does."},
     {"resize_shorter", plan_resize_shorter, METH_VARARGS,
      "resize_shorter(height, width, size) -> (rows, cols): MXNet's resize step, the shorter "
