@@ -4,9 +4,12 @@
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
- * normalisation (faces: a 112x112 record into a 112x112 slot; ImageNet's train and val). Planning follows Augmenter.plan, decode_scale,
- * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
- * written by the same code as recpipe._colour and recpipe._resize.
+ * normalisation (faces: a 112x112 record into a 112x112 slot; ImageNet's train and val). Every
+ * sample is planned by recpipe/_plan.h's plan_full, the one planner, which the Python path calls
+ * too (recpipe._plan, from Planner.plan): this file derives what it needs from that plan and
+ * has no planning of its own. decode_scale, decode_box and geometry.linear_axes are followed
+ * step by step (same arithmetic), and the pixels are written by the same code as
+ * recpipe._colour and recpipe._resize.
  *
  * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
  *      epoch, options, sums=b"", label_ids=b"", label_values=b"") -> number of samples done
@@ -27,17 +30,19 @@
  * the expected CRC32C of each record's payload (recpipe.io.sums); a record whose payload does
  * not match is left to the Python path too, which raises its checksum error (``sum_matches``).
  *
- * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS,
- * parsed by OPTION_TABLE below): (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains,
- * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest,
- * max_scans, resize, rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast,
- * saturation, scales), as recpipe's Augmenter and Decoder have them (check_rest, max_scans: as
+ * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS):
+ * first the planner's options (Planner.options, parsed by recpipe/_plan.h's PLAN_FIELDS: out_h,
+ * out_w, resize, rand_crop, mirror, rand_mirror, rrc, min_area, max_area, aspect_low,
+ * aspect_high, brightness, contrast, saturation, ...), then the run's, parsed by OPTION_TABLE
+ * below (nchw, gains, offsets, label_width, fast_dct, fast_upsample, strict, max_pixels,
+ * max_bytes, check_rest, max_scans, scales, ...), as recpipe's Augmenter and Decoder have them
+ * (check_rest, max_scans: as
  * decode_region's; resize -1: none; rrc: random-resized crop with that area and aspect
  * range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
- * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
- * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
- * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
+ * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64)
+ * (then standard_normal(3) with PCA lighting), read by the planner at its slots (DRAW_SLOTS,
+ * recpipe/_plan.h), so that pixels equal the Python path's.
  * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
  * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
  * recpipe/_warp.h (geometric_into), then cropped and written as the Python path writes it.

@@ -4,8 +4,8 @@
  *   per-sample gains and offsets of Renderer._affine_terms, in the same double arithmetic.
  * - PCA lighting (pca_noise): numpy's Generator.standard_normal(3) drawn after the sample's 64
  *   uniforms, through numpy's own ziggurat (random_standard_normal from numpy's libnpyrandom,
- *   linked when setup.py finds it: RECPIPE_NPYRANDOM) fed by our Philox, then
- *   Planner._pca_offsets' float32 arithmetic.
+ *   linked when setup.py finds it: RECPIPE_NPYRANDOM) fed by our Philox, then the planner's
+ *   float32 offsets (recpipe/_plan.h).
  * - HLS shift (random_h/s/l): OpenCV 5.0.0's uint8 RGB<->HLS conversions, which compute in
  *   float32 with one formula in their vector loop (8 pixels at a time, AVX2) and another in the
  *   scalar loop that ends each block of 256 pixels; both are reproduced, each pixel with the one

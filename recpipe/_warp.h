@@ -1,6 +1,6 @@
 /* MXNet's affine step and pad for recpipe._batch (issue 21 item 2, branch nativeaffine), kept out
- * of _batch.c: the planner's affine draws (Planner._plan_affine, same double arithmetic, so the
- * matrix is the Python path's), OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
+ * of _batch.c: the planned matrix (recpipe/_plan.h's, the Python path's) rounded to float32 as
+ * cv2 gets it, OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
  * and BORDER_CONSTANT reproduced bit for bit, cv2.copyMakeBorder's constant pad, and the float32
  * output table of the Python path's cv2 writers (Renderer._write).
  *
