@@ -364,8 +364,9 @@ def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Option
     means = _per_channel((config.mean_r, config.mean_g, config.mean_b)[:config.channels])
     offered = {tuple(scale) for scale in decoder.scales}
     scales = sum(bit for bit, scale in _SCALE_BITS if scale in offered and scale in PAYING_SCALES)
+    planned = dict(zip(RunOptions._fields, planner.options))  # packed once (Planner.options)
     return RunOptions(
-        *planner.options,  # the planner's, packed once (Planner.options)
+        **planned,
         nchw=config.layout == "NCHW", gains=_per_channel(gains, 1.0),
         offsets=_per_channel(offsets), label_width=int(label_width), fast_dct=bool(fast_dct),
         fast_upsample=bool(fast_upsample), strict=bool(strict), max_pixels=int(max_pixels),
