@@ -3,7 +3,8 @@
 Two build states, with libjpeg or without:
 
 - ``recpipe._resize`` (bilinear resize straight into the batch), ``recpipe._colour`` (colour
-  jitter straight into the batch) and ``recpipe._crc32c`` (record checksums) need only a C
+  jitter straight into the batch), ``recpipe._crc32c`` (record checksums) and ``recpipe._plan``
+  (the one planner, which recpipe._batch includes too) need only a C
   compiler and Python's headers. They are required: when one cannot be built, the build fails
   saying what is missing.
 - ``recpipe._batch``, the one libjpeg extension (region-of-interest and DCT-scaled JPEG
@@ -171,11 +172,16 @@ setup(
                   depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"]),
         Extension("recpipe._crc32c", sources=["recpipe/_crc32c.c"], depends=["recpipe/_crc32c.h"],
                   extra_compile_args=["-O3"]),
+        # the one planner: no fused multiply-adds, or a matrix or factor would differ in its
+        # last bit from Python's arithmetic (recpipe/_plan.h also says so for recpipe._batch)
+        Extension("recpipe._plan", sources=["recpipe/_plan.c"], depends=["recpipe/_plan.h"],
+                  extra_compile_args=["-O3", "-ffp-contract=off"]),
         Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
                   depends=["recpipe/_augment_kernels.h", "recpipe/_colour_kernels.h",
                            "recpipe/_crc32c.h", "recpipe/_floats.h",
                            "recpipe/_jpegroi_methods.h", "recpipe/_planes.h",
-                           "recpipe/_interp.h", "recpipe/_resize_core.h", "recpipe/_roi_core.h",
+                           "recpipe/_interp.h", "recpipe/_plan.h", "recpipe/_resize_core.h",
+                           "recpipe/_roi_core.h",
                            "recpipe/_warp.h"],
                   extra_compile_args=["-O3"]),
     ],

@@ -4,9 +4,12 @@
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
- * normalisation (faces: a 112x112 record into a 112x112 slot; ImageNet's train and val). Planning follows Augmenter.plan, decode_scale,
- * decode_box and geometry.linear_axes step by step (same arithmetic), and the pixels are
- * written by the same code as recpipe._colour and recpipe._resize.
+ * normalisation (faces: a 112x112 record into a 112x112 slot; ImageNet's train and val). Every
+ * sample is planned by recpipe/_plan.h's plan_full, the one planner, which the Python path calls
+ * too (recpipe._plan, from Planner.plan): this file derives what it needs from that plan and
+ * has no planning of its own. decode_scale, decode_box and geometry.linear_axes are followed
+ * step by step (same arithmetic), and the pixels are written by the same code as
+ * recpipe._colour and recpipe._resize.
  *
  * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
  *      epoch, options, sums=b"", label_ids=b"", label_values=b"") -> number of samples done
@@ -27,17 +30,19 @@
  * the expected CRC32C of each record's payload (recpipe.io.sums); a record whose payload does
  * not match is left to the Python path too, which raises its checksum error (``sum_matches``).
  *
- * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS,
- * parsed by OPTION_TABLE below): (out_h, out_w, nchw, rand_crop, mirror, rand_mirror, gains,
- * offsets, label_width, fast_dct, fast_upsample, strict, max_pixels, max_bytes, check_rest,
- * max_scans, resize, rrc, min_area, max_area, aspect_low, aspect_high, brightness, contrast,
- * saturation, scales), as recpipe's Augmenter and Decoder have them (check_rest, max_scans: as
+ * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS):
+ * first the planner's options (Planner.options, parsed by recpipe/_plan.h's PLAN_FIELDS: out_h,
+ * out_w, resize, rand_crop, mirror, rand_mirror, rrc, min_area, max_area, aspect_low,
+ * aspect_high, brightness, contrast, saturation, ...), then the run's, parsed by OPTION_TABLE
+ * below (nchw, gains, offsets, label_width, fast_dct, fast_upsample, strict, max_pixels,
+ * max_bytes, check_rest, max_scans, scales, ...), as recpipe's Augmenter and Decoder have them
+ * (check_rest, max_scans: as
  * decode_region's; resize -1: none; rrc: random-resized crop with that area and aspect
  * range; colour jitter limits, 0: off; scales: bits 1, 2, 4 for the DCT scales 1/2,
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
- * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64),
- * in Augmenter.plan's slots (random-resized crop tries: 8..47; crop x and y: 49 and 50;
- * mirror: 51; colour order: 55..57, factors: 58..60), so that pixels equal the Python path's.
+ * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64)
+ * (then standard_normal(3) with PCA lighting), read by the planner at its slots (DRAW_SLOTS,
+ * recpipe/_plan.h), so that pixels equal the Python path's.
  * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
  * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
  * recpipe/_warp.h (geometric_into), then cropped and written as the Python path writes it.
@@ -64,6 +69,7 @@
 #include "_crc32c.h"
 #include "_floats.h"
 #include "_interp.h"
+#include "_plan.h" /* the one planner: plan_full, the draw slots, the planning options */
 #include "_planes.h"
 #include "_resize_core.h"
 #include "_roi_core.h"
@@ -75,42 +81,24 @@
 #define RECORD_MAGIC 0xced7230aU
 #define IMAGE_HEADER 24        /* IRHeader: flag u32, label f32, id u64, id2 u64 */
 #define MAX_RECORD (256u << 20) /* larger records go to the Python path */
-#define U_RRC 8
-#define RRC_TRIES 10
-#define U_CROP_X 49
-#define U_CROP_Y 50
-#define U_MIRROR 51
-#define U_ORDER 55
-#define U_COLOUR 58
-#define N_DRAWN 64 /* the uniforms planning reads */
-#define U_INTER 0  /* inter_method 10: the three resizes' methods */
-#define U_CROP_SIZE 48 /* a random-size crop's side */
 
 typedef struct {
-    long out_h, out_w;
-    int nchw, rand_crop, mirror, rand_mirror, is_float, is_half; /* is_half: float16 out */
+    plan_config plan; /* what the planner reads (recpipe/_plan.h): the options' first fields */
+    long out_h, out_w; /* the plan's, for the writers */
+    int nchw, is_float, is_half; /* is_half: float16 out */
     float gains[3], offsets[3];
     long label_width;
     int fast_dct, fast_upsample, strict, check_rest;
     int max_scans; /* 0: no limit */
     unsigned long long max_pixels, max_bytes;
-    long resize;
-    int rrc, scales;
-    double min_area, max_area, aspect_low, aspect_high;
-    double colour[3]; /* brightness, contrast, saturation limits */
+    int scales;
     double exact_gains[3]; /* gains unrounded: float16 output's NHWC arithmetic */
     /* nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift */
     long channels;                     /* 1 or 3 */
     double means[3];                   /* per channel: the offsets are -mean * gain */
-    double max_contrast, max_illumination, pca_noise;
-    int hls[3];                        /* random_h, random_s, random_l */
     /* nativeaffine: MXNet's affine step and pad (recpipe/_warp.h) */
-    int affine, warp_lanes, fill;
-    long pad;
-    affine_limits limits;
-    /* nativeinter: interpolations, random-size crops, labels by image id */
-    int inter_method;          /* ImageRecordIter's: 0-4, 9 auto, 10 drawn per resize */
-    long min_crop, max_crop;   /* random-size square crop, -1: off */
+    int warp_lanes, fill;
+    /* nativeinter: labels by image id */
     int id_labels;             /* labels from the caller's id table, not the record header */
 } run_options;
 
@@ -219,23 +207,16 @@ static double uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch, un
     return (double)(block[which % 4] >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* The first N_DRAWN uniforms of the sample's stream. */
+/* The first N_UNIFORM uniforms of the sample's stream. */
 static void uniforms_of(const uint64_t key[2], uint64_t sample, uint64_t epoch, double *u)
 {
     uint64_t counter[4] = {0, 0, sample, epoch}, block[4];
-    for (unsigned b = 0; b < N_DRAWN / 4; b++) {
+    for (unsigned b = 0; b < N_UNIFORM / 4; b++) {
         counter[0] = b + 1;
         philox_block(counter, key, block);
         for (int i = 0; i < 4; i++)
             u[4 * b + i] = (double)(block[i] >> 11) * (1.0 / 9007199254740992.0);
     }
-}
-
-/* Augmenter's randint: an integer in [low, high] from a uniform in [0, 1). */
-static long randint(double u, long low, long high)
-{
-    long value = low + (long)(u * (double)(high - low + 1));
-    return value < high ? value : high;
 }
 
 /* --- reading ------------------------------------------------------------------------------- */
@@ -391,7 +372,7 @@ static void write_crop(const run_options *opt, scratch *mem, const unsigned char
 
 /* --- one sample ---------------------------------------------------------------------------- */
 
-/* --- planning (Augmenter.plan and geometry, step by step) ---------------------------------- */
+/* --- planning: recpipe/_plan.h's plan, then geometry step by step --------------------------- */
 
 typedef struct {
     long src_h, src_w, res_h, res_w; /* the image, and after the resize step */
@@ -402,77 +383,23 @@ typedef struct {
     long full_h, full_w;             /* the image decoded at that scale */
 } sample_plan;
 
-/* The resize step: shorter edge -> size, the other ``size * long // short``. */
-static void shorter_edge(long height, long width, long size, long *out_h, long *out_w)
+/* The sample_plan of a sample planned without affine step or pad (the crop is in the resized
+ * image); -1 when the plan upscales the image (the Python path's). */
+static int sample_plan_of(const full_plan *fp, sample_plan *p)
 {
-    if (height > width) {
-        *out_h = size * height / width;
-        *out_w = size;
-    } else {
-        *out_h = size;
-        *out_w = size * width / height;
-    }
-}
-
-/* Planner._plan_rrc: 0 with the box, -1 when every try failed. */
-static int random_resized_box(const run_options *opt, const double *u, long rows, long cols,
-                              sample_plan *p)
-{
-    double log_low = log(opt->aspect_low), log_high = log(opt->aspect_high);
-    double area = (double)(rows * cols);
-    for (int i = 0; i < RRC_TRIES; i++) {
-        int base = U_RRC + 4 * i;
-        double target = area * (opt->min_area + u[base] * (opt->max_area - opt->min_area));
-        double ratio = exp(log_low + u[base + 1] * (log_high - log_low));
-        double wf = nearbyint(sqrt(target * ratio)); /* Python's round: half to even */
-        double hf = nearbyint(sqrt(target / ratio));
-        /* compared as doubles first: a huge, infinite or NaN size is never cast to long */
-        if (wf > 0 && wf <= (double)cols && hf > 0 && hf <= (double)rows) {
-            long w = (long)wf, h = (long)hf;
-            p->x = randint(u[base + 2], 0, cols - w);
-            p->y = randint(u[base + 3], 0, rows - h);
-            p->w = w;
-            p->h = h;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Planner.plan for the covered configurations; -1 when the image needs upscaling (Python's). */
-static int plan_sample(const run_options *opt, const double *u, long rows, long cols,
-                       sample_plan *p)
-{
-    p->src_h = rows;
-    p->src_w = cols;
-    p->res_h = rows;
-    p->res_w = cols;
-    if (opt->resize != -1)
-        shorter_edge(rows, cols, opt->resize, &p->res_h, &p->res_w);
-    p->resize_crop = 0;
-    for (int i = 0; i < 3; i++)
-        p->inter[i] = opt->inter_method == 10 ? (int)randint(u[U_INTER + i], 0, 4)
-                                              : opt->inter_method;
-    if (opt->rrc && random_resized_box(opt, u, p->res_h, p->res_w, p) == 0) {
-        p->resize_crop = 1;
-    } else if (!opt->rrc && opt->max_crop != -1) { /* Planner's random-size square crop */
-        if ((p->res_h < p->res_w ? p->res_h : p->res_w) < opt->max_crop)
-            return -1; /* Python raises its error */
-        long size = randint(u[U_CROP_SIZE], opt->min_crop, opt->max_crop);
-        p->x = opt->rand_crop ? randint(u[U_CROP_X], 0, p->res_w - size) : (p->res_w - size) / 2;
-        p->y = opt->rand_crop ? randint(u[U_CROP_Y], 0, p->res_h - size) : (p->res_h - size) / 2;
-        p->w = p->h = size;
-        p->resize_crop = 1;
-    } else {
-        if (p->res_h < opt->out_h || p->res_w < opt->out_w)
-            return -1;
-        long spare_rows = p->res_h - opt->out_h, spare_cols = p->res_w - opt->out_w;
-        p->x = opt->rand_crop ? randint(u[U_CROP_X], 0, spare_cols) : spare_cols / 2;
-        p->y = opt->rand_crop ? randint(u[U_CROP_Y], 0, spare_rows) : spare_rows / 2;
-        p->w = opt->out_w;
-        p->h = opt->out_h;
-    }
-    p->mirror = opt->mirror || (opt->rand_mirror && u[U_MIRROR] < 0.5);
+    if (fp->upscale)
+        return -1;
+    p->src_h = fp->src_h;
+    p->src_w = fp->src_w;
+    p->res_h = fp->res_h;
+    p->res_w = fp->res_w;
+    p->x = fp->x;
+    p->y = fp->y;
+    p->w = fp->w;
+    p->h = fp->h;
+    p->resize_crop = fp->resize_crop;
+    p->mirror = fp->mirror;
+    memcpy(p->inter, fp->inter, sizeof p->inter);
     return 0;
 }
 
@@ -609,57 +536,43 @@ static int resize_into(const run_options *opt, const unsigned char *pixels, long
     return status == 0 ? 0 : -1;
 }
 
-/* Planner._plan_colour: brightness/contrast/saturation in the order of their keys, each with
- * its factor, those whose limit is 0 left out. Returns how many. */
-static int plan_colour(const run_options *opt, const double *u, colour_op ops[3])
+/* The plan's colour jitter as the colour kernel's ops (factors in float32). Returns how many. */
+static int colour_ops_of(const full_plan *fp, colour_op ops[3])
 {
-    int order[3] = {0, 1, 2}, n = 0;
-    for (int i = 1; i < 3; i++) /* a stable sort of three by their keys */
-        for (int k = i; k > 0 && u[U_ORDER + order[k]] < u[U_ORDER + order[k - 1]]; k--) {
-            int t = order[k];
-            order[k] = order[k - 1];
-            order[k - 1] = t;
-        }
-    for (int i = 0; i < 3; i++) {
-        int op = order[i];
-        if (opt->colour[op] > 0) {
-            ops[n].op = op;
-            ops[n].alpha = (float)(1.0 + opt->colour[op] * (2 * u[U_COLOUR + op] - 1));
-            n++;
-        }
+    for (int i = 0; i < fp->n_colour; i++) {
+        ops[i].op = fp->colour_op[i];
+        ops[i].alpha = (float)fp->colour_alpha[i];
     }
-    return n;
+    return fp->n_colour;
 }
 
 static int colour_region(const run_options *opt, scratch *mem, const sample_plan *plan,
-                         const double *u, const float *pca, void *dst);
+                         const full_plan *fp, const float *pca, void *dst);
 
 /* Renderer's region path: the crop resized into a uint8 region, then colour_region. */
 static int jitter_into(const run_options *opt, scratch *mem, const unsigned char *pixels,
                        long win_h, long win_w, const axis_spec *ya, const axis_spec *xa,
-                       const sample_plan *plan, const double *u, const float *pca, void *dst)
+                       const sample_plan *plan, const full_plan *fp, const float *pca,
+                       void *dst)
 {
     Py_ssize_t n = (Py_ssize_t)opt->out_h * opt->out_w;
     if (grow((void **)&mem->region, &mem->region_cap, (size_t)n * 3)
         || resize_into(opt, pixels, win_h, win_w, ya, xa, 0, mem->region, 0))
         return -1;
-    return colour_region(opt, mem, plan, u, pca, dst);
+    return colour_region(opt, mem, plan, fp, pca, dst);
 }
 
 /* mem->region (out_h x out_w x 3) HLS-shifted, then either written as it is (uint8 values: HLS
  * alone) or colour-jittered and PCA-lit as planes, then mirrored, normalised and written
  * (recpipe._colour's code). ``pca``: NULL for none. */
 static int colour_region(const run_options *opt, scratch *mem, const sample_plan *plan,
-                         const double *u, const float *pca, void *dst)
+                         const full_plan *fp, const float *pca, void *dst)
 {
     Py_ssize_t n = (Py_ssize_t)opt->out_h * opt->out_w;
-    if (has_hls(opt)) {
-        long shifts[3];
-        plan_hls(opt, u, shifts);
-        shift_hls(mem->region, opt->out_h, opt->out_w, shifts[0], shifts[1], shifts[2]);
-    }
+    if (fp->has_hls)
+        shift_hls(mem->region, opt->out_h, opt->out_w, fp->hls[0], fp->hls[1], fp->hls[2]);
     colour_op ops[3];
-    int n_ops = plan_colour(opt, u, ops);
+    int n_ops = colour_ops_of(fp, ops);
     if (n_ops == 0 && pca == NULL) { /* HLS alone: the uint8 values (Renderer._write) */
         write_crop(opt, mem, mem->region, (size_t)opt->out_w * 3, 0, plan->mirror, dst);
         return 0;
@@ -806,11 +719,11 @@ static int aligned_region(const run_options *opt, scratch *mem, const sample_pla
 
 /* mem->region written into the slot as Renderer._write or _write_float_path does. */
 static int write_region(const run_options *opt, scratch *mem, const sample_plan *plan,
-                        const double *u, void *dst)
+                        const full_plan *fp, void *dst)
 {
     size_t stride = 3 * (size_t)opt->out_w, n = (size_t)opt->out_h * (size_t)opt->out_w;
-    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
-        return colour_region(opt, mem, plan, u, NULL, dst);
+    if (fp->n_colour > 0) {
+        return colour_region(opt, mem, plan, fp, NULL, dst);
     }
     if (!opt->is_float) { /* uint8 (and float16's staged values): mirrored, laid out */
         write_crop(opt, mem, mem->region, stride, 0, plan->mirror, dst);
@@ -830,7 +743,7 @@ static int write_region(const run_options *opt, scratch *mem, const sample_plan 
 
 /* The sample's cv2.resize (``ip``, kind 1 or 2) and the rest of its rendering; -1: Python's. */
 static int interp_into(const run_options *opt, scratch *mem, const sample_plan *p,
-                       const interp_plan *ip, const double *u, const unsigned char *pixels,
+                       const interp_plan *ip, const full_plan *fp, const unsigned char *pixels,
                        size_t stride, long wx, long wy, long win_h, long win_w, void *dst)
 {
     if (grow((void **)&mem->region, &mem->region_cap,
@@ -849,7 +762,7 @@ static int interp_into(const run_options *opt, scratch *mem, const sample_plan *
                                    win_w);
         }
     }
-    return status == 0 ? write_region(opt, mem, p, u, dst) : -1;
+    return status == 0 ? write_region(opt, mem, p, fp, dst) : -1;
 }
 
 /* --- one sample ---------------------------------------------------------------------------- */
@@ -860,32 +773,29 @@ typedef struct {
     const uint64_t *key;
     uint64_t epoch;
     roi_job job;
+    double contrast, illumination; /* the last sample's plan: MXNet's normalisation jitter */
 } sample_ctx;
 
 /* nativeaffine: Renderer._full_image_crop for MXNet's affine step and pad (no resize step, no
  * upscaling, a plain output-sized crop), then mirror, colour jitter and normalisation as the
  * Python path writes them (Renderer._write / _write_float_path). The image is decoded whole
  * (geometry.decode_box: None). 0 when done, -1 to leave the sample to Python. */
-static int geometric_into(sample_ctx *ctx, const double *u, long rows, long cols, void *dst)
+static int geometric_into(sample_ctx *ctx, const full_plan *fp, long rows, long cols, void *dst)
 {
     const run_options *opt = ctx->opt;
     scratch *mem = ctx->mem;
     roi_job *job = &ctx->job;
     double forward[6];
     long work_h = rows, work_w = cols;
-    if (opt->affine) {
-        affine_limits limits = opt->limits;
-        limits.aspect_low = opt->aspect_low;
-        limits.aspect_high = opt->aspect_high;
-        plan_affine(&limits, u, rows, cols, forward, &work_h, &work_w);
+    if (fp->affine) {
+        warp_forward(fp->matrix, forward);
+        work_h = fp->affine_h;
+        work_w = fp->affine_w;
     }
-    long full_h = work_h + 2 * opt->pad, full_w = work_w + 2 * opt->pad;
-    if (work_h > 65535 || work_w > 65535 || full_h < opt->out_h || full_w < opt->out_w)
-        return -1; /* upscaling (or a warp OpenCV refuses): the Python path's */
-    long spare_rows = full_h - opt->out_h, spare_cols = full_w - opt->out_w;
-    long x = opt->rand_crop ? randint(u[U_CROP_X], 0, spare_cols) : spare_cols / 2;
-    long y = opt->rand_crop ? randint(u[U_CROP_Y], 0, spare_rows) : spare_rows / 2;
-    int mirror = opt->mirror || (opt->rand_mirror && u[U_MIRROR] < 0.5);
+    if (work_h > 65535 || work_w > 65535 || fp->upscale || fp->resize_crop)
+        return -1; /* upscaling (or a warp OpenCV refuses, or a resized crop): Python's */
+    long x = fp->x, y = fp->y;
+    int mirror = fp->mirror;
     job->scale_num = 1;
     job->scale_den = 1;
     job->x0 = 0;
@@ -906,17 +816,15 @@ static int geometric_into(sample_ctx *ctx, const double *u, long rows, long cols
     job->borrowed_rows = 1;
     if (roi_guarded(job, roi_read) != 0)
         return -1;
-    work_crop(mem->pixels, rows, cols, opt->affine ? forward : NULL, work_h, work_w, opt->pad, x,
-              y, opt->out_h, opt->out_w, (uint8_t)opt->fill, opt->warp_lanes, mem->crop);
+    work_crop(mem->pixels, rows, cols, fp->affine ? forward : NULL, work_h, work_w,
+              opt->plan.pad, x, y, opt->out_h, opt->out_w, (uint8_t)opt->fill, opt->warp_lanes,
+              mem->crop);
     size_t crop_stride = (size_t)opt->out_w * 3;
-    if (has_hls(opt)) { /* Renderer.apply: the region HLS-shifted before jitter and writing */
-        long shifts[3];
-        plan_hls(opt, u, shifts);
-        shift_hls(mem->crop, opt->out_h, opt->out_w, shifts[0], shifts[1], shifts[2]);
-    }
-    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0) {
+    if (fp->has_hls) /* Renderer.apply: the region HLS-shifted before jitter and writing */
+        shift_hls(mem->crop, opt->out_h, opt->out_w, fp->hls[0], fp->hls[1], fp->hls[2]);
+    if (fp->n_colour > 0) {
         colour_op ops[3];
-        int n_ops = plan_colour(opt, u, ops);
+        int n_ops = colour_ops_of(fp, ops);
         to_planes(mem->crop, mem->planes, mem->planes + n, mem->planes + 2 * n, (Py_ssize_t)n);
         colour_planes(mem->planes, (Py_ssize_t)n, ops, n_ops, NULL);
         plane_target target = {opt->out_h, opt->out_w, dst, opt->is_float, mirror, opt->nchw,
@@ -945,7 +853,8 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     scratch *mem = ctx->mem;
     roi_job *job = &ctx->job;
     int status = -1;
-    double u[N_DRAWN];
+    double u[N_UNIFORM], normals[3] = {0.0, 0.0, 0.0};
+    full_plan fp;
     sample_plan plan;
 
     if (size < 3 || data[0] != 0xFF || data[1] != 0xD8 || data[2] != 0xFF)
@@ -969,17 +878,23 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     if (opt->max_pixels && (unsigned long long)rows * (unsigned long long)cols > opt->max_pixels)
         goto done;
     uniforms_of(ctx->key, sample, ctx->epoch, u);
+    if (opt->plan.pca_noise > 0)
+        pca_normals(ctx->key, sample, ctx->epoch, normals);
+    if (plan_full(&opt->plan, u, normals, rows, cols, &fp) != PLAN_OK)
+        goto done; /* the Python path raises its error */
+    ctx->contrast = fp.contrast;
+    ctx->illumination = fp.illumination;
     run_options local; /* the sample's own gains and offsets (MXNet's contrast/illumination) */
     if (has_norm_jitter(opt)) {
         local = *opt;
-        norm_terms(opt, u[U_NORM], u[U_NORM + 1], &local);
+        norm_terms(opt, fp.contrast, fp.illumination, &local);
         opt = &local;
     }
-    if (opt->affine || opt->pad) { /* nativeaffine: the whole image, warped and/or padded */
-        status = geometric_into(ctx, u, rows, cols, dst);
+    if (opt->plan.affine || opt->plan.pad) { /* nativeaffine: warped and/or padded */
+        status = geometric_into(ctx, &fp, rows, cols, dst);
         goto done;
     }
-    if (plan_sample(opt, u, rows, cols, &plan) != 0)
+    if (sample_plan_of(&fp, &plan) != 0)
         goto done; /* upscaling: the Python path's */
     plan.den = dct_scale(opt, &plan);
     plan.full_h = ceil_div(rows, plan.den);
@@ -1013,21 +928,14 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     axis_spec ya, xa;
     long win_h = (long)job->out_h, win_w = (long)job->out_w;
     if (ip.kind != 0) {
-        status = interp_into(opt, mem, &plan, &ip, u, mem->pixels, stride, (long)job->out_x,
+        status = interp_into(opt, mem, &plan, &ip, &fp, mem->pixels, stride, (long)job->out_x,
                              (long)job->out_y, win_h, win_w, dst);
         goto done;
     }
     linear_axes(opt, &plan, (long)job->out_x, (long)job->out_y, &ya, &xa);
-    float pca[3];
-    if (opt->pca_noise > 0) {
-        double normals[3];
-        pca_normals(ctx->key, sample, ctx->epoch, normals);
-        pca_offsets(normals, opt->pca_noise, pca);
-    }
-    if (opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0 || opt->pca_noise > 0
-        || has_hls(opt)) {
-        status = jitter_into(opt, mem, mem->pixels, win_h, win_w, &ya, &xa, &plan, u,
-                             opt->pca_noise > 0 ? pca : NULL, dst);
+    if (fp.n_colour > 0 || fp.has_pca || fp.has_hls) {
+        status = jitter_into(opt, mem, mem->pixels, win_h, win_w, &ya, &xa, &plan, &fp,
+                             fp.has_pca ? fp.pca : NULL, dst);
     } else if (one_to_one(opt, &ya, &xa, win_h, win_w)) {
         write_crop(opt, mem, mem->pixels + stride * (size_t)ya.offset, stride,
                    (size_t)xa.offset, plan.mirror, dst);
@@ -1132,8 +1040,7 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         if (decode_into(&ctx, payload + image_at, length - image_at, (uint64_t)req->samples[i],
                         target) == 0) {
             if (staged)
-                unstage(&req->opt, &tables, req->key, (uint64_t)req->samples[i], req->epoch,
-                        mem->staged, dst);
+                unstage(&req->opt, &tables, ctx.contrast, ctx.illumination, mem->staged, dst);
             req->status[i] = 1;
             done++;
         }
@@ -1143,12 +1050,13 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 
 /* --- arguments ------------------------------------------------------------------------------ */
 
-/* The run options, in the order recpipe.decode.native.RunOptions holds them: the one place
- * where their names, kinds and destinations are listed (exported as OPTION_FIELDS; a field added
- * here is parsed, exported and checked against the Python side by tests/decode/test_native.py). */
+/* The run options, in the order recpipe.decode.native.RunOptions holds them: first the
+ * planner's (PLAN_FIELDS of recpipe/_plan.h, parsed by plan_parse into run_options.plan), then
+ * these, the one place where their names, kinds and destinations are listed (exported with the
+ * planner's as OPTION_FIELDS; a field added here is parsed, exported and checked against the
+ * Python side by tests/decode/test_native.py). */
 typedef enum {
-    OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3,
-    OPT_ANGLES /* nativeaffine: rotate_list */
+    OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3
 } option_kind;
 
 typedef struct {
@@ -1160,12 +1068,8 @@ typedef struct {
 #define OPTION(name, kind, member) {name, kind, offsetof(run_options, member)}
 
 static const option_field OPTION_TABLE[] = {
-    OPTION("out_h", OPT_LONG, out_h),
-    OPTION("out_w", OPT_LONG, out_w),
+    /* (the planner's fields first: PLAN_FIELDS) */
     OPTION("nchw", OPT_BOOL, nchw),
-    OPTION("rand_crop", OPT_BOOL, rand_crop),
-    OPTION("mirror", OPT_BOOL, mirror),
-    OPTION("rand_mirror", OPT_BOOL, rand_mirror),
     OPTION("gains", OPT_FLOAT3, gains),
     OPTION("offsets", OPT_FLOAT3, offsets),
     OPTION("label_width", OPT_LONG, label_width),
@@ -1176,15 +1080,6 @@ static const option_field OPTION_TABLE[] = {
     OPTION("max_bytes", OPT_ULL, max_bytes),
     OPTION("check_rest", OPT_BOOL, check_rest),
     OPTION("max_scans", OPT_INT, max_scans),
-    OPTION("resize", OPT_LONG, resize),
-    OPTION("rrc", OPT_BOOL, rrc),
-    OPTION("min_area", OPT_DOUBLE, min_area),
-    OPTION("max_area", OPT_DOUBLE, max_area),
-    OPTION("aspect_low", OPT_DOUBLE, aspect_low),
-    OPTION("aspect_high", OPT_DOUBLE, aspect_high),
-    OPTION("brightness", OPT_DOUBLE, colour[0]),
-    OPTION("contrast", OPT_DOUBLE, colour[1]),
-    OPTION("saturation", OPT_DOUBLE, colour[2]),
     OPTION("scales", OPT_INT, scales),
     OPTION("gain_r", OPT_DOUBLE, exact_gains[0]),
     OPTION("gain_g", OPT_DOUBLE, exact_gains[1]),
@@ -1194,52 +1089,14 @@ static const option_field OPTION_TABLE[] = {
     OPTION("mean_r", OPT_DOUBLE, means[0]),
     OPTION("mean_g", OPT_DOUBLE, means[1]),
     OPTION("mean_b", OPT_DOUBLE, means[2]),
-    OPTION("max_contrast", OPT_DOUBLE, max_contrast),
-    OPTION("max_illumination", OPT_DOUBLE, max_illumination),
-    OPTION("pca_noise", OPT_DOUBLE, pca_noise),
-    OPTION("random_h", OPT_INT, hls[0]),
-    OPTION("random_s", OPT_INT, hls[1]),
-    OPTION("random_l", OPT_INT, hls[2]),
     /* nativeaffine: MXNet's affine step and pad (recpipe/_warp.h) */
-    OPTION("affine", OPT_BOOL, affine),
-    OPTION("max_shear_ratio", OPT_DOUBLE, limits.max_shear),
-    OPTION("max_rotate_angle", OPT_LONG, limits.max_angle),
-    OPTION("rotate", OPT_LONG, limits.rotate),
-    OPTION("rotate_list", OPT_ANGLES, limits.n_angles),
-    OPTION("min_random_scale", OPT_DOUBLE, limits.min_scale),
-    OPTION("max_random_scale", OPT_DOUBLE, limits.max_scale),
-    OPTION("min_img_size", OPT_DOUBLE, limits.min_img),
-    OPTION("max_img_size", OPT_DOUBLE, limits.max_img),
-    OPTION("pad", OPT_LONG, pad),
     OPTION("fill_value", OPT_INT, fill),
     OPTION("warp_lanes", OPT_INT, warp_lanes),
     /* nativeinter */
-    OPTION("inter_method", OPT_INT, inter_method),
-    OPTION("min_crop_size", OPT_LONG, min_crop),
-    OPTION("max_crop_size", OPT_LONG, max_crop),
     OPTION("id_labels", OPT_BOOL, id_labels),
 };
 
 #define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
-
-/* rotate_list: a tuple of at most MAX_ROTATE_LIST ints into affine_limits' n_angles, angles. */
-static int parse_angles(PyObject *item, long *count_then_angles, const char *name)
-{
-    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) > MAX_ROTATE_LIST) {
-        PyErr_Format(PyExc_TypeError, "options.%s must be a tuple of at most %d ints", name,
-                     MAX_ROTATE_LIST);
-        return -1;
-    }
-    affine_limits *limits = (affine_limits *)((char *)count_then_angles
-                                              - offsetof(affine_limits, n_angles));
-    limits->n_angles = PyTuple_GET_SIZE(item);
-    for (Py_ssize_t i = 0; i < limits->n_angles; i++) {
-        limits->angles[i] = PyLong_AsLong(PyTuple_GET_ITEM(item, i));
-        if (limits->angles[i] == -1 && PyErr_Occurred())
-            return -1;
-    }
-    return 0;
-}
 
 static int parse_option(PyObject *item, const option_field *field, run_options *opt)
 {
@@ -1274,65 +1131,60 @@ static int parse_option(PyObject *item, const option_field *field, run_options *
         return PyErr_Occurred() ? -1 : 0;
     case OPT_FLOAT3:
         return parse_floats(item, (float *)dst, 3, field->name);
-    case OPT_ANGLES:
-        return parse_angles(item, (long *)dst, field->name);
     }
     return -1;
 }
 
+/* ``options`` into ``opt`` (zeroed by the caller); plan_release(&opt->plan) afterwards, always. */
 static int parse_options(PyObject *options, run_options *opt)
 {
-    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != N_OPTIONS) {
+    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != N_PLAN_FIELDS + N_OPTIONS) {
         PyErr_Format(PyExc_TypeError, "options must be a tuple of %zd values (OPTION_FIELDS)",
-                     N_OPTIONS);
+                     N_PLAN_FIELDS + N_OPTIONS);
+        return -1;
+    }
+    if (plan_parse(options, 0, &opt->plan))
+        return -1;
+    opt->out_h = opt->plan.out_h;
+    opt->out_w = opt->plan.out_w;
+    if (opt->plan.n_angles > MAX_ROTATE_LIST) {
+        PyErr_Format(PyExc_TypeError, "options.rotate_list must be a tuple of at most %d ints",
+                     MAX_ROTATE_LIST);
         return -1;
     }
     for (Py_ssize_t i = 0; i < N_OPTIONS; i++) {
-        if (parse_option(PyTuple_GET_ITEM(options, i), &OPTION_TABLE[i], opt)) {
+        if (parse_option(PyTuple_GET_ITEM(options, N_PLAN_FIELDS + i), &OPTION_TABLE[i], opt)) {
             if (PyErr_ExceptionMatches(PyExc_TypeError))  /* name the field */
                 PyErr_Format(PyExc_TypeError, "options.%s has the wrong type",
                              OPTION_TABLE[i].name);
             return -1;
         }
     }
-    if ((opt->resize != -1 && opt->resize < 1) || opt->resize > 65535
-        || (opt->rrc && !(opt->aspect_low >= 1e-6 && opt->aspect_low <= opt->aspect_high
-                          && opt->aspect_high <= 1e6 && opt->min_area >= 0
-                          && opt->min_area <= opt->max_area && opt->max_area <= 1))) {
-        PyErr_SetString(PyExc_ValueError, "resize or the aspect range is invalid");
-        return -1;
-    }
-    if ((opt->affine && opt->warp_lanes != 8 && opt->warp_lanes != 16 && opt->warp_lanes != 32)
-        || opt->pad < 0 || opt->pad > 65535 || opt->fill < 0 || opt->fill > 255) {
-        PyErr_SetString(PyExc_ValueError, "warp_lanes, pad or fill_value is invalid");
-        return -1;
-    }
-    if (!((opt->inter_method >= 0 && opt->inter_method <= 4) || opt->inter_method == 9
-          || opt->inter_method == 10)
-        || (opt->max_crop != -1 && !(opt->min_crop >= 1 && opt->min_crop <= opt->max_crop
-                                      && opt->max_crop <= 65535))) {
-        PyErr_SetString(PyExc_ValueError, "inter_method or the crop size range is invalid");
+    if ((opt->plan.affine && opt->warp_lanes != 8 && opt->warp_lanes != 16
+         && opt->warp_lanes != 32) || opt->fill < 0 || opt->fill > 255) {
+        PyErr_SetString(PyExc_ValueError, "warp_lanes or fill_value is invalid");
         return -1;
     }
     if (opt->max_scans < 0) {
         PyErr_SetString(PyExc_ValueError, "max_scans must be >= 0 (0: no limit)");
         return -1;
     }
-    if (opt->out_h < 1 || opt->out_w < 1 || opt->out_h > 65535 || opt->out_w > 65535
-        || opt->label_width < 1) {
+    if (opt->label_width < 1) { /* (out_h and out_w: plan_parse's) */
         PyErr_SetString(PyExc_ValueError, "out_h, out_w and label_width must be positive");
         return -1;
     }
     return 0;
 }
 
-/* OPTION_FIELDS: the option names in order; DRAW_SLOTS: where planning reads its uniforms in a
- * sample's block of N_DRAWN (Augmenter's U_* slots). */
+/* OPTION_FIELDS: the option names in order (the planner's, then the run's); DRAW_SLOTS: where
+ * the planner (recpipe/_plan.h) reads its uniforms in a sample's block of N_UNIFORM. */
 static int add_contract(PyObject *module)
 {
-    PyObject *names = PyTuple_New(N_OPTIONS), *slots;
-    for (Py_ssize_t i = 0; names != NULL && i < N_OPTIONS; i++) {
-        PyObject *name = PyUnicode_FromString(OPTION_TABLE[i].name);
+    PyObject *names = PyTuple_New(N_PLAN_FIELDS + N_OPTIONS), *slots;
+    for (Py_ssize_t i = 0; names != NULL && i < N_PLAN_FIELDS + N_OPTIONS; i++) {
+        const char *text = i < N_PLAN_FIELDS ? PLAN_FIELDS[i].name
+                                             : OPTION_TABLE[i - N_PLAN_FIELDS].name;
+        PyObject *name = PyUnicode_FromString(text);
         if (name == NULL)
             Py_CLEAR(names);
         else
@@ -1342,11 +1194,7 @@ static int add_contract(PyObject *module)
         Py_XDECREF(names);
         return -1;
     }
-    slots = Py_BuildValue("{sisisisisisisisisisisisisi}", "rrc", U_RRC, "rrc_tries",
-                          RRC_TRIES, "crop_x", U_CROP_X, "crop_y", U_CROP_Y, "mirror", U_MIRROR,
-                          "order", U_ORDER, "colour", U_COLOUR, "drawn", N_DRAWN, "hls", U_HLS,
-                          "norm", U_NORM, "affine", U_AFFINE, "inter", U_INTER, "crop",
-                          U_CROP_SIZE);
+    slots = plan_draw_slots();
     if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
         Py_XDECREF(slots);
         return -1;
@@ -1483,6 +1331,7 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(done_count);
 done:
+    plan_release(&req.opt.plan);
     if (payloads.obj != NULL)
         PyBuffer_Release(&payloads);
     PyBuffer_Release(&starts);

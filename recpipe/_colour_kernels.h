@@ -4,8 +4,8 @@
  *   per-sample gains and offsets of Renderer._affine_terms, in the same double arithmetic.
  * - PCA lighting (pca_noise): numpy's Generator.standard_normal(3) drawn after the sample's 64
  *   uniforms, through numpy's own ziggurat (random_standard_normal from numpy's libnpyrandom,
- *   linked when setup.py finds it: RECPIPE_NPYRANDOM) fed by our Philox, then
- *   Planner._pca_offsets' float32 arithmetic.
+ *   linked when setup.py finds it: RECPIPE_NPYRANDOM) fed by our Philox, then the planner's
+ *   float32 offsets (recpipe/_plan.h).
  * - HLS shift (random_h/s/l): OpenCV 5.0.0's uint8 RGB<->HLS conversions, which compute in
  *   float32 with one formula in their vector loop (8 pixels at a time, AVX2) and another in the
  *   scalar loop that ends each block of 256 pixels; both are reproduced, each pixel with the one
@@ -30,10 +30,7 @@
 
 /* numpy's Philox, defined in _batch.c */
 static void philox_block(const uint64_t counter[4], const uint64_t key_in[2], uint64_t out[4]);
-static double uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch, unsigned which);
 
-#define U_HLS 52  /* h, s, l */
-#define U_NORM 61 /* contrast, illumination */
 #define CV_BLOCK 256 /* OpenCV's colour conversions work in blocks of this many pixels */
 #define CV_LANES 8   /* ... and their vector loops (AVX2) on this many float32 at a time */
 
@@ -42,17 +39,16 @@ static double uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch, un
 /* 1 when the run draws MXNet's contrast or illumination per sample. */
 static inline int has_norm_jitter(const run_options *opt)
 {
-    return opt->max_contrast != 0.0 || opt->max_illumination != 0.0;
+    return opt->plan.max_contrast != 0.0 || opt->plan.max_illumination != 0.0;
 }
 
-/* Renderer._affine_terms for the sample drawing ``u``: gains * contrast and
- * -mean * gain * contrast + illumination * gain, into ``local`` (a copy of the run's options);
- * unchanged when the draw is neutral (contrast 1, illumination 0), as Python keeps fixed_terms. */
-static void norm_terms(const run_options *opt, double u_contrast, double u_illumination,
+/* Renderer._affine_terms for the sample's planned ``contrast`` and ``illumination``: gains *
+ * contrast and -mean * gain * contrast + illumination * gain, into ``local`` (a copy of the
+ * run's options); unchanged when the draw is neutral (contrast 1, illumination 0), as Python
+ * keeps fixed_terms. */
+static void norm_terms(const run_options *opt, double contrast, double illumination,
                        run_options *local)
 {
-    double contrast = 1.0 + opt->max_contrast * (2 * u_contrast - 1);
-    double illumination = opt->max_illumination * (2 * u_illumination - 1);
     if (contrast == 1.0 && illumination == 0.0)
         return;
     for (int c = 0; c < 3; c++) {
@@ -64,12 +60,7 @@ static void norm_terms(const run_options *opt, double u_contrast, double u_illum
     }
 }
 
-/* --- PCA lighting --------------------------------------------------------------------------- */
-
-static const float PCA_EIGVAL[3] = {55.46f, 4.794f, 1.148f};
-static const float PCA_EIGVEC[3][3] = {{-0.5675f, 0.7192f, 0.4009f},
-                                       {-0.5808f, -0.0045f, -0.8140f},
-                                       {-0.5836f, -0.6948f, 0.4203f}};
+/* --- PCA lighting: the normals (recpipe/_plan.h turns them into offsets) -------------------- */
 
 #ifdef RECPIPE_NPYRANDOM
 #include <numpy/random/distributions.h>
@@ -105,10 +96,10 @@ static double stream_double(void *state)
     return (double)(stream_next64(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Planner.plan's ``rng.standard_normal(3)`` after ``rng.random(N_DRAWN)``. */
+/* Planner.plan's ``rng.standard_normal(3)`` after ``rng.random(N_UNIFORM)``. */
 static void pca_normals(const uint64_t key[2], uint64_t sample, uint64_t epoch, double out[3])
 {
-    philox_stream s = {key, sample, epoch, N_DRAWN, UINT64_MAX, {0}};
+    philox_stream s = {key, sample, epoch, N_UNIFORM, UINT64_MAX, {0}};
     bitgen_t bitgen = {&s, stream_next64, stream_next32, stream_double, stream_next64};
     for (int i = 0; i < 3; i++)
         out[i] = random_standard_normal(&bitgen);
@@ -121,22 +112,6 @@ static void pca_normals(const uint64_t key[2], uint64_t sample, uint64_t epoch, 
     out[0] = out[1] = out[2] = 0.0;
 }
 #endif
-
-/* Planner._pca_offsets in float32: alpha = float32(normal) * float32(pca_noise), then
- * eigvec @ (alpha * eigval) as ((v0 * x0 + v1 * x1) + v2 * x2) per row. */
-static void pca_offsets(const double normals[3], double pca_noise, float out[3])
-{
-    float x[3];
-    for (int i = 0; i < 3; i++) {
-        float alpha = (float)normals[i] * (float)pca_noise;
-        x[i] = alpha * PCA_EIGVAL[i];
-    }
-    for (int r = 0; r < 3; r++) {
-        float a = PCA_EIGVEC[r][0] * x[0], b = PCA_EIGVEC[r][1] * x[1];
-        float c = PCA_EIGVEC[r][2] * x[2];
-        out[r] = (a + b) + c;
-    }
-}
 
 /* --- HLS shift ------------------------------------------------------------------------------ */
 
@@ -401,27 +376,19 @@ static void shift_hls(uint8_t *pixels, long rows, long width, long dh, long ds, 
     }
 }
 
-/* Planner._plan_hls: int(u * v * 2 - v) for (h, s, l), truncated toward zero. */
-static void plan_hls(const run_options *opt, const double *u, long shifts[3])
-{
-    for (int i = 0; i < 3; i++) {
-        double v = (double)opt->hls[i];
-        shifts[i] = (long)(u[U_HLS + i] * v * 2 - v);
-    }
-}
-
 static inline int has_hls(const run_options *opt)
 {
-    return opt->hls[0] || opt->hls[1] || opt->hls[2];
+    return opt->plan.hls[0] || opt->plan.hls[1] || opt->plan.hls[2];
 }
 
 /* A ValueError (-1) for colour options recpipe._batch cannot render. */
 static int colour_options_invalid(const run_options *opt)
 {
-    int colour = opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0
-                 || opt->pca_noise > 0 || has_hls(opt);
+    const plan_config *c = &opt->plan;
+    int colour = c->colour[0] > 0 || c->colour[1] > 0 || c->colour[2] > 0 || c->pca_noise > 0
+                 || has_hls(opt);
     if ((opt->channels != 1 && opt->channels != 3) || (opt->channels == 1 && colour)
-        || (opt->pca_noise > 0 && !PCA_NATIVE)) {
+        || (c->pca_noise > 0 && !PCA_NATIVE)) {
         PyErr_SetString(PyExc_ValueError, "channels, colour jitter, PCA lighting or the HLS "
                                           "shift are outside what recpipe._batch renders");
         return 1;
@@ -469,8 +436,8 @@ FMA_CLONES static void write_half_planes(const float *planes, const run_options 
  * jitter: write_half_planes). */
 static int stages_values(const run_options *opt)
 {
-    int float_path = opt->colour[0] > 0 || opt->colour[1] > 0 || opt->colour[2] > 0
-                     || opt->pca_noise > 0;
+    int float_path = opt->plan.colour[0] > 0 || opt->plan.colour[1] > 0
+                     || opt->plan.colour[2] > 0 || opt->plan.pca_noise > 0;
     return !float_path && (opt->is_half || (opt->is_float && has_hls(opt)));
 }
 
@@ -489,16 +456,15 @@ static void make_tables(const run_options *opt, value_tables *tables)
 }
 
 /* The staged uint8 sample ``from`` into ``to`` through the run's tables, or through the
- * sample's own when it draws contrast/illumination (its uniforms U_NORM, U_NORM + 1). */
-static void unstage(const run_options *opt, const value_tables *run_tables, const uint64_t key[2],
-                    uint64_t sample, uint64_t epoch, const uint8_t *from, void *to)
+ * sample's own when it draws contrast/illumination (its plan's ``contrast``, ``illumination``). */
+static void unstage(const run_options *opt, const value_tables *run_tables, double contrast,
+                    double illumination, const uint8_t *from, void *to)
 {
     value_tables own;
     const value_tables *tables = run_tables;
     if (has_norm_jitter(opt)) {
         run_options local = *opt;
-        norm_terms(opt, uniform(key, sample, epoch, U_NORM),
-                   uniform(key, sample, epoch, U_NORM + 1), &local);
+        norm_terms(opt, contrast, illumination, &local);
         make_tables(&local, &own);
         tables = &own;
     }

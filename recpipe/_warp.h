@@ -1,6 +1,6 @@
 /* MXNet's affine step and pad for recpipe._batch (issue 21 item 2, branch nativeaffine), kept out
- * of _batch.c: the planner's affine draws (Planner._plan_affine, same double arithmetic, so the
- * matrix is the Python path's), OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
+ * of _batch.c: the planned matrix (recpipe/_plan.h's, the Python path's) rounded to float32 as
+ * cv2 gets it, OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
  * and BORDER_CONSTANT reproduced bit for bit, cv2.copyMakeBorder's constant pad, and the float32
  * output table of the Python path's cv2 writers (Renderer._write).
  *
@@ -28,8 +28,7 @@
 #include <xmmintrin.h>
 #endif
 
-#define U_AFFINE 3 /* Planner's slots: shear, angle, scale, ratio, rotate_list index */
-#define MAX_ROTATE_LIST 64
+#define MAX_ROTATE_LIST 64 /* the most rotate_list angles recpipe._batch takes */
 
 /* cv::invertAffineTransform as warpAffine applies it (double, this order). */
 static void warp_invert(const double fwd[6], double inv[6])
@@ -173,51 +172,16 @@ static void warp_affine_linear(const warp_job *j)
     warp_rows_portable(j);
 }
 
-/* Planner._plan_affine: the forward matrix and the warped size (new_h, new_w). */
-typedef struct {
-    double max_shear, max_scale, min_scale, min_img, max_img, aspect_low, aspect_high;
-    long max_angle, rotate;
-    long n_angles;
-    long angles[MAX_ROTATE_LIST];
-} affine_limits;
-
-static long warp_randint(double u, long low, long high)
+/* The planned forward matrix (recpipe/_plan.h, doubles) as cv2 gets it: float32 values. */
+static void warp_forward(const double matrix[6], double forward[6])
 {
-    long value = low + (long)(u * (double)(high - low + 1));
-    return value < high ? value : high;
-}
-
-static void plan_affine(const affine_limits *a, const double *u, long rows, long cols,
-                        double forward[6], long *new_h, long *new_w)
-{
-    double shear = u[U_AFFINE] * a->max_shear * 2 - a->max_shear;
-    long angle = warp_randint(u[U_AFFINE + 1], -a->max_angle, a->max_angle);
-    if (a->rotate > 0)
-        angle = a->rotate;
-    if (a->n_angles > 0)
-        angle = a->angles[warp_randint(u[U_AFFINE + 4], 0, a->n_angles - 1)];
-    double ca = cos((double)angle / 180.0 * M_PI), sa = sin((double)angle / 180.0 * M_PI);
-    double scale = u[U_AFFINE + 2] * (a->max_scale - a->min_scale) + a->min_scale;
-    double ratio = u[U_AFFINE + 3] * (a->aspect_high - a->aspect_low) + a->aspect_low;
-    double hs = 2 * scale / (1 + ratio);
-    double ws = ratio * hs;
-    double nw = fmax(a->min_img, fmin(a->max_img, scale * (double)cols));
-    double nh = fmax(a->min_img, fmin(a->max_img, scale * (double)rows));
-    double m00 = hs * ca - shear * sa * ws, m01 = hs * sa + shear * ca * ws;
-    double m10 = -sa * ws, m11 = ca * ws;
-    /* the matrix goes to cv2 as float32. Rounded through volatile floats: GCC 12's SLP
-     * vectorizer (-O3) dropped the float rounding of the last two when stored straight. */
+    /* rounded through volatile floats: GCC 12's SLP vectorizer (-O3) dropped the float
+     * rounding of the last two when stored straight */
     volatile float rounded[6];
-    rounded[0] = (float)m00;
-    rounded[1] = (float)m01;
-    rounded[2] = (float)((nw - (m00 * (double)cols + m01 * (double)rows)) / 2);
-    rounded[3] = (float)m10;
-    rounded[4] = (float)m11;
-    rounded[5] = (float)((nh - (m10 * (double)cols + m11 * (double)rows)) / 2);
+    for (int i = 0; i < 6; i++)
+        rounded[i] = (float)matrix[i];
     for (int i = 0; i < 6; i++)
         forward[i] = rounded[i];
-    *new_h = nh >= 1 ? (long)nh : 1;
-    *new_w = nw >= 1 ? (long)nw : 1;
 }
 
 /* The out_h x out_w crop at (x, y) of MXNet's work image into ``crop`` (out_w x 3 a row): the

@@ -1,5 +1,5 @@
 """recpipe's two build states: with libjpeg (every extension) and without (``_resize``,
-``_colour``, ``_crc32c``; no ``_batch``). The state without libjpeg is built here on purpose
+``_colour``, ``_crc32c``, ``_plan``; no ``_batch``). The state without libjpeg is built here on purpose
 (``RECPIPE_WITHOUT_LIBJPEG=1``, in a copy of the tracked tree) and must decode on the Python path
 with the same pixels as this checkout; a required extension that cannot be built fails the build.
 """
@@ -18,7 +18,7 @@ import pytest
 from recpipe._optional import extension, native
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = ("_resize", "_colour", "_crc32c")
+REQUIRED = ("_resize", "_colour", "_crc32c", "_plan")
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: nothing can be built")

@@ -36,7 +36,7 @@ def _public(module):
 
 
 def test_every_extension_has_a_stub():
-    assert {"_batch", "_colour", "_crc32c", "_resize"} <= set(MODULES)
+    assert {"_batch", "_colour", "_crc32c", "_plan", "_resize"} <= set(MODULES)
     assert MODULES == sorted(path.stem for path in PACKAGE.glob("_*.pyi"))
 
 
@@ -154,3 +154,20 @@ def test_the_batch_stub_lists_the_option_fields_in_order():
                    if isinstance(node, ast.FunctionDef) and node.name == "fill").args.args
     annotation = next(arg for arg in options if arg.arg == "options").annotation
     assert len(annotation.slice.elts) == len(module.OPTION_FIELDS)
+
+
+def test_the_plan_stub_lists_the_option_fields_in_order():
+    """_plan.pyi's docstring names OPTION_FIELDS, and its Options alias has one type a field;
+    they are the module's, and the first fields of _batch's RunOptions."""
+    from recpipe.decode.native import RunOptions
+
+    module = _module("_plan")
+    tree = _stub("_plan")
+    docstring = ast.get_docstring(tree)
+    block = docstring.split("``OPTION_FIELDS`` is", 1)[1].split("\n\n", 1)[1]
+    listed = tuple(name.strip() for name in block.replace("\n", " ").split(",") if name.strip())
+    assert listed == module.OPTION_FIELDS
+    assert RunOptions._fields[:len(listed)] == listed
+    alias = next(node for node in tree.body if isinstance(node, ast.Assign)
+                 and node.targets[0].id == "Options")
+    assert len(alias.value.slice.elts) == len(module.OPTION_FIELDS)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NATIVE = ("_batch", "_resize", "_colour", "_crc32c")
+NATIVE = ("_batch", "_resize", "_colour", "_crc32c", "_plan")
 LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 HEADER_DIRS = ("/usr/include", "/usr/local/include")
 
@@ -182,7 +182,7 @@ def test_build_without_headers_leaves_out_the_libjpeg_extension_once(hide_ok, tm
     assert run.returncode == 0, run.stderr[-3000:]
     built = sorted(p.name.split(".")[0] for p in (tmp_path / "lib" / "recpipe").glob("*.so"))
     assert "_resize" in built and "_colour" in built, built
-    assert "_crc32c" in built and "_batch" not in built, built
+    assert "_crc32c" in built and "_plan" in built and "_batch" not in built, built
     notes = [line for line in run.stderr.splitlines() if "jpeglib.h" in line]
     assert len(notes) == 1, run.stderr
     assert "without recpipe._batch (" in notes[0]
@@ -198,7 +198,7 @@ def test_build_without_headers_leaves_out_the_libjpeg_extension_once(hide_ok, tm
 def test_sdist_without_headers_builds_a_wheel_without_the_libjpeg_extension(wheel, hide_ok,
                                                                              tmp_path):
     """pip building the sdist where jpeglib.h is hidden: a wheel with _resize, _colour, _crc32c,
-    and the note (pip shows the build's output with -v)."""
+    _plan and the note (pip shows the build's output with -v)."""
     sdist = next(wheel.parent.glob("recpipe-*.tar.gz"))
     headers = [f for f in _system_jpeg_files() if f.endswith(".h")]
     build = [sys.executable, "-m", "pip", "wheel", "-v", "--disable-pip-version-check",
@@ -210,4 +210,4 @@ def test_sdist_without_headers_builds_a_wheel_without_the_libjpeg_extension(whee
     assert len([line for line in output.splitlines() if "note: jpeglib.h" in line]) == 1, output
     names = zipfile.ZipFile(next(tmp_path.glob("recpipe-*.whl"))).namelist()
     built = {n.split("/")[1].split(".")[0] for n in names if n.endswith(".so")}
-    assert built == {"_resize", "_colour", "_crc32c"}, names
+    assert built == {"_resize", "_colour", "_crc32c", "_plan"}, names

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds recpipe's sdist and manylinux wheels that carry libjpeg-turbo, so `pip install recpipe`
-# has every native path (_batch, _resize, _colour, _crc32c) without the system's libjpeg.
+# has every native path (_batch, _resize, _colour, _crc32c, _plan) without the system's libjpeg.
 #
 #   bash tools/build_wheel.sh DIR [PYTHON...]
 #

@@ -22,7 +22,7 @@ TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/te
        tests/decode/test_bombs.py tests/decode/test_reference_batches.py
        tests/decode/test_native_contract.py tests/decode/test_native_random.py
        tests/decode/test_native_colour.py tests/decode/test_native_affine.py
-       tests/decode/test_native_interp.py)
+       tests/decode/test_native_interp.py tests/decode/test_plan.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -43,7 +43,7 @@ UBSAN_LIB=$(runtime libubsan.so)
   export CFLAGS="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
   export LDFLAGS="-fsanitize=address,undefined,float-cast-overflow"
   "$PY" setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log >&2; exit 2; }
-  for ext in _batch _resize _colour _crc32c; do
+  for ext in _batch _resize _colour _crc32c _plan; do
     ls recpipe/"$ext".*.so >/dev/null 2>&1 || { echo "sanitize.sh: recpipe.$ext not built" >&2
       cat build.log >&2; exit 2; }
     nm -D recpipe/"$ext".*.so | grep __asan_ >/dev/null ||  # not -q: SIGPIPE under pipefail

@@ -2,9 +2,10 @@
 
 ``run_options`` is the gate: it decides whether a ``RecordDecoder``'s runs go to C, and returns
 the ``RunOptions`` C is given (None: the Python path). ``RunOptions`` is the named run
-description; ``recpipe._batch`` parses it field by field from one table and exports the names
-in order as ``OPTION_FIELDS`` (and the uniform slots its planner reads as ``DRAW_SLOTS``), which
-the tests compare with this module.
+description: the planner's options first (``Planner.options``; C plans every sample with the
+same planner the Python path calls, recpipe/_plan.h, parsed by its one table), then the run's;
+``recpipe._batch`` parses it field by field and exports the names in order as ``OPTION_FIELDS``
+(and the planner's uniform slots as ``DRAW_SLOTS``), which the tests compare with this module.
 
 The gate is an allow-list: ``NATIVE_AUGMENT_FIELDS`` names the ``AugmentConfig`` fields C
 renders. A run goes to C only when every other field is at its default, so a field added to
@@ -19,7 +20,6 @@ from typing import NamedTuple, Optional, Tuple
 import numpy as np
 
 from .._optional import extension
-from .augment.config import aspect_range
 from .augment.geometry import PAYING_SCALES
 
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
@@ -54,25 +54,17 @@ _SCALE_BITS = ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
 
 
 class RunOptions(NamedTuple):
-    """What ``recpipe._batch.fill`` is told about a run (in ``OPTION_FIELDS`` order)."""
+    """What ``recpipe._batch.fill`` is told about a run (in ``OPTION_FIELDS`` order): first the
+    planner's options (``recpipe._plan.OPTION_FIELDS``: ``Planner.options``, which C's one
+    planner reads for every sample, recpipe/_plan.h), then the run's."""
 
+    # the planner's (recpipe/_plan.h's PLAN_FIELDS; Planner.options)
     out_h: int
     out_w: int
-    nchw: bool
+    resize: int  # shorter-edge resize, -1: none
     rand_crop: bool
     mirror: bool
     rand_mirror: bool
-    gains: Tuple[float, float, float]  # per channel, after scale / std
-    offsets: Tuple[float, float, float]  # per channel, -mean * gain
-    label_width: int
-    fast_dct: bool
-    fast_upsample: bool
-    strict: bool
-    max_pixels: int  # 0: no limit
-    max_bytes: int  # largest decoded region
-    check_rest: bool  # integrity="strict": entropy-decode the rest of the scan to EOI
-    max_scans: int  # JPEGs with more scans are refused, 0: no limit
-    resize: int  # shorter-edge resize, -1: none
     rrc: bool  # random-resized crop
     min_area: float
     max_area: float
@@ -81,22 +73,12 @@ class RunOptions(NamedTuple):
     brightness: float  # colour jitter limits, 0: off
     contrast: float
     saturation: float
-    scales: int  # bits 1, 2, 4: DCT scales 1/2, 1/4, 1/8 offered
-    gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
-    gain_g: float
-    gain_b: float
-    # nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift
-    channels: int  # 1 (gray) or 3
-    mean_r: float  # the means unrounded (per-sample offsets: -mean * gain * contrast + ...)
-    mean_g: float
-    mean_b: float
     max_contrast: float  # MXNet's max_random_contrast / max_random_illumination, 0: off
     max_illumination: float
     pca_noise: float  # PCA lighting, 0: off (needs recpipe._batch.PCA_NATIVE)
     random_h: int  # HLS shift limits, 0: off
     random_s: int
     random_l: int
-    # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h)
     affine: bool  # the affine warp runs (AugmentConfig.affine_active)
     max_shear_ratio: float
     max_rotate_angle: int
@@ -107,12 +89,34 @@ class RunOptions(NamedTuple):
     min_img_size: float
     max_img_size: float
     pad: int
-    fill_value: int
-    warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
-    # nativeinter
     inter_method: int  # ImageRecordIter's: 0-4, 9 auto, 10 drawn per resize
     min_crop_size: int  # random-size square crop, -1: off
     max_crop_size: int
+    # the run's
+    nchw: bool
+    gains: Tuple[float, float, float]  # per channel, after scale / std
+    offsets: Tuple[float, float, float]  # per channel, -mean * gain
+    label_width: int
+    fast_dct: bool
+    fast_upsample: bool
+    strict: bool
+    max_pixels: int  # 0: no limit
+    max_bytes: int  # largest decoded region
+    check_rest: bool  # integrity="strict": entropy-decode the rest of the scan to EOI
+    max_scans: int  # JPEGs with more scans are refused, 0: no limit
+    scales: int  # bits 1, 2, 4: DCT scales 1/2, 1/4, 1/8 offered
+    gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
+    gain_g: float
+    gain_b: float
+    # nativecolour: gray output
+    channels: int  # 1 (gray) or 3
+    mean_r: float  # the means unrounded (per-sample offsets: -mean * gain * contrast + ...)
+    mean_g: float
+    mean_b: float
+    # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h)
+    fill_value: int
+    warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
+    # nativeinter
     id_labels: bool  # labels from an id table (an imglist's), passed to fill beside the run
 
 
@@ -360,32 +364,14 @@ def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Option
     means = _per_channel((config.mean_r, config.mean_g, config.mean_b)[:config.channels])
     offered = {tuple(scale) for scale in decoder.scales}
     scales = sum(bit for bit, scale in _SCALE_BITS if scale in offered and scale in PAYING_SCALES)
-    out_h, out_w = config.out_hw
-    low, high = aspect_range(config)
+    planned = dict(zip(RunOptions._fields, planner.options))  # packed once (Planner.options)
     return RunOptions(
-        out_h=out_h, out_w=out_w, nchw=config.layout == "NCHW", rand_crop=bool(config.rand_crop),
-        mirror=bool(config.mirror), rand_mirror=bool(config.rand_mirror),
-        gains=_per_channel(gains, 1.0), offsets=_per_channel(offsets),
-        label_width=int(label_width), fast_dct=bool(fast_dct),
+        **planned,
+        nchw=config.layout == "NCHW", gains=_per_channel(gains, 1.0),
+        offsets=_per_channel(offsets), label_width=int(label_width), fast_dct=bool(fast_dct),
         fast_upsample=bool(fast_upsample), strict=bool(strict), max_pixels=int(max_pixels),
         max_bytes=int(max_bytes), check_rest=bool(check_rest), max_scans=int(max_scans),
-        resize=int(config.resize), rrc=planner.random_resized,
-        min_area=float(config.min_random_area), max_area=float(config.max_random_area),
-        aspect_low=float(low), aspect_high=float(high), brightness=float(config.brightness),
-        contrast=float(config.contrast), saturation=float(config.saturation), scales=scales,
-        gain_r=exact_gains[0], gain_g=exact_gains[1], gain_b=exact_gains[2],
+        scales=scales, gain_r=exact_gains[0], gain_g=exact_gains[1], gain_b=exact_gains[2],
         channels=int(config.channels), mean_r=means[0], mean_g=means[1], mean_b=means[2],
-        max_contrast=float(config.max_random_contrast),
-        max_illumination=float(config.max_random_illumination),
-        pca_noise=float(config.pca_noise), random_h=int(config.random_h),
-        random_s=int(config.random_s), random_l=int(config.random_l),
-        affine=bool(config.affine_active), max_shear_ratio=float(config.max_shear_ratio),
-        max_rotate_angle=int(config.max_rotate_angle), rotate=int(config.rotate),
-        rotate_list=tuple(int(v) for v in config.rotate_list),
-        min_random_scale=float(config.min_random_scale),
-        max_random_scale=float(config.max_random_scale),
-        min_img_size=float(config.min_img_size), max_img_size=float(config.max_img_size),
-        pad=int(config.pad), fill_value=int(config.fill_value),
-        warp_lanes=warp_lanes() if config.affine_active else 0,
-        inter_method=int(config.inter_method), min_crop_size=int(config.min_crop_size),
-        max_crop_size=int(config.max_crop_size), id_labels=bool(id_labels))
+        fill_value=int(config.fill_value),
+        warp_lanes=warp_lanes() if config.affine_active else 0, id_labels=bool(id_labels))

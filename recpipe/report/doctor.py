@@ -42,6 +42,8 @@ INSTALL_HINTS = {
     "simplejpeg": "pip install 'recpipe[turbo]'",
     "_crc32c": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
                "(it is required: this installation is incomplete)",
+    "_plan": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
+             "(it is required: this installation is incomplete)",
 }
 _PROTOCOLS = {"s3": "s3fs", "gcs": "gcsfs", "hdfs (arrow)": "pyarrow", "hdfs (native)": "hdfs_native",
               "http": "aiohttp", "azure": "adlfs"}
@@ -81,6 +83,7 @@ def _fast_paths():
             "_resize": extension("_resize") is not None,
             "_colour": extension("_colour") is not None,
             "_crc32c": extension("_crc32c") is not None,
+            "_plan": extension("_plan") is not None,
             "libturbojpeg": turbojpeg_available(),
             "simplejpeg": _importable("simplejpeg")}
 
@@ -91,6 +94,7 @@ _DESCRIPTIONS = {
     "_batch": "the libjpeg extension (recpipe._batch, links libjpeg-turbo): region + DCT-scaled "
               "JPEG decoder, and runs of records decoded into the batch without the GIL",
     "_crc32c": "hardware CRC32C of records against their .sums sidecar (recpipe._crc32c)",
+    "_plan": "the one planner of both decode paths (recpipe._plan)",
     "libturbojpeg": "libjpeg-turbo's TurboJPEG library (the 'turbojpeg' decoder)",
     "simplejpeg": "simplejpeg (the 'simplejpeg' decoder)",
 }
@@ -166,7 +170,7 @@ def _missing_cost(rates, paths):
         costs["decoder"] = (f"only OpenCV decodes here ({rates['opencv']:.0f} images/s on the "
                             "sample): libjpeg-turbo's region and DCT-scaled decode typically "
                             "make the train pipeline 1.5-2.5x faster (BENCHMARKS.md)")
-    for name in ("_resize", "_colour"):  # required: recpipe was not built
+    for name in ("_resize", "_colour", "_plan"):  # required: recpipe was not built
         if not paths.get(name, True):
             costs[name] = ("recpipe is not fully built: augmentations fail with ImportError "
                            "until it is (python setup.py build_ext --inplace, or reinstall)")

@@ -68,16 +68,19 @@ def test_sane_extreme_aspects_still_work():
 @needs_native
 @pytest.mark.parametrize("low, high", [(1e-300, 1e300), (1e-6, 1e6)])
 def test_the_c_check_refuses_what_the_config_would(tmp_path, low, high):
-    """A config changed after validation (here forced) meets the C argument check, or runs
-    within bounds: never a float-to-long overflow (UBSan in tools/sanitize.sh)."""
+    """Planner options changed after validation (here forced: the planner packs the config
+    once) meet the C argument check, or run within bounds: never a float-to-long overflow
+    (UBSan in tools/sanitize.sh)."""
     rec = str(tmp_path / "a.rec")
     with recpipe.RecordWriter(rec) as writer:
         for i in range(8):
             writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), _jpeg(30 * i)))
     with ImageLoader(rec, 4, (3, 16, 16), threads=1, random_resized_crop=True,
                      min_aspect_ratio=0.5, max_aspect_ratio=2.0) as loader:
-        object.__setattr__(loader.options.augment, "min_aspect_ratio", low)
-        object.__setattr__(loader.options.augment, "max_aspect_ratio", high)
+        planner = loader.records.augmenter.planner
+        options = dict(zip(extension("_plan").OPTION_FIELDS, planner.options))
+        options.update(aspect_low=low, aspect_high=high)
+        planner.options = tuple(options.values())
         native = loader.records._native_options()
         if native is None:
             pytest.skip("this configuration is not rendered natively")

@@ -1,6 +1,7 @@
-"""The native contract, field by field (beside test_native.py's gate tests): C's draw slots are
-the planner's, by name; every field of the allow-list, flipped to a value that changes the
-Python path's pixels, is rendered by C with exactly those pixels; and a field added to a copy of
+"""The native contract, field by field (beside test_native.py's gate tests): C plans with the
+Python path's planner (recpipe/_plan.h: the same slots and planning options); every field of
+the allow-list, flipped to a value that changes the Python path's pixels, is rendered by C with
+exactly those pixels; and a field added to a copy of
 the allow-list without C support is caught by that same check (C ignores it, so its pixels are
 the unflipped configuration's)."""
 
@@ -10,7 +11,7 @@ import zlib
 import numpy as np
 import pytest
 
-from recpipe._optional import extension
+from recpipe._optional import extension, native
 from recpipe.decode import native as native_gate
 from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.augment import plan as planning
@@ -39,9 +40,13 @@ DERIVED_SLOTS = {"rrc_tries": (planning.U_CROP - planning.U_RRC) // 4,
 
 
 def test_every_c_slot_is_a_planner_slot():
-    """Each slot C exports is plan.py's ``U_<NAME>`` (or a derived one), so a slot a kernel
-    adds on either side is checked without editing this test."""
-    assert batch.DRAW_SLOTS
+    """C plans with the Python path's planner: _batch's slots and the first of its option
+    fields are recpipe._plan's (both built from recpipe/_plan.h), and each slot is plan.py's
+    ``U_<NAME>`` (or a derived one), so a slot added on either side is checked without editing
+    this test."""
+    plan = native("_plan")
+    assert batch.DRAW_SLOTS and batch.DRAW_SLOTS == plan.DRAW_SLOTS
+    assert batch.OPTION_FIELDS[:len(plan.OPTION_FIELDS)] == plan.OPTION_FIELDS
     for name, slot in batch.DRAW_SLOTS.items():
         expected = DERIVED_SLOTS[name] if name in DERIVED_SLOTS else \
             getattr(planning, f"U_{name.upper()}", None)

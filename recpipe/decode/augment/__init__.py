@@ -1,7 +1,8 @@
 """ImageRecordIter's augmentations, planned up front per sample and written straight into a batch.
 
 The package: ``config`` (``AugmentConfig``: the keywords, parsed and validated), ``rng``
-(per-sample random streams), ``plan`` (``Planner``: every random decision up front),
+(per-sample random streams), ``plan`` (``Planner``: every random decision up front, made by
+the one planner in C that both decode paths call),
 ``geometry`` (DCT scale, decode box, crop mapping) and ``render`` (``Renderer``: pixels into a
 batch slot, with the ``Kernels`` asked for); ``Augmenter`` joins them.
 
@@ -11,7 +12,9 @@ defaults. ``Augmenter(config)`` then works in two steps per sample:
 1. ``plan(height, width, rng)`` makes every random draw for the sample (crop box, mirror, colour
    factors and their order, PCA alpha, normalisation jitter, random interpolation) in a fixed
    order from one block of uniforms, so a sample's result depends only on its RNG, not on
-   threads. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale the decode may
+   threads. The decisions are made by the one planner, in C (``recpipe/_plan.h``), which this
+   path calls through ``recpipe._plan`` and ``recpipe._batch`` calls for its runs: the two paths
+   differ only in their kernels. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale the decode may
    use without losing output resolution, and ``decode_box(plan, scale)`` which pixels of that
    decode the sample reads; ``decode(decoder, data, plan)`` decodes just that (only the crop
    region with a region-decoding backend) and returns ``(pixels, window)``.

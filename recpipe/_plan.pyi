@@ -1,0 +1,32 @@
+"""Type stubs of recpipe's planner (recpipe/_plan.c, recpipe/_plan.h): every random decision of a
+sample, for both decode paths.
+
+``options`` is ``recpipe.decode.augment.plan.Planner.options``: the tuple below lists its fields'
+types in ``OPTION_FIELDS`` order, and ``OPTION_FIELDS`` is (tests/test_stubs.py checks these names
+against the module's):
+
+    out_h, out_w, resize, rand_crop, mirror, rand_mirror, rrc, min_area, max_area, aspect_low,
+    aspect_high, brightness, contrast, saturation, max_contrast, max_illumination, pca_noise,
+    random_h, random_s, random_l, affine, max_shear_ratio, max_rotate_angle, rotate, rotate_list,
+    min_random_scale, max_random_scale, min_img_size, max_img_size, pad, inter_method,
+    min_crop_size, max_crop_size
+"""
+
+from typing import Dict, Optional, Tuple
+
+from typing_extensions import Buffer
+
+OPTION_FIELDS: Tuple[str, ...]
+DRAW_SLOTS: Dict[str, int]
+BAD_SIZE: int  # plan's statuses: height or width <= 0
+UNDER_CROP: int  # smaller than max_crop_size after resize/affine/pad
+TOO_LARGE: int  # a size past 2**31 - 1
+
+Options = Tuple[int, int, int, bool, bool, bool, bool, float, float, float, float, float, float,
+                float, float, float, float, int, int, int, bool, float, int, int,
+                Tuple[int, ...], float, float, float, float, int, int, int, int]
+
+def plan(options: Options, uniforms: Buffer, normals: Optional[Buffer], height: int,
+         width: int) -> tuple: ...
+def check(options: Options) -> None: ...
+def resize_shorter(height: int, width: int, size: int) -> Tuple[int, int]: ...
