@@ -44,8 +44,8 @@
  *
  * nativeinter: options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
  * auto, 10 drawn per resize from slots 0..2) picks how a resize the Python path hands to
- * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code), a bicubic one left
- * to Python (OpenCV's is IPP's); options.min_crop_size/max_crop_size (-1: off) draw a
+ * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code; bicubic as with
+ * IPP off, as the Python path makes it); options.min_crop_size/max_crop_size (-1: off) draw a
  * random-size square crop (its side from slot 48); options.id_labels takes each sample's labels
  * from ``label_ids`` (ascending uint64 image ids) and ``label_values`` (label_width float32 a
  * row), looked up by the record header's id (an imglist's), an id not listed left to Python.
@@ -766,8 +766,6 @@ static int scaled_region(const run_options *opt, scratch *mem, const long box[4]
         return -1;
     long bh = bottom - top, bw = right - left;
     method = resolve_inter(method, bh, bw, opt->out_h, opt->out_w);
-    if (method == INTERP_CUBIC)
-        return -1;
     return interp_resize(pixels + stride * (size_t)top + 3 * (size_t)left, stride, (int)bw,
                          (int)bh, 3, mem->region, 3 * (size_t)opt->out_w, (int)opt->out_w,
                          (int)opt->out_h, (double)opt->out_w / (double)bw,
@@ -988,8 +986,6 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     interp_plan ip;
     decode_box(&plan, box);
     plan_interp(opt, &plan, &ip);
-    if (ip.kind != 0 && ip.method == INTERP_CUBIC)
-        goto done; /* OpenCV's bicubic is IPP's: the Python path's */
     if (ip.kind == 1)
         memcpy(box, ip.box, sizeof box);
     job->scale_num = 1;

@@ -2,10 +2,11 @@
  * recpipe/_interp.h: uint8 resizes with OpenCV's (5.0) cv::resize arithmetic, bit for bit, for
  * the interpolations ImageRecordIter's ``inter_method`` names besides bilinear-in-C: 0 nearest,
  * 1 bilinear (cv::resize's own fixed-point one, for the resizes the Python path hands to
- * OpenCV), 3 area (the integer-factor fast path and the general path; below a factor of 1, the
- * bilinear emulation), 4 Lanczos-4. 2 (bicubic) is not here: OpenCV hands 8-bit bicubic resizes
- * to Intel IPP when it is built in (the pip wheels), whose arithmetic is its own
- * (recpipe.decode.native keeps bicubic samples on the Python path).
+ * OpenCV), 2 bicubic, 3 area (the integer-factor fast path and the general path; below a
+ * factor of 1, the bilinear emulation), 4 Lanczos-4. Bicubic is OpenCV's own arithmetic
+ * (resizeGeneric_: 11-bit taps across, float32 or integer sums down), the one cv2.resize
+ * computes with Intel IPP switched off: the Python path turns IPP off for its bicubic resizes
+ * (recpipe.image.opencv.ipp_off), since IPP's 8-bit bicubic depends on the CPU's dispatch.
  *
  * Written from OpenCV's imgproc/src/resize.cpp as the reference of what is computed (offsets,
  * coefficient rounding, accumulation order and types, saturation); no code copied.
@@ -284,6 +285,17 @@ static void interp_lanczos4(float x, float *coeffs)
         coeffs[i] *= sum;
 }
 
+/* OpenCV's interpolateCubic (A = -0.75), in float32 as it computes them */
+static void interp_cubic(float x, float *coeffs)
+{
+    const float A = -0.75f;
+    float x1 = x + 1.f, r = 1.f - x;
+    coeffs[0] = ((A * x1 - 5.f * A) * x1 + 8.f * A) * x1 - 4.f * A;
+    coeffs[1] = ((A + 2.f) * x - (A + 3.f)) * x * x + 1.f;
+    coeffs[2] = ((A + 2.f) * r - (A + 3.f)) * r * r + 1.f;
+    coeffs[3] = 1.f - coeffs[0] - coeffs[1] - coeffs[2];
+}
+
 /* the tap position and coefficients of output ``d`` along an axis (hal::resize's loops) */
 static int interp_taps(int d, double scale, double inv_scale, int area_mode, int method,
                        int ksize, int16_t *coef)
@@ -301,6 +313,8 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
     }
     if (method == INTERP_LANCZOS4) {
         interp_lanczos4(f, cbuf);
+    } else if (method == INTERP_CUBIC) {
+        interp_cubic(f, cbuf);
     } else {
         cbuf[0] = 1.f - f;
         cbuf[1] = f;
@@ -315,7 +329,7 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
 static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, int ksize,
                         const int *xofs, const int16_t *alpha, int xmin, int xmax)
 {
-    int swidth = sw * cn;
+    int swidth = sw * cn, back = (ksize / 2 - 1) * cn; /* the first tap's distance before sx */
     for (int px = 0; px < dw; px++, R += cn) {
         const int16_t *a = alpha + (size_t)ksize * px;
         int sx = xofs[px];
@@ -327,18 +341,18 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
                 for (int c = 0; c < cn; c++)
                     R[c] = S[sx + c] * INTERP_COEF_SCALE;
         } else if (px >= xmin && px < xmax) {
-            const uint8_t *P = S + sx - 3 * cn;
+            const uint8_t *P = S + sx - back;
             for (int c = 0; c < cn; c++) {
                 int32_t v = 0;
-                for (int j = 0; j < 8; j++)
+                for (int j = 0; j < ksize; j++)
                     v += P[c + j * cn] * a[j];
                 R[c] = v;
             }
         } else { /* taps outside the image step back inside, a channel at a time */
             for (int c = 0; c < cn; c++) {
                 int32_t v = 0;
-                for (int j = 0; j < 8; j++) {
-                    int sxj = sx + c - 3 * cn + j * cn;
+                for (int j = 0; j < ksize; j++) {
+                    int sxj = sx + c - back + j * cn;
                     while (sxj < 0)
                         sxj += cn;
                     while (sxj >= swidth)
@@ -351,11 +365,36 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
     }
 }
 
+/* The bicubic vertical pass (VResizeCubic with its SSE2 helper): the row's values in blocks of
+ * 8 as float32 (taps scaled by 2^-22, products summed in tap order, rounded to nearest even),
+ * the rest (width % 8) in int ((sum + 2^21) >> 22); both saturated to uint8. */
+static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int width, uint8_t *D)
+{
+    const float scale = 1.f / (float)(INTERP_COEF_SCALE * INTERP_COEF_SCALE);
+    float b0 = (float)b[0] * scale, b1 = (float)b[1] * scale, b2 = (float)b[2] * scale,
+          b3 = (float)b[3] * scale;
+    int blocks = width - width % 8, e = 0;
+    for (; e < blocks; e++) {
+        float s = (float)taps[3][e] * b3;
+        s = (float)taps[2][e] * b2 + s;
+        s = (float)taps[1][e] * b1 + s;
+        s = (float)taps[0][e] * b0 + s;
+        D[e] = interp_u8f(s);
+    }
+    for (; e < width; e++) {
+        int64_t v = (int64_t)taps[0][e] * b[0] + (int64_t)taps[1][e] * b[1]
+                    + (int64_t)taps[2][e] * b[2] + (int64_t)taps[3][e] * b[3];
+        v = (v + (1 << 21)) >> 22;
+        D[e] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
+    }
+}
+
 static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
                             uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
                             double inv_y, int method)
 {
-    int ksize = method == INTERP_LANCZOS4 ? 8 : 2, half = ksize / 2;
+    int ksize = method == INTERP_LANCZOS4 ? 8 : (method == INTERP_CUBIC ? 4 : 2);
+    int half = ksize / 2;
     int area_mode = method == INTERP_AREA;
     double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
     int width = dw * cn, xmin = 0, xmax = dw;
@@ -418,6 +457,8 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
                 int v = ((b0 * (taps[0][e] >> 4)) >> 16) + ((b1 * (taps[1][e] >> 4)) >> 16);
                 D[e] = interp_u8((v + 2) >> 2);
             }
+        } else if (ksize == 4) {
+            interp_vcubic(taps, b, width, D);
         } else {
             for (int e = 0; e < width; e++) {
                 int64_t v = 0;
@@ -447,7 +488,8 @@ static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int c
     }
     if (method == INTERP_NEAREST)
         return interp_nearest(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y);
-    if (method != INTERP_LINEAR && method != INTERP_AREA && method != INTERP_LANCZOS4)
+    if (method != INTERP_LINEAR && method != INTERP_CUBIC && method != INTERP_AREA
+        && method != INTERP_LANCZOS4)
         return -1;
     double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
     int ix = interp_round(scale_x), iy = interp_round(scale_y);

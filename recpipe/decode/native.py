@@ -41,7 +41,7 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h; limits in augment_is_native)
     "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
     "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
-    # nativeinter: every inter_method but bicubic (see augment_is_native), random-size crops
+    # nativeinter: every inter_method (see augment_is_native), random-size crops
     "inter_method",
     "min_crop_size",
     "max_crop_size",
@@ -132,9 +132,9 @@ def augment_is_native(config):
     and, with MXNet's affine step or ``pad`` (geometric_is_native): 3 channels without PCA,
     MXNet's contrast/illumination or float16 jitter, no resize step, no random-resized crop,
     and a warp C reproduces on this machine (warp_lanes),
-    not bicubic throughout (``inter_method=2``: OpenCV hands 8-bit bicubic resizes to Intel IPP,
-    whose arithmetic C does not reproduce; with 9 or 10 a bicubic sample alone goes to Python),
-    and a non-bilinear interpolation only for 3-channel output without HLS, PCA, MXNet's
+    and a non-bilinear interpolation (bicubic included: the Python path's bicubic resizes run
+    with Intel IPP off, OpenCV's own arithmetic, which C reproduces) only for 3-channel output
+    without HLS, PCA, MXNet's
     contrast/illumination or float16 jitter (interp_is_native)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
@@ -257,11 +257,12 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
 
 def interp_is_native(config):
     """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
-    (recpipe/_interp.h, cv2.resize's arithmetic) but bicubic for 3-channel output without the
-    colour recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
+    (recpipe/_interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
+    recpipe.image.opencv.resize) for 3-channel output without the colour recipes of
+    recpipe/_colour_kernels.h, which are not wired into that path."""
     if config.inter_method == 1:
         return True
-    return config.inter_method != 2 and _side_path_renders(config, hls=False)
+    return _side_path_renders(config, hls=False)
 
 
 def _side_path_renders(config, *, hls):
