@@ -324,12 +324,61 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
     return s;
 }
 
+/* One output pixel's ``ksize`` taps from ``S`` + sx - back on, those outside the row stepped
+ * back inside a channel at a time (hal::resize's border handling across). */
+static void interp_hpixel_clamped(const uint8_t *S, int32_t *R, int sx, int back, int cn,
+                                  int swidth, int ksize, const int16_t *a)
+{
+    for (int c = 0; c < cn; c++) {
+        int32_t v = 0;
+        for (int j = 0; j < ksize; j++) {
+            int sxj = sx + c - back + j * cn;
+            while (sxj < 0)
+                sxj += cn;
+            while (sxj >= swidth)
+                sxj -= cn;
+            v += S[sxj] * a[j];
+        }
+        R[c] = v;
+    }
+}
+
+/* The bicubic pass across: the pixels whose 4 taps lie inside the row ([xmin, xmax)) in one
+ * tight loop, the others clamped. */
+static void interp_hrow_cubic(const uint8_t *S, int32_t *R, int sw, int cn, int dw,
+                              const int *xofs, const int16_t *alpha, int xmin, int xmax)
+{
+    int swidth = sw * cn, mid_end = xmax > xmin ? xmax : xmin;
+    for (int px = 0; px < xmin && px < dw; px++)
+        interp_hpixel_clamped(S, R + px * cn, xofs[px], cn, cn, swidth, 4, alpha + 4 * px);
+    for (int px = xmin; px < mid_end; px++) {
+        const uint8_t *P = S + xofs[px] - cn;
+        const int16_t *a = alpha + 4 * px;
+        int a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        int32_t *T = R + px * cn;
+        if (cn == 3) {
+            T[0] = P[0] * a0 + P[3] * a1 + P[6] * a2 + P[9] * a3;
+            T[1] = P[1] * a0 + P[4] * a1 + P[7] * a2 + P[10] * a3;
+            T[2] = P[2] * a0 + P[5] * a1 + P[8] * a2 + P[11] * a3;
+        } else {
+            for (int c = 0; c < cn; c++)
+                T[c] = P[c] * a0 + P[c + cn] * a1 + P[c + 2 * cn] * a2 + P[c + 3 * cn] * a3;
+        }
+    }
+    for (int px = mid_end > xmin ? mid_end : xmin; px < dw; px++)
+        interp_hpixel_clamped(S, R + px * cn, xofs[px], cn, cn, swidth, 4, alpha + 4 * px);
+}
+
 /* One source row resized across (hal::resize's horizontal pass, int sums of 11-bit taps):
  * ``xofs`` the first tap of each output pixel (times cn), taps outside [xmin, xmax) clamped. */
 static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, int ksize,
                         const int *xofs, const int16_t *alpha, int xmin, int xmax)
 {
     int swidth = sw * cn, back = (ksize / 2 - 1) * cn; /* the first tap's distance before sx */
+    if (ksize == 4) {
+        interp_hrow_cubic(S, R, sw, cn, dw, xofs, alpha, xmin, xmax);
+        return;
+    }
     for (int px = 0; px < dw; px++, R += cn) {
         const int16_t *a = alpha + (size_t)ksize * px;
         int sx = xofs[px];
@@ -349,18 +398,7 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
                 R[c] = v;
             }
         } else { /* taps outside the image step back inside, a channel at a time */
-            for (int c = 0; c < cn; c++) {
-                int32_t v = 0;
-                for (int j = 0; j < ksize; j++) {
-                    int sxj = sx + c - back + j * cn;
-                    while (sxj < 0)
-                        sxj += cn;
-                    while (sxj >= swidth)
-                        sxj -= cn;
-                    v += S[sxj] * a[j];
-                }
-                R[c] = v;
-            }
+            interp_hpixel_clamped(S, R, sx, back, cn, swidth, ksize, a);
         }
     }
 }
@@ -374,6 +412,24 @@ static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int widt
     float b0 = (float)b[0] * scale, b1 = (float)b[1] * scale, b2 = (float)b[2] * scale,
           b3 = (float)b[3] * scale;
     int blocks = width - width % 8, e = 0;
+#if defined(__SSE2__)
+    __m128 v0 = _mm_set1_ps(b0), v1 = _mm_set1_ps(b1), v2 = _mm_set1_ps(b2), v3 = _mm_set1_ps(b3);
+    for (; e < blocks; e += 8) { /* the same operations, 4 lanes at a time */
+        __m128i q[2];
+        for (int h = 0; h < 2; h++) {
+            int o = e + 4 * h;
+#define INTERP_TAP(k) _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(taps[k] + o)))
+            __m128 s = _mm_mul_ps(INTERP_TAP(3), v3);
+            s = _mm_add_ps(_mm_mul_ps(INTERP_TAP(2), v2), s);
+            s = _mm_add_ps(_mm_mul_ps(INTERP_TAP(1), v1), s);
+            s = _mm_add_ps(_mm_mul_ps(INTERP_TAP(0), v0), s);
+#undef INTERP_TAP
+            q[h] = _mm_cvtps_epi32(s);
+        }
+        __m128i words = _mm_packs_epi32(q[0], q[1]);
+        _mm_storel_epi64((__m128i *)(D + e), _mm_packus_epi16(words, words));
+    }
+#endif
     for (; e < blocks; e++) {
         float s = (float)taps[3][e] * b3;
         s = (float)taps[2][e] * b2 + s;
