@@ -23,7 +23,8 @@ from .augment.config import aspect_range
 from .augment.geometry import PAYING_SCALES
 
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
-           "augment_is_native", "cv2_hls_is_native", "float_writer_matches",
+           "augment_is_native", "cubic_matches", "cubic_probes", "cv2_hls_is_native",
+           "float_writer_matches",
            "float_plane_is_native", "geometric_is_native", "interp_is_native", "native_module",
            "run_options", "warp_lanes", "warp_probes"]
 
@@ -258,11 +259,49 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
 def interp_is_native(config):
     """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
     (recpipe/_interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
-    recpipe.image.opencv.resize) for 3-channel output without the colour recipes of
-    recpipe/_colour_kernels.h, which are not wired into that path."""
+    recpipe.image.opencv.resize, where cubic_matches) for 3-channel output without the colour
+    recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
     if config.inter_method == 1:
         return True
+    if config.inter_method in (2, 9, 10) and not cubic_matches():  # resizes that may be bicubic
+        return False
     return _side_path_renders(config, hls=False)
+
+
+def cubic_probes():
+    """cubic_matches' seeded (image, output h, w) cases: up and down, 1 and 3 channels, rows
+    whose length leaves every remainder of OpenCV's 8-value blocks, tiny sources."""
+    rng = np.random.default_rng(2)
+    for case in range(16):
+        h, w = (int(v) for v in rng.integers(1, 5 if case % 4 == 0 else 90, 2))
+        out_h, out_w = int(rng.integers(1, 70)), 8 * int(rng.integers(1, 9)) + case % 8
+        channels = 1 if case % 3 == 0 else 3
+        yield rng.integers(0, 256, (h, w, channels), dtype=np.uint8), out_h, out_w
+
+
+@functools.lru_cache(maxsize=1)
+def cubic_matches():
+    """True when ``recpipe._batch``'s bicubic resize equals this process's Python path's
+    (cv2.resize with Intel IPP off, recpipe.image.opencv.resize) on seeded probes: OpenCV's own
+    8-bit bicubic as its x86 build computes it; elsewhere (another OpenCV, another CPU family)
+    bicubic and inter_method 9 and 10 stay on the Python path."""
+    module = native_module()
+    try:
+        import cv2  # noqa: F401 (the probe needs OpenCV itself)
+
+        from ..image.opencv import resize
+    except ImportError:
+        return False
+    if module is None or not hasattr(module, "interp"):
+        return False
+    for image, out_h, out_w in cubic_probes():
+        rows, cols, channels = image.shape
+        want = resize(image, (out_w, out_h), interpolation=2).reshape(out_h, out_w, channels)
+        got = np.zeros_like(want)
+        if not (module.interp((rows, cols, channels), image, (out_h, out_w), got, out_w / cols,
+                              out_h / rows, 2) and np.array_equal(got, want)):
+            return False
+    return True
 
 
 def _side_path_renders(config, *, hls):

@@ -16,7 +16,9 @@ from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.decode.labels import IdLabels
-from recpipe.decode.native import augment_is_native, float_plane_is_native, run_options
+from recpipe.decode import native
+from recpipe.decode.native import (augment_is_native, cubic_matches, float_plane_is_native,
+                                   run_options)
 from recpipe.decode.records import RecordDecoder
 from recpipe.errors import DecodeError, RecordFormatError
 from recpipe.image.opencv import ipp_off
@@ -107,6 +109,32 @@ def test_bicubic_is_a_kernel_and_native_because_the_python_path_turns_ipp_off():
     if cv2.ipp.useIPP():  # the reason for the switch: IPP's pixels are not OpenCV's own
         ipp = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
         assert not np.array_equal(generic, ipp)
+
+
+def test_bicubic_is_native_only_where_c_matches_this_processs_opencv(monkeypatch):
+    """The gate checks _interp.h's bicubic against this process's Python path on seeded probes
+    (cubic_matches); where they differ, inter_method 2, 9 and 10 stay on the Python path."""
+    assert cubic_matches()
+    monkeypatch.setattr(native, "cubic_matches", lambda: False)
+    for inter in (0, 1, 2, 3, 4, 9, 10):
+        config = AugmentConfig(data_shape=(3, 32, 32), resize=40, inter_method=inter)
+        assert augment_is_native(config) == (inter not in (2, 9, 10))
+
+
+def test_cubic_matches_tells_a_different_bicubic_apart(monkeypatch):
+    if not cv2.ipp.useIPP():
+        pytest.skip("this cv2 has no Intel IPP bicubic to tell apart")
+    import recpipe.image.opencv as opencv
+
+    def with_ipp(src, dsize, dst=None, fx=0.0, fy=0.0, interpolation=1):
+        return cv2.resize(src, dsize, dst=dst, fx=fx, fy=fy, interpolation=interpolation)
+
+    native.cubic_matches.cache_clear()
+    monkeypatch.setattr(opencv, "resize", with_ipp)
+    try:
+        assert not native.cubic_matches()
+    finally:
+        native.cubic_matches.cache_clear()
 
 
 # --------------------------------------------------------------------------- loader runs
