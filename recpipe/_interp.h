@@ -343,15 +343,88 @@ static void interp_hpixel_clamped(const uint8_t *S, int32_t *R, int sx, int back
     }
 }
 
+/* The 3-channel bicubic pass across with SSSE3 (where the CPU has it; integer sums, so the
+ * same values as the scalar loop): per output pixel, the 12 bytes of its 4 taps reordered to
+ * (tap 0, tap 1) and (tap 2, tap 3) pairs per channel and summed with pmaddwd against
+ * ``pairs`` (16 int16 a pixel: a0 a1 a0 a1 a0 a1 0 0, a2 a3 a2 a3 a2 a3 0 0). Reads 16 bytes
+ * from the first tap: the caller keeps that inside the row. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define INTERP_SSSE3 1
+#include <tmmintrin.h>
+
+__attribute__((target("ssse3"))) static void
+interp_cubic3_ssse3(const uint8_t *S, int32_t *R, const int *xofs, const int16_t *pairs,
+                    int from, int to)
+{
+    const __m128i order = _mm_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 6, 9, 7, 10, 8, 11, -1, -1);
+    const __m128i zero = _mm_setzero_si128();
+    for (int px = from; px < to; px++) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(S + xofs[px] - 3));
+        bytes = _mm_shuffle_epi8(bytes, order);
+        const __m128i *a = (const __m128i *)(pairs + 16 * (size_t)px);
+        __m128i sum = _mm_add_epi32(_mm_madd_epi16(_mm_unpacklo_epi8(bytes, zero),
+                                                   _mm_loadu_si128(a)),
+                                    _mm_madd_epi16(_mm_unpackhi_epi8(bytes, zero),
+                                                   _mm_loadu_si128(a + 1)));
+        int32_t *T = R + 3 * (size_t)px;
+        _mm_storel_epi64((__m128i *)T, sum);
+        T[2] = _mm_cvtsi128_si32(_mm_srli_si128(sum, 8));
+    }
+}
+
+static int interp_has_ssse3(void)
+{
+    static int known = -1; /* a benign race: every thread computes the same */
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("ssse3") ? 1 : 0;
+    }
+    return known;
+}
+#else
+#define INTERP_SSSE3 0
+#endif
+
+/* interp_cubic3_ssse3's coefficient pairs for ``dw`` pixels of 4 taps each (NULL: none) */
+static int16_t *interp_cubic_pairs(const int16_t *alpha, int dw)
+{
+    int16_t *pairs = malloc(sizeof(int16_t) * 16 * (size_t)dw);
+    for (int px = 0; pairs != NULL && px < dw; px++) {
+        const int16_t *a = alpha + 4 * (size_t)px;
+        int16_t *p = pairs + 16 * (size_t)px;
+        for (int c = 0; c < 3; c++) {
+            p[2 * c] = a[0];
+            p[2 * c + 1] = a[1];
+            p[8 + 2 * c] = a[2];
+            p[8 + 2 * c + 1] = a[3];
+        }
+        p[6] = p[7] = p[14] = p[15] = 0;
+    }
+    return pairs;
+}
+
 /* The bicubic pass across: the pixels whose 4 taps lie inside the row ([xmin, xmax)) in one
- * tight loop, the others clamped. */
+ * tight loop (3 channels with ``pairs``: SSSE3), the others clamped. */
 static void interp_hrow_cubic(const uint8_t *S, int32_t *R, int sw, int cn, int dw,
-                              const int *xofs, const int16_t *alpha, int xmin, int xmax)
+                              const int *xofs, const int16_t *alpha, const int16_t *pairs,
+                              int xmin, int xmax)
 {
     int swidth = sw * cn, mid_end = xmax > xmin ? xmax : xmin;
     for (int px = 0; px < xmin && px < dw; px++)
         interp_hpixel_clamped(S, R + px * cn, xofs[px], cn, cn, swidth, 4, alpha + 4 * px);
-    for (int px = xmin; px < mid_end; px++) {
+    int px = xmin;
+#if INTERP_SSSE3
+    if (pairs != NULL && cn == 3) {
+        int fast_end = xmin; /* 16 bytes readable from the first tap */
+        while (fast_end < mid_end && xofs[fast_end] + 13 <= swidth)
+            fast_end++;
+        interp_cubic3_ssse3(S, R, xofs, pairs, xmin, fast_end);
+        px = fast_end;
+    }
+#else
+    (void)pairs;
+#endif
+    for (; px < mid_end; px++) {
         const uint8_t *P = S + xofs[px] - cn;
         const int16_t *a = alpha + 4 * px;
         int a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
@@ -365,18 +438,19 @@ static void interp_hrow_cubic(const uint8_t *S, int32_t *R, int sw, int cn, int 
                 T[c] = P[c] * a0 + P[c + cn] * a1 + P[c + 2 * cn] * a2 + P[c + 3 * cn] * a3;
         }
     }
-    for (int px = mid_end > xmin ? mid_end : xmin; px < dw; px++)
+    for (px = mid_end > xmin ? mid_end : xmin; px < dw; px++)
         interp_hpixel_clamped(S, R + px * cn, xofs[px], cn, cn, swidth, 4, alpha + 4 * px);
 }
 
 /* One source row resized across (hal::resize's horizontal pass, int sums of 11-bit taps):
  * ``xofs`` the first tap of each output pixel (times cn), taps outside [xmin, xmax) clamped. */
 static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, int ksize,
-                        const int *xofs, const int16_t *alpha, int xmin, int xmax)
+                        const int *xofs, const int16_t *alpha, const int16_t *pairs, int xmin,
+                        int xmax)
 {
     int swidth = sw * cn, back = (ksize / 2 - 1) * cn; /* the first tap's distance before sx */
     if (ksize == 4) {
-        interp_hrow_cubic(S, R, sw, cn, dw, xofs, alpha, xmin, xmax);
+        interp_hrow_cubic(S, R, sw, cn, dw, xofs, alpha, pairs, xmin, xmax);
         return;
     }
     for (int px = 0; px < dw; px++, R += cn) {
@@ -488,6 +562,11 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
     }
     for (int dy = 0; dy < dh; dy++)
         yofs[dy] = interp_taps(dy, scale_y, inv_y, area_mode, method, ksize, beta + ksize * dy);
+    int16_t *pairs = NULL; /* 3-channel bicubic across with SSSE3 (NULL: the scalar loop) */
+#if INTERP_SSSE3
+    if (ksize == 4 && cn == 3 && interp_has_ssse3())
+        pairs = interp_cubic_pairs(alpha, dw);
+#endif
     int tags[8];
     const int32_t *taps[8];
     for (int k = 0; k < ksize; k++)
@@ -500,8 +579,8 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
             int slot = sy % ksize; /* a dy's rows lie within ksize consecutive ones: no clash */
             int32_t *R = rows + (size_t)slot * width;
             if (tags[slot] != sy) {
-                interp_hrow(src + sstep * (size_t)sy, R, sw, cn, dw, ksize, xofs, alpha, xmin,
-                            xmax);
+                interp_hrow(src + sstep * (size_t)sy, R, sw, cn, dw, ksize, xofs, alpha, pairs,
+                            xmin, xmax);
                 tags[slot] = sy;
             }
             taps[k] = R;
@@ -527,6 +606,7 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
     free(xofs);
     free(alpha);
     free(rows);
+    free(pairs);
     return 0;
 }
 
