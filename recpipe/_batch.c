@@ -1591,26 +1591,27 @@ done:
     return result;
 }
 
-/* interp(src, dst, inv_x, inv_y, method): recpipe/_interp.h's resize of a C-contiguous uint8
- * (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those inverse scales (for
- * the tests that compare it with cv2.resize). */
+/* interp(src, dst, inv_x, inv_y, method, simd=True): recpipe/_interp.h's resize of a
+ * C-contiguous uint8 (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those
+ * inverse scales (for the tests that compare it with cv2.resize; simd False: scalar loops). */
 static PyObject *batch_interp(PyObject *self, PyObject *args)
 {
     Py_buffer src = {0}, dst = {0};
     long sh, sw, dh, dw, cn;
     double inv_x, inv_y;
-    int method, status = -1;
+    int method, simd = 1, status = -1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "(lll)y*(ll)w*ddi:interp", &sh, &sw, &cn, &src, &dh, &dw, &dst,
-                          &inv_x, &inv_y, &method))
+    if (!PyArg_ParseTuple(args, "(lll)y*(ll)w*ddi|p:interp", &sh, &sw, &cn, &src, &dh, &dw, &dst,
+                          &inv_x, &inv_y, &method, &simd))
         return NULL;
     if (sh < 1 || sw < 1 || cn < 1 || cn > 4 || dh < 1 || dw < 1 || sh > 65535 || sw > 65535
         || dh > 65535 || dw > 65535 || src.len != sh * sw * cn || dst.len != dh * dw * cn) {
         PyErr_SetString(PyExc_ValueError, "interp: sizes do not match the buffers");
     } else {
         Py_BEGIN_ALLOW_THREADS
-        status = interp_resize(src.buf, (size_t)(sw * cn), (int)sw, (int)sh, (int)cn, dst.buf,
-                               (size_t)(dw * cn), (int)dw, (int)dh, inv_x, inv_y, method);
+        status = interp_resize_simd(src.buf, (size_t)(sw * cn), (int)sw, (int)sh, (int)cn,
+                                    dst.buf, (size_t)(dw * cn), (int)dw, (int)dh, inv_x, inv_y,
+                                    method, simd);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&src);
@@ -1640,9 +1641,9 @@ static PyMethodDef batch_methods[] = {
      "warp_affine(src, height, width, channels, forward, out_h, out_w, fill, lanes) -> bytes: "
      "cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe._batch computes it."},
     {"interp", batch_interp, METH_VARARGS,
-     "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method) -> True when resized "
-     "(src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
-     "cv2.resize)."},
+     "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method, simd=True) -> True when "
+     "resized (src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
+     "cv2.resize; simd False: its scalar loops only)."},
     {NULL, NULL, 0, NULL},
 };
 

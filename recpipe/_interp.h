@@ -479,8 +479,10 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
 
 /* The bicubic vertical pass (VResizeCubic with its SSE2 helper): the row's values in blocks of
  * 8 as float32 (taps scaled by 2^-22, products summed in tap order, rounded to nearest even),
- * the rest (width % 8) in int ((sum + 2^21) >> 22); both saturated to uint8. */
-static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int width, uint8_t *D)
+ * the rest (width % 8) in int ((sum + 2^21) >> 22); both saturated to uint8. ``simd`` 0: the
+ * blocks in scalar float32 (the same operations, the same values). */
+static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int width, uint8_t *D,
+                          int simd)
 {
     const float scale = 1.f / (float)(INTERP_COEF_SCALE * INTERP_COEF_SCALE);
     float b0 = (float)b[0] * scale, b1 = (float)b[1] * scale, b2 = (float)b[2] * scale,
@@ -488,7 +490,7 @@ static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int widt
     int blocks = width - width % 8, e = 0;
 #if defined(__SSE2__)
     __m128 v0 = _mm_set1_ps(b0), v1 = _mm_set1_ps(b1), v2 = _mm_set1_ps(b2), v3 = _mm_set1_ps(b3);
-    for (; e < blocks; e += 8) { /* the same operations, 4 lanes at a time */
+    for (; simd && e < blocks; e += 8) { /* the same operations, 4 lanes at a time */
         __m128i q[2];
         for (int h = 0; h < 2; h++) {
             int o = e + 4 * h;
@@ -503,6 +505,8 @@ static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int widt
         __m128i words = _mm_packs_epi32(q[0], q[1]);
         _mm_storel_epi64((__m128i *)(D + e), _mm_packus_epi16(words, words));
     }
+#else
+    (void)simd;
 #endif
     for (; e < blocks; e++) {
         float s = (float)taps[3][e] * b3;
@@ -521,7 +525,7 @@ static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int widt
 
 static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
                             uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
-                            double inv_y, int method)
+                            double inv_y, int method, int simd)
 {
     int ksize = method == INTERP_LANCZOS4 ? 8 : (method == INTERP_CUBIC ? 4 : 2);
     int half = ksize / 2;
@@ -564,7 +568,7 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
         yofs[dy] = interp_taps(dy, scale_y, inv_y, area_mode, method, ksize, beta + ksize * dy);
     int16_t *pairs = NULL; /* 3-channel bicubic across with SSSE3 (NULL: the scalar loop) */
 #if INTERP_SSSE3
-    if (ksize == 4 && cn == 3 && interp_has_ssse3())
+    if (simd && ksize == 4 && cn == 3 && interp_has_ssse3())
         pairs = interp_cubic_pairs(alpha, dw);
 #endif
     int tags[8];
@@ -593,7 +597,7 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
                 D[e] = interp_u8((v + 2) >> 2);
             }
         } else if (ksize == 4) {
-            interp_vcubic(taps, b, width, D);
+            interp_vcubic(taps, b, width, D, simd);
         } else {
             for (int e = 0; e < width; e++) {
                 int64_t v = 0;
@@ -612,8 +616,10 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
 
 /* --- cv::hal::resize's choice ------------------------------------------------------------- */
 
-static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
-                         size_t dstep, int dw, int dh, double inv_x, double inv_y, int method)
+/* interp_resize with ``simd`` 0: the scalar loops only (for the tests: the same values) */
+static int interp_resize_simd(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
+                              uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
+                              double inv_y, int method, int simd)
 {
     if (sw < 1 || sh < 1 || dw < 1 || dh < 1 || !(inv_x > 0) || !(inv_y > 0))
         return -1;
@@ -637,7 +643,15 @@ static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int c
             return interp_area_fast(src, sstep, sw, sh, cn, dst, dstep, dw, dh, ix, iy);
         return interp_area(src, sstep, sw, sh, cn, dst, dstep, dw, dh, scale_x, scale_y);
     }
-    return interp_separable(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method);
+    return interp_separable(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method,
+                            simd);
+}
+
+static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
+                         size_t dstep, int dw, int dh, double inv_x, double inv_y, int method)
+{
+    return interp_resize_simd(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method,
+                              1);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -34,10 +34,16 @@ KERNEL_CASES = 3000
 
 
 def _ours(img, out_h, out_w, inv_x, inv_y, method):
+    """_interp.h's resize, with its SIMD loops (where the CPU has them) and with its scalar
+    ones alone (the two must agree: they compute the same integers)."""
     h, w, c = img.shape
     out = np.zeros((out_h, out_w, c), np.uint8)
     assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), out, inv_x, inv_y,
                         method)
+    scalar = np.zeros_like(out)
+    assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), scalar, inv_x,
+                        inv_y, method, False)
+    np.testing.assert_array_equal(scalar, out, err_msg="scalar loops")
     return out
 
 
