@@ -374,12 +374,7 @@ interp_cubic3_ssse3(const uint8_t *S, int32_t *R, const int *xofs, const int16_t
 
 static int interp_has_ssse3(void)
 {
-    static int known = -1; /* a benign race: every thread computes the same */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("ssse3") ? 1 : 0;
-    }
-    return known;
+    return __builtin_cpu_supports("ssse3") != 0; /* libgcc's table, filled at load time */
 }
 #else
 #define INTERP_SSSE3 0
@@ -448,7 +443,7 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
                         const int *xofs, const int16_t *alpha, const int16_t *pairs, int xmin,
                         int xmax)
 {
-    int swidth = sw * cn, back = (ksize / 2 - 1) * cn; /* the first tap's distance before sx */
+    int swidth = sw * cn;
     if (ksize == 4) {
         interp_hrow_cubic(S, R, sw, cn, dw, xofs, alpha, pairs, xmin, xmax);
         return;
@@ -463,16 +458,16 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
             else
                 for (int c = 0; c < cn; c++)
                     R[c] = S[sx + c] * INTERP_COEF_SCALE;
-        } else if (px >= xmin && px < xmax) {
-            const uint8_t *P = S + sx - back;
+        } else if (px >= xmin && px < xmax) { /* Lanczos-4 */
+            const uint8_t *P = S + sx - 3 * cn;
             for (int c = 0; c < cn; c++) {
                 int32_t v = 0;
-                for (int j = 0; j < ksize; j++)
+                for (int j = 0; j < 8; j++)
                     v += P[c + j * cn] * a[j];
                 R[c] = v;
             }
         } else { /* taps outside the image step back inside, a channel at a time */
-            interp_hpixel_clamped(S, R, sx, back, cn, swidth, ksize, a);
+            interp_hpixel_clamped(S, R, sx, 3 * cn, cn, swidth, 8, a);
         }
     }
 }
