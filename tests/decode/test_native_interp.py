@@ -12,11 +12,11 @@ import pytest
 
 import recpipe
 from recpipe._optional import extension
+from recpipe.decode import native
 from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.decoders import get_decoder
-from recpipe.decode.loader import ImageLoader
 from recpipe.decode.labels import IdLabels
-from recpipe.decode import native
+from recpipe.decode.loader import ImageLoader
 from recpipe.decode.native import (augment_is_native, cubic_matches, float_plane_is_native,
                                    run_options)
 from recpipe.decode.records import RecordDecoder
