@@ -49,8 +49,8 @@
  *
  * nativeinter: options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
  * auto, 10 drawn per resize from slots 0..2) picks how a resize the Python path hands to
- * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code), a bicubic one left
- * to Python (OpenCV's is IPP's); options.min_crop_size/max_crop_size (-1: off) draw a
+ * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code; bicubic as with
+ * IPP off, as the Python path makes it); options.min_crop_size/max_crop_size (-1: off) draw a
  * random-size square crop (its side from slot 48); options.id_labels takes each sample's labels
  * from ``label_ids`` (ascending uint64 image ids) and ``label_values`` (label_width float32 a
  * row), looked up by the record header's id (an imglist's), an id not listed left to Python.
@@ -679,8 +679,6 @@ static int scaled_region(const run_options *opt, scratch *mem, const long box[4]
         return -1;
     long bh = bottom - top, bw = right - left;
     method = resolve_inter(method, bh, bw, opt->out_h, opt->out_w);
-    if (method == INTERP_CUBIC)
-        return -1;
     return interp_resize(pixels + stride * (size_t)top + 3 * (size_t)left, stride, (int)bw,
                          (int)bh, 3, mem->region, 3 * (size_t)opt->out_w, (int)opt->out_w,
                          (int)opt->out_h, (double)opt->out_w / (double)bw,
@@ -903,8 +901,6 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     interp_plan ip;
     decode_box(&plan, box);
     plan_interp(opt, &plan, &ip);
-    if (ip.kind != 0 && ip.method == INTERP_CUBIC)
-        goto done; /* OpenCV's bicubic is IPP's: the Python path's */
     if (ip.kind == 1)
         memcpy(box, ip.box, sizeof box);
     job->scale_num = 1;
@@ -1444,26 +1440,27 @@ done:
     return result;
 }
 
-/* interp(src, dst, inv_x, inv_y, method): recpipe/_interp.h's resize of a C-contiguous uint8
- * (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those inverse scales (for
- * the tests that compare it with cv2.resize). */
+/* interp(src, dst, inv_x, inv_y, method, simd=True): recpipe/_interp.h's resize of a
+ * C-contiguous uint8 (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those
+ * inverse scales (for the tests that compare it with cv2.resize; simd False: scalar loops). */
 static PyObject *batch_interp(PyObject *self, PyObject *args)
 {
     Py_buffer src = {0}, dst = {0};
     long sh, sw, dh, dw, cn;
     double inv_x, inv_y;
-    int method, status = -1;
+    int method, simd = 1, status = -1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "(lll)y*(ll)w*ddi:interp", &sh, &sw, &cn, &src, &dh, &dw, &dst,
-                          &inv_x, &inv_y, &method))
+    if (!PyArg_ParseTuple(args, "(lll)y*(ll)w*ddi|p:interp", &sh, &sw, &cn, &src, &dh, &dw, &dst,
+                          &inv_x, &inv_y, &method, &simd))
         return NULL;
     if (sh < 1 || sw < 1 || cn < 1 || cn > 4 || dh < 1 || dw < 1 || sh > 65535 || sw > 65535
         || dh > 65535 || dw > 65535 || src.len != sh * sw * cn || dst.len != dh * dw * cn) {
         PyErr_SetString(PyExc_ValueError, "interp: sizes do not match the buffers");
     } else {
         Py_BEGIN_ALLOW_THREADS
-        status = interp_resize(src.buf, (size_t)(sw * cn), (int)sw, (int)sh, (int)cn, dst.buf,
-                               (size_t)(dw * cn), (int)dw, (int)dh, inv_x, inv_y, method);
+        status = interp_resize_simd(src.buf, (size_t)(sw * cn), (int)sw, (int)sh, (int)cn,
+                                    dst.buf, (size_t)(dw * cn), (int)dw, (int)dh, inv_x, inv_y,
+                                    method, simd);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&src);
@@ -1493,9 +1490,9 @@ static PyMethodDef batch_methods[] = {
      "warp_affine(src, height, width, channels, forward, out_h, out_w, fill, lanes) -> bytes: "
      "cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe._batch computes it."},
     {"interp", batch_interp, METH_VARARGS,
-     "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method) -> True when resized "
-     "(src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
-     "cv2.resize)."},
+     "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method, simd=True) -> True when "
+     "resized (src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
+     "cv2.resize; simd False: its scalar loops only)."},
     {NULL, NULL, 0, NULL},
 };
 

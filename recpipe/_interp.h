@@ -2,10 +2,11 @@
  * recpipe/_interp.h: uint8 resizes with OpenCV's (5.0) cv::resize arithmetic, bit for bit, for
  * the interpolations ImageRecordIter's ``inter_method`` names besides bilinear-in-C: 0 nearest,
  * 1 bilinear (cv::resize's own fixed-point one, for the resizes the Python path hands to
- * OpenCV), 3 area (the integer-factor fast path and the general path; below a factor of 1, the
- * bilinear emulation), 4 Lanczos-4. 2 (bicubic) is not here: OpenCV hands 8-bit bicubic resizes
- * to Intel IPP when it is built in (the pip wheels), whose arithmetic is its own
- * (recpipe.decode.native keeps bicubic samples on the Python path).
+ * OpenCV), 2 bicubic, 3 area (the integer-factor fast path and the general path; below a
+ * factor of 1, the bilinear emulation), 4 Lanczos-4. Bicubic is OpenCV's own arithmetic
+ * (resizeGeneric_: 11-bit taps across, float32 or integer sums down), the one cv2.resize
+ * computes with Intel IPP switched off: the Python path turns IPP off for its bicubic resizes
+ * (recpipe.image.opencv.ipp_off), since IPP's 8-bit bicubic depends on the CPU's dispatch.
  *
  * Written from OpenCV's imgproc/src/resize.cpp as the reference of what is computed (offsets,
  * coefficient rounding, accumulation order and types, saturation); no code copied.
@@ -284,6 +285,17 @@ static void interp_lanczos4(float x, float *coeffs)
         coeffs[i] *= sum;
 }
 
+/* OpenCV's interpolateCubic (A = -0.75), in float32 as it computes them */
+static void interp_cubic(float x, float *coeffs)
+{
+    const float A = -0.75f;
+    float x1 = x + 1.f, r = 1.f - x;
+    coeffs[0] = ((A * x1 - 5.f * A) * x1 + 8.f * A) * x1 - 4.f * A;
+    coeffs[1] = ((A + 2.f) * x - (A + 3.f)) * x * x + 1.f;
+    coeffs[2] = ((A + 2.f) * r - (A + 3.f)) * r * r + 1.f;
+    coeffs[3] = 1.f - coeffs[0] - coeffs[1] - coeffs[2];
+}
+
 /* the tap position and coefficients of output ``d`` along an axis (hal::resize's loops) */
 static int interp_taps(int d, double scale, double inv_scale, int area_mode, int method,
                        int ksize, int16_t *coef)
@@ -301,6 +313,8 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
     }
     if (method == INTERP_LANCZOS4) {
         interp_lanczos4(f, cbuf);
+    } else if (method == INTERP_CUBIC) {
+        interp_cubic(f, cbuf);
     } else {
         cbuf[0] = 1.f - f;
         cbuf[1] = f;
@@ -310,12 +324,130 @@ static int interp_taps(int d, double scale, double inv_scale, int area_mode, int
     return s;
 }
 
+/* One output pixel's ``ksize`` taps from ``S`` + sx - back on, those outside the row stepped
+ * back inside a channel at a time (hal::resize's border handling across). */
+static void interp_hpixel_clamped(const uint8_t *S, int32_t *R, int sx, int back, int cn,
+                                  int swidth, int ksize, const int16_t *a)
+{
+    for (int c = 0; c < cn; c++) {
+        int32_t v = 0;
+        for (int j = 0; j < ksize; j++) {
+            int sxj = sx + c - back + j * cn;
+            while (sxj < 0)
+                sxj += cn;
+            while (sxj >= swidth)
+                sxj -= cn;
+            v += S[sxj] * a[j];
+        }
+        R[c] = v;
+    }
+}
+
+/* The 3-channel bicubic pass across with SSSE3 (where the CPU has it; integer sums, so the
+ * same values as the scalar loop): per output pixel, the 12 bytes of its 4 taps reordered to
+ * (tap 0, tap 1) and (tap 2, tap 3) pairs per channel and summed with pmaddwd against
+ * ``pairs`` (16 int16 a pixel: a0 a1 a0 a1 a0 a1 0 0, a2 a3 a2 a3 a2 a3 0 0). Reads 16 bytes
+ * from the first tap: the caller keeps that inside the row. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define INTERP_SSSE3 1
+#include <tmmintrin.h>
+
+__attribute__((target("ssse3"))) static void
+interp_cubic3_ssse3(const uint8_t *S, int32_t *R, const int *xofs, const int16_t *pairs,
+                    int from, int to)
+{
+    const __m128i order = _mm_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 6, 9, 7, 10, 8, 11, -1, -1);
+    const __m128i zero = _mm_setzero_si128();
+    for (int px = from; px < to; px++) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(S + xofs[px] - 3));
+        bytes = _mm_shuffle_epi8(bytes, order);
+        const __m128i *a = (const __m128i *)(pairs + 16 * (size_t)px);
+        __m128i sum = _mm_add_epi32(_mm_madd_epi16(_mm_unpacklo_epi8(bytes, zero),
+                                                   _mm_loadu_si128(a)),
+                                    _mm_madd_epi16(_mm_unpackhi_epi8(bytes, zero),
+                                                   _mm_loadu_si128(a + 1)));
+        int32_t *T = R + 3 * (size_t)px;
+        _mm_storel_epi64((__m128i *)T, sum);
+        T[2] = _mm_cvtsi128_si32(_mm_srli_si128(sum, 8));
+    }
+}
+
+static int interp_has_ssse3(void)
+{
+    return __builtin_cpu_supports("ssse3") != 0; /* libgcc's table, filled at load time */
+}
+#else
+#define INTERP_SSSE3 0
+#endif
+
+/* interp_cubic3_ssse3's coefficient pairs for ``dw`` pixels of 4 taps each (NULL: none) */
+static int16_t *interp_cubic_pairs(const int16_t *alpha, int dw)
+{
+    int16_t *pairs = malloc(sizeof(int16_t) * 16 * (size_t)dw);
+    for (int px = 0; pairs != NULL && px < dw; px++) {
+        const int16_t *a = alpha + 4 * (size_t)px;
+        int16_t *p = pairs + 16 * (size_t)px;
+        for (int c = 0; c < 3; c++) {
+            p[2 * c] = a[0];
+            p[2 * c + 1] = a[1];
+            p[8 + 2 * c] = a[2];
+            p[8 + 2 * c + 1] = a[3];
+        }
+        p[6] = p[7] = p[14] = p[15] = 0;
+    }
+    return pairs;
+}
+
+/* The bicubic pass across: the pixels whose 4 taps lie inside the row ([xmin, xmax)) in one
+ * tight loop (3 channels with ``pairs``: SSSE3), the others clamped. */
+static void interp_hrow_cubic(const uint8_t *S, int32_t *R, int sw, int cn, int dw,
+                              const int *xofs, const int16_t *alpha, const int16_t *pairs,
+                              int xmin, int xmax)
+{
+    int swidth = sw * cn, mid_end = xmax > xmin ? xmax : xmin;
+    for (int px = 0; px < xmin && px < dw; px++)
+        interp_hpixel_clamped(S, R + px * cn, xofs[px], cn, cn, swidth, 4, alpha + 4 * px);
+    int px = xmin;
+#if INTERP_SSSE3
+    if (pairs != NULL && cn == 3) {
+        int fast_end = xmin; /* 16 bytes readable from the first tap */
+        while (fast_end < mid_end && xofs[fast_end] + 13 <= swidth)
+            fast_end++;
+        interp_cubic3_ssse3(S, R, xofs, pairs, xmin, fast_end);
+        px = fast_end;
+    }
+#else
+    (void)pairs;
+#endif
+    for (; px < mid_end; px++) {
+        const uint8_t *P = S + xofs[px] - cn;
+        const int16_t *a = alpha + 4 * px;
+        int a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        int32_t *T = R + px * cn;
+        if (cn == 3) {
+            T[0] = P[0] * a0 + P[3] * a1 + P[6] * a2 + P[9] * a3;
+            T[1] = P[1] * a0 + P[4] * a1 + P[7] * a2 + P[10] * a3;
+            T[2] = P[2] * a0 + P[5] * a1 + P[8] * a2 + P[11] * a3;
+        } else {
+            for (int c = 0; c < cn; c++)
+                T[c] = P[c] * a0 + P[c + cn] * a1 + P[c + 2 * cn] * a2 + P[c + 3 * cn] * a3;
+        }
+    }
+    for (px = mid_end > xmin ? mid_end : xmin; px < dw; px++)
+        interp_hpixel_clamped(S, R + px * cn, xofs[px], cn, cn, swidth, 4, alpha + 4 * px);
+}
+
 /* One source row resized across (hal::resize's horizontal pass, int sums of 11-bit taps):
  * ``xofs`` the first tap of each output pixel (times cn), taps outside [xmin, xmax) clamped. */
 static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, int ksize,
-                        const int *xofs, const int16_t *alpha, int xmin, int xmax)
+                        const int *xofs, const int16_t *alpha, const int16_t *pairs, int xmin,
+                        int xmax)
 {
     int swidth = sw * cn;
+    if (ksize == 4) {
+        interp_hrow_cubic(S, R, sw, cn, dw, xofs, alpha, pairs, xmin, xmax);
+        return;
+    }
     for (int px = 0; px < dw; px++, R += cn) {
         const int16_t *a = alpha + (size_t)ksize * px;
         int sx = xofs[px];
@@ -326,7 +458,7 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
             else
                 for (int c = 0; c < cn; c++)
                     R[c] = S[sx + c] * INTERP_COEF_SCALE;
-        } else if (px >= xmin && px < xmax) {
+        } else if (px >= xmin && px < xmax) { /* Lanczos-4 */
             const uint8_t *P = S + sx - 3 * cn;
             for (int c = 0; c < cn; c++) {
                 int32_t v = 0;
@@ -335,27 +467,63 @@ static void interp_hrow(const uint8_t *S, int32_t *R, int sw, int cn, int dw, in
                 R[c] = v;
             }
         } else { /* taps outside the image step back inside, a channel at a time */
-            for (int c = 0; c < cn; c++) {
-                int32_t v = 0;
-                for (int j = 0; j < 8; j++) {
-                    int sxj = sx + c - 3 * cn + j * cn;
-                    while (sxj < 0)
-                        sxj += cn;
-                    while (sxj >= swidth)
-                        sxj -= cn;
-                    v += S[sxj] * a[j];
-                }
-                R[c] = v;
-            }
+            interp_hpixel_clamped(S, R, sx, 3 * cn, cn, swidth, 8, a);
         }
+    }
+}
+
+/* The bicubic vertical pass (VResizeCubic with its SSE2 helper): the row's values in blocks of
+ * 8 as float32 (taps scaled by 2^-22, products summed in tap order, rounded to nearest even),
+ * the rest (width % 8) in int ((sum + 2^21) >> 22); both saturated to uint8. ``simd`` 0: the
+ * blocks in scalar float32 (the same operations, the same values). */
+static void interp_vcubic(const int32_t *const *taps, const int16_t *b, int width, uint8_t *D,
+                          int simd)
+{
+    const float scale = 1.f / (float)(INTERP_COEF_SCALE * INTERP_COEF_SCALE);
+    float b0 = (float)b[0] * scale, b1 = (float)b[1] * scale, b2 = (float)b[2] * scale,
+          b3 = (float)b[3] * scale;
+    int blocks = width - width % 8, e = 0;
+#if defined(__SSE2__)
+    __m128 v0 = _mm_set1_ps(b0), v1 = _mm_set1_ps(b1), v2 = _mm_set1_ps(b2), v3 = _mm_set1_ps(b3);
+    for (; simd && e < blocks; e += 8) { /* the same operations, 4 lanes at a time */
+        __m128i q[2];
+        for (int h = 0; h < 2; h++) {
+            int o = e + 4 * h;
+#define INTERP_TAP(k) _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(taps[k] + o)))
+            __m128 s = _mm_mul_ps(INTERP_TAP(3), v3);
+            s = _mm_add_ps(_mm_mul_ps(INTERP_TAP(2), v2), s);
+            s = _mm_add_ps(_mm_mul_ps(INTERP_TAP(1), v1), s);
+            s = _mm_add_ps(_mm_mul_ps(INTERP_TAP(0), v0), s);
+#undef INTERP_TAP
+            q[h] = _mm_cvtps_epi32(s);
+        }
+        __m128i words = _mm_packs_epi32(q[0], q[1]);
+        _mm_storel_epi64((__m128i *)(D + e), _mm_packus_epi16(words, words));
+    }
+#else
+    (void)simd;
+#endif
+    for (; e < blocks; e++) {
+        float s = (float)taps[3][e] * b3;
+        s = (float)taps[2][e] * b2 + s;
+        s = (float)taps[1][e] * b1 + s;
+        s = (float)taps[0][e] * b0 + s;
+        D[e] = interp_u8f(s);
+    }
+    for (; e < width; e++) {
+        int64_t v = (int64_t)taps[0][e] * b[0] + (int64_t)taps[1][e] * b[1]
+                    + (int64_t)taps[2][e] * b[2] + (int64_t)taps[3][e] * b[3];
+        v = (v + (1 << 21)) >> 22;
+        D[e] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
     }
 }
 
 static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
                             uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
-                            double inv_y, int method)
+                            double inv_y, int method, int simd)
 {
-    int ksize = method == INTERP_LANCZOS4 ? 8 : 2, half = ksize / 2;
+    int ksize = method == INTERP_LANCZOS4 ? 8 : (method == INTERP_CUBIC ? 4 : 2);
+    int half = ksize / 2;
     int area_mode = method == INTERP_AREA;
     double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
     int width = dw * cn, xmin = 0, xmax = dw;
@@ -393,6 +561,11 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
     }
     for (int dy = 0; dy < dh; dy++)
         yofs[dy] = interp_taps(dy, scale_y, inv_y, area_mode, method, ksize, beta + ksize * dy);
+    int16_t *pairs = NULL; /* 3-channel bicubic across with SSSE3 (NULL: the scalar loop) */
+#if INTERP_SSSE3
+    if (simd && ksize == 4 && cn == 3 && interp_has_ssse3())
+        pairs = interp_cubic_pairs(alpha, dw);
+#endif
     int tags[8];
     const int32_t *taps[8];
     for (int k = 0; k < ksize; k++)
@@ -405,8 +578,8 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
             int slot = sy % ksize; /* a dy's rows lie within ksize consecutive ones: no clash */
             int32_t *R = rows + (size_t)slot * width;
             if (tags[slot] != sy) {
-                interp_hrow(src + sstep * (size_t)sy, R, sw, cn, dw, ksize, xofs, alpha, xmin,
-                            xmax);
+                interp_hrow(src + sstep * (size_t)sy, R, sw, cn, dw, ksize, xofs, alpha, pairs,
+                            xmin, xmax);
                 tags[slot] = sy;
             }
             taps[k] = R;
@@ -418,6 +591,8 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
                 int v = ((b0 * (taps[0][e] >> 4)) >> 16) + ((b1 * (taps[1][e] >> 4)) >> 16);
                 D[e] = interp_u8((v + 2) >> 2);
             }
+        } else if (ksize == 4) {
+            interp_vcubic(taps, b, width, D, simd);
         } else {
             for (int e = 0; e < width; e++) {
                 int64_t v = 0;
@@ -430,13 +605,16 @@ static int interp_separable(const uint8_t *src, size_t sstep, int sw, int sh, in
     free(xofs);
     free(alpha);
     free(rows);
+    free(pairs);
     return 0;
 }
 
 /* --- cv::hal::resize's choice ------------------------------------------------------------- */
 
-static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
-                         size_t dstep, int dw, int dh, double inv_x, double inv_y, int method)
+/* interp_resize with ``simd`` 0: the scalar loops only (for the tests: the same values) */
+static int interp_resize_simd(const uint8_t *src, size_t sstep, int sw, int sh, int cn,
+                              uint8_t *dst, size_t dstep, int dw, int dh, double inv_x,
+                              double inv_y, int method, int simd)
 {
     if (sw < 1 || sh < 1 || dw < 1 || dh < 1 || !(inv_x > 0) || !(inv_y > 0))
         return -1;
@@ -447,7 +625,8 @@ static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int c
     }
     if (method == INTERP_NEAREST)
         return interp_nearest(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y);
-    if (method != INTERP_LINEAR && method != INTERP_AREA && method != INTERP_LANCZOS4)
+    if (method != INTERP_LINEAR && method != INTERP_CUBIC && method != INTERP_AREA
+        && method != INTERP_LANCZOS4)
         return -1;
     double scale_x = 1. / inv_x, scale_y = 1. / inv_y;
     int ix = interp_round(scale_x), iy = interp_round(scale_y);
@@ -459,7 +638,15 @@ static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int c
             return interp_area_fast(src, sstep, sw, sh, cn, dst, dstep, dw, dh, ix, iy);
         return interp_area(src, sstep, sw, sh, cn, dst, dstep, dw, dh, scale_x, scale_y);
     }
-    return interp_separable(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method);
+    return interp_separable(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method,
+                            simd);
+}
+
+static int interp_resize(const uint8_t *src, size_t sstep, int sw, int sh, int cn, uint8_t *dst,
+                         size_t dstep, int dw, int dh, double inv_x, double inv_y, int method)
+{
+    return interp_resize_simd(src, sstep, sw, sh, cn, dst, dstep, dw, dh, inv_x, inv_y, method,
+                              1);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

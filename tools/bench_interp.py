@@ -1,6 +1,9 @@
-"""recpipe/_interp.h's resizes (``recpipe._batch.interp``) against cv2.resize on one OpenCV
-thread, on the same random 3-channel images, alternated and repeated; prints the median
-milliseconds of each and their ratio (the pixels are equal: tests/decode/test_native_interp.py).
+"""recpipe/_interp.h's resizes (``recpipe._batch.interp``, with its SIMD loops and its scalar
+ones alone) against cv2.resize on one OpenCV thread (with Intel IPP as the wheel has it, and
+with IPP off: for bicubic that is the Python path's resize), on the same random 3-channel
+images, alternated and repeated; prints the median milliseconds of each and the ratio of
+_interp.h to cv2's default (the pixels equal cv2's with IPP off:
+tests/decode/test_native_interp.py).
 
     python tools/bench_interp.py --rounds 5
 """
@@ -13,6 +16,7 @@ import cv2
 import numpy as np
 
 from recpipe._optional import extension
+from recpipe.image.opencv import ipp_off
 
 CASES = [  # (source h, w), (output h, w), method: the recipes' typical sizes
     ((400, 400), (256, 256), 3, "area, val's resize step (1.56x)"),
@@ -21,6 +25,9 @@ CASES = [  # (source h, w), (output h, w), method: the recipes' typical sizes
     ((300, 400), (224, 224), 4, "Lanczos-4, a crop to 224"),
     ((300, 400), (224, 224), 0, "nearest, a crop to 224"),
     ((150, 150), (224, 224), 3, "area upscaled (bilinear emulation)"),
+    ((375, 500), (256, 341), 2, "bicubic, val's resize step"),
+    ((300, 400), (256, 341), 2, "bicubic, down 1.17x"),
+    ((200, 150), (341, 256), 2, "bicubic, up 1.7x (9's pick)"),
 ]
 
 
@@ -42,19 +49,31 @@ def main(argv=None):
     cv2.setNumThreads(1)
     rng = np.random.default_rng(0)
     print(f"medians of {args.rounds} alternated rounds of {args.repeat} calls, ms per resize")
-    print(f"{'case':40} {'_interp.h':>10} {'cv2 (1 thread)':>15} {'ratio':>6}")
+    print(f"{'case':34} {'_interp.h':>10} {'scalar':>7} {'cv2 (1 thread)':>15} "
+          f"{'cv2 IPP off':>12} {'ratio':>6}")
     for (h, w), (out_h, out_w), method, name in CASES:
         img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)
         out = np.zeros((out_h, out_w, 3), np.uint8)
-        ours, theirs = [], []
+        times = {"ours": [], "scalar": [], "cv2": [], "off": []}
+
+        def ours(simd=True):
+            return batch.interp((h, w, 3), img, (out_h, out_w), out, out_w / w, out_h / h,
+                                method, simd)
+
+        def without_ipp():
+            with ipp_off():
+                return cv2.resize(img, (out_w, out_h), interpolation=method)
+
         for _ in range(args.rounds):
-            ours.append(_time(lambda: batch.interp((h, w, 3), img, (out_h, out_w), out,
-                                                   out_w / w, out_h / h, method), args.repeat))
-            theirs.append(_time(lambda: cv2.resize(img, (out_w, out_h), interpolation=method),
-                                args.repeat))
-        assert np.array_equal(out, cv2.resize(img, (out_w, out_h), interpolation=method))
-        a, b = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
-        print(f"{name:40} {a:10.2f} {b:15.2f} {a / b:6.2f}")
+            times["ours"].append(_time(ours, args.repeat))
+            times["scalar"].append(_time(lambda: ours(False), args.repeat))
+            times["cv2"].append(_time(lambda: cv2.resize(img, (out_w, out_h),
+                                                         interpolation=method), args.repeat))
+            times["off"].append(_time(without_ipp, args.repeat))
+        ours()
+        assert np.array_equal(out, without_ipp())
+        a, s, b, o = (statistics.median(times[k]) * 1e3 for k in ("ours", "scalar", "cv2", "off"))
+        print(f"{name:34} {a:10.2f} {s:7.2f} {b:15.2f} {o:12.2f} {a / b:6.2f}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ the time a pure-Python thread that always wants the GIL waited for it, per deliv
 beside the library's own counter, for source trees alternated (before/after), 1 decode thread:
 
 - ``area``: val (resize 256, centre crop 224, uint8) with ``inter_method=3``;
-- ``cubic``: the same with ``inter_method=2`` (OpenCV's bicubic is IPP's: stays on Python);
+- ``cubic``: the same with ``inter_method=2`` (native now: OpenCV's own bicubic, IPP off);
 - ``imglist``: val with labels from a ``path_imglist`` (``recpipe.mxnet``'s imglist loader);
 - ``getitem``: ``recpipe.torch.RecordDataset[i]`` (val), one sample a call, map-style; where it
   decodes through ``_batch.fill``, ``python us`` is the consumer's CPU outside those calls.

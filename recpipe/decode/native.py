@@ -23,7 +23,8 @@ from .._optional import extension
 from .augment.geometry import PAYING_SCALES
 
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
-           "augment_is_native", "cv2_hls_is_native", "float_writer_matches",
+           "augment_is_native", "cubic_matches", "cubic_probes", "cv2_hls_is_native",
+           "float_writer_matches",
            "float_plane_is_native", "geometric_is_native", "interp_is_native", "native_module",
            "run_options", "warp_lanes", "warp_probes"]
 
@@ -41,7 +42,7 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h; limits in augment_is_native)
     "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
     "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
-    # nativeinter: every inter_method but bicubic (see augment_is_native), random-size crops
+    # nativeinter: every inter_method (see augment_is_native), random-size crops
     "inter_method",
     "min_crop_size",
     "max_crop_size",
@@ -136,9 +137,9 @@ def augment_is_native(config):
     and, with MXNet's affine step or ``pad`` (geometric_is_native): 3 channels without PCA,
     MXNet's contrast/illumination or float16 jitter, no resize step, no random-resized crop,
     and a warp C reproduces on this machine (warp_lanes),
-    not bicubic throughout (``inter_method=2``: OpenCV hands 8-bit bicubic resizes to Intel IPP,
-    whose arithmetic C does not reproduce; with 9 or 10 a bicubic sample alone goes to Python),
-    and a non-bilinear interpolation only for 3-channel output without HLS, PCA, MXNet's
+    and a non-bilinear interpolation (bicubic included: the Python path's bicubic resizes run
+    with Intel IPP off, OpenCV's own arithmetic, which C reproduces) only for 3-channel output
+    without HLS, PCA, MXNet's
     contrast/illumination or float16 jitter (interp_is_native)."""
     for field in fields(config):
         if field.name in NATIVE_AUGMENT_FIELDS:
@@ -261,11 +262,50 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
 
 def interp_is_native(config):
     """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
-    (recpipe/_interp.h, cv2.resize's arithmetic) but bicubic for 3-channel output without the
-    colour recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
+    (recpipe/_interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
+    recpipe.image.opencv.resize, where cubic_matches) for 3-channel output without the colour
+    recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
     if config.inter_method == 1:
         return True
-    return config.inter_method != 2 and _side_path_renders(config, hls=False)
+    if config.inter_method in (2, 9, 10) and not cubic_matches():  # resizes that may be bicubic
+        return False
+    return _side_path_renders(config, hls=False)
+
+
+def cubic_probes():
+    """cubic_matches' seeded (image, output h, w) cases: up and down, 1 and 3 channels, rows
+    whose length leaves every remainder of OpenCV's 8-value blocks, tiny sources."""
+    rng = np.random.default_rng(2)
+    for case in range(16):
+        h, w = (int(v) for v in rng.integers(1, 5 if case % 4 == 0 else 90, 2))
+        out_h, out_w = int(rng.integers(1, 70)), 8 * int(rng.integers(1, 9)) + case % 8
+        channels = 1 if case % 3 == 0 else 3
+        yield rng.integers(0, 256, (h, w, channels), dtype=np.uint8), out_h, out_w
+
+
+@functools.lru_cache(maxsize=1)
+def cubic_matches():
+    """True when ``recpipe._batch``'s bicubic resize equals this process's Python path's
+    (cv2.resize with Intel IPP off, recpipe.image.opencv.resize) on seeded probes: OpenCV's own
+    8-bit bicubic as its x86 build computes it; elsewhere (another OpenCV, another CPU family)
+    bicubic and inter_method 9 and 10 stay on the Python path."""
+    module = native_module()
+    try:
+        import cv2  # noqa: F401 (the probe needs OpenCV itself)
+
+        from ..image.opencv import resize
+    except ImportError:
+        return False
+    if module is None or not hasattr(module, "interp"):
+        return False
+    for image, out_h, out_w in cubic_probes():
+        rows, cols, channels = image.shape
+        want = resize(image, (out_w, out_h), interpolation=2).reshape(out_h, out_w, channels)
+        got = np.zeros_like(want)
+        if not (module.interp((rows, cols, channels), image, (out_h, out_w), got, out_w / cols,
+                              out_h / rows, 2) and np.array_equal(got, want)):
+            return False
+    return True
 
 
 def _side_path_renders(config, *, hls):

@@ -7,7 +7,7 @@ The one place where read -> image header -> label -> plan -> decode -> augment h
 ``fill`` hands the whole run to ``recpipe._batch`` when it can (a decoder that decodes regions
 with ``recpipe._batch``, labels from the record headers or an id table (``IdLabels``: an
 imglist's), an augmentation the C kernels render alone: an optional resize, then an output-sized,
-random-resized or random-size crop, with any interpolation but bicubic, mirror and
+random-resized or random-size crop, with any interpolation (bicubic included), mirror and
 normalisation; the gate and the run description are ``recpipe.decode.native``'s): read, header,
 label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with
 the same random draws and the same pixels. C reads a local file's records itself; the payloads

@@ -2,9 +2,9 @@
 the record header (an imglist's id table, ``label_width`` > 1).
 
 The resize kernels (recpipe/_interp.h) are checked against cv2.resize on thousands of seeded
-random images and sizes; the loader's native runs against the Python path (pixels equal, with
-``status`` proving which samples C rendered); bicubic, whose 8-bit arithmetic OpenCV hands to
-Intel IPP, is shown to stay on the Python path."""
+random images and sizes (bicubic with Intel IPP off in the test's thread: OpenCV's own
+arithmetic, which the Python path uses); the loader's native runs against the Python path
+(pixels equal, with ``status`` proving which samples C rendered)."""
 
 import cv2
 import numpy as np
@@ -12,35 +12,46 @@ import pytest
 
 import recpipe
 from recpipe._optional import extension
+from recpipe.decode import native
 from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.labels import IdLabels
-from recpipe.decode.native import augment_is_native, float_plane_is_native, run_options
+from recpipe.decode.loader import ImageLoader
+from recpipe.decode.native import (augment_is_native, cubic_matches, float_plane_is_native,
+                                   run_options)
 from recpipe.decode.records import RecordDecoder
 from recpipe.errors import DecodeError, RecordFormatError
+from recpipe.image.opencv import ipp_off
 from recpipe.io.reader import RecordReader
 
-from .native_diff import pack_basic_kinds
+from .native_diff import native_and_python, pack_basic_kinds, pack_kinds
 
 batch = extension("_batch")
 pytestmark = pytest.mark.skipif(batch is None, reason="recpipe._batch is not built")
 
-METHODS = (0, 1, 3, 4)  # nearest, bilinear (cv2's own), area, Lanczos-4
-KERNEL_CASES = 2400
+METHODS = (0, 1, 2, 3, 4)  # nearest, bilinear (cv2's own), bicubic, area, Lanczos-4
+KERNEL_CASES = 3000
 
 
 def _ours(img, out_h, out_w, inv_x, inv_y, method):
+    """_interp.h's resize, with its SIMD loops (where the CPU has them) and with its scalar
+    ones alone (the two must agree: they compute the same integers)."""
     h, w, c = img.shape
     out = np.zeros((out_h, out_w, c), np.uint8)
     assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), out, inv_x, inv_y,
                         method)
+    scalar = np.zeros_like(out)
+    assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), scalar, inv_x,
+                        inv_y, method, False)
+    np.testing.assert_array_equal(scalar, out, err_msg="scalar loops")
     return out
 
 
 def _sizes(rng, kind):
     """(source h, w), (output h, w) for a kind of resize."""
-    if kind == 0:  # tiny sources, any output
-        return tuple(rng.integers(1, 12, 2)), tuple(rng.integers(1, 40, 2))
+    if kind == 0:  # tiny sources (1-4 px: every tap clamped), any output
+        high = 5 if rng.integers(2) else 12
+        return tuple(rng.integers(1, high, 2)), tuple(rng.integers(1, 40, 2))
     if kind == 1:  # downscale
         return tuple(rng.integers(20, 300, 2)), tuple(rng.integers(5, 80, 2))
     if kind == 2:  # upscale
@@ -49,14 +60,25 @@ def _sizes(rng, kind):
         out = rng.integers(3, 60, 2)
         factor = int(rng.integers(2, 6))
         return tuple(out * factor + rng.integers(0, 2, 2)), tuple(out)
+    if kind == 4:  # large ratios: one side shrunk or grown tenfold and more, the other not
+        side, big = rng.integers(2, 12), rng.integers(120, 400)
+        if rng.integers(2):
+            return (side, big), (big // 2, side * 3)
+        return (big, side), (side * 2, big // 3)
     return tuple(rng.integers(10, 200, 2)), tuple(rng.integers(10, 200, 2))  # mixed
+
+
+def _cv2_resize(img, size, fx, fy, method):
+    """cv2.resize, bicubic with IPP off in this thread (as the Python path resizes)."""
+    with ipp_off():
+        return cv2.resize(img, size, fx=fx, fy=fy, interpolation=method)
 
 
 def test_kernels_equal_cv2_resize_bit_for_bit():
     rng = np.random.default_rng(21)
     for case in range(KERNEL_CASES):
-        method = METHODS[case % 4]
-        (h, w), (out_h, out_w) = _sizes(rng, (case // 4) % 5)
+        method = METHODS[case % len(METHODS)]
+        (h, w), (out_h, out_w) = _sizes(rng, (case // len(METHODS)) % 6)
         h, w, out_h, out_w = int(h), int(w), int(out_h), int(out_w)
         channels = int(rng.choice([1, 3]))
         img = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
@@ -65,11 +87,11 @@ def test_kernels_equal_cv2_resize_bit_for_bit():
         if case % 2:  # cv2.resize(fx=, fy=): the scale is not the sizes' ratio
             fx = out_w / w * float(rng.uniform(0.97, 1.03))
             fy = out_h / h * float(rng.uniform(0.97, 1.03))
-            want = cv2.resize(img, None, fx=fx, fy=fy, interpolation=method)
+            want = _cv2_resize(img, None, fx, fy, method)
             want = want.reshape(want.shape[0], want.shape[1], channels)
             got = _ours(img, want.shape[0], want.shape[1], fx, fy, method)
         else:
-            want = cv2.resize(img, (out_w, out_h), interpolation=method)
+            want = _cv2_resize(img, (out_w, out_h), 0, 0, method)
             want = want.reshape(out_h, out_w, channels)
             got = _ours(img, out_h, out_w, out_w / w, out_h / h, method)
         how = "fx" if case % 2 else "size"
@@ -77,24 +99,48 @@ def test_kernels_equal_cv2_resize_bit_for_bit():
         np.testing.assert_array_equal(got, want, err_msg=message)
 
 
-def test_bicubic_is_not_a_kernel_here_because_cv2s_is_ipps():
-    """cv2.resize's 8-bit bicubic is Intel IPP's where the wheel has it (its own arithmetic):
-    _interp.h refuses bicubic, and the gate keeps inter_method=2 on the Python path."""
-    img = np.random.default_rng(0).integers(0, 256, (30, 41, 3), dtype=np.uint8)
-    assert not batch.interp((30, 41, 3), img, (50, 70), np.zeros((50, 70, 3), np.uint8),
-                            70 / 41, 50 / 30, 2)
-    assert not augment_is_native(AugmentConfig(data_shape=(3, 32, 32), resize=40,
-                                               inter_method=2))
-    assert run_options(Augmenter(AugmentConfig(data_shape=(3, 32, 32), resize=40,
-                                               inter_method=2)), get_decoder("auto")) is None
-    if cv2.ipp.useIPP():
-        cv2.ipp.setUseIPP(False)
-        try:
-            generic = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
-        finally:
-            cv2.ipp.setUseIPP(True)
+def test_bicubic_is_a_kernel_and_native_because_the_python_path_turns_ipp_off():
+    """cv2.resize's 8-bit bicubic is Intel IPP's where the wheel has it (its own arithmetic,
+    CPU-dependent); the Python path resizes with IPP off (recpipe.image.opencv.resize), whose
+    pixels _interp.h reproduces, so the gate lets inter_method=2 through."""
+    img = cv2.GaussianBlur(np.random.default_rng(0).integers(0, 256, (30, 41, 3), np.uint8),
+                           (3, 3), 0)
+    with ipp_off():
+        generic = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
+    np.testing.assert_array_equal(_ours(img, 50, 70, 70 / 41, 50 / 30, 2), generic)
+    config = AugmentConfig(data_shape=(3, 32, 32), resize=40, inter_method=2)
+    assert augment_is_native(config)
+    if get_decoder("auto").region_options() is not None:
+        assert run_options(Augmenter(config), get_decoder("auto")) is not None
+    if cv2.ipp.useIPP():  # the reason for the switch: IPP's pixels are not OpenCV's own
         ipp = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
-        assert not np.array_equal(generic, ipp)  # the reason: not OpenCV's own arithmetic
+        assert not np.array_equal(generic, ipp)
+
+
+def test_bicubic_is_native_only_where_c_matches_this_processs_opencv(monkeypatch):
+    """The gate checks _interp.h's bicubic against this process's Python path on seeded probes
+    (cubic_matches); where they differ, inter_method 2, 9 and 10 stay on the Python path."""
+    assert cubic_matches()
+    monkeypatch.setattr(native, "cubic_matches", lambda: False)
+    for inter in (0, 1, 2, 3, 4, 9, 10):
+        config = AugmentConfig(data_shape=(3, 32, 32), resize=40, inter_method=inter)
+        assert augment_is_native(config) == (inter not in (2, 9, 10))
+
+
+def test_cubic_matches_tells_a_different_bicubic_apart(monkeypatch):
+    if not cv2.ipp.useIPP():
+        pytest.skip("this cv2 has no Intel IPP bicubic to tell apart")
+    import recpipe.image.opencv as opencv
+
+    def with_ipp(src, dsize, dst=None, fx=0.0, fy=0.0, interpolation=1):
+        return cv2.resize(src, dsize, dst=dst, fx=fx, fy=fy, interpolation=interpolation)
+
+    native.cubic_matches.cache_clear()
+    monkeypatch.setattr(opencv, "resize", with_ipp)
+    try:
+        assert not native.cubic_matches()
+    finally:
+        native.cubic_matches.cache_clear()
 
 
 # --------------------------------------------------------------------------- loader runs
@@ -156,7 +202,7 @@ OUTPUTS = {
 }
 
 
-@pytest.mark.parametrize("inter", [0, 1, 3, 4, 9, 10])
+@pytest.mark.parametrize("inter", [0, 1, 2, 3, 4, 9, 10])
 @pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
 @pytest.mark.parametrize("output", sorted(OUTPUTS))
 def test_native_runs_equal_the_python_path(tmp_path, inter, geometry, output):
@@ -169,16 +215,12 @@ def test_native_runs_equal_the_python_path(tmp_path, inter, geometry, output):
         records = RecordDecoder(reader, decoder, Augmenter(config), seed=5)
         assert records.native
         images, _, status, expected, _ = _native_run(records, reader)
-    for i in np.flatnonzero(status):
-        np.testing.assert_array_equal(images[i], expected[i], err_msg=f"sample {i}")
-    if inter in (9, 10):  # only the samples whose resize is bicubic (IPP's) go to Python
-        assert status.any() or (inter, geometry) == (9, "resize_up")
-    else:
-        assert status.all()
+    assert status.all()  # bicubic samples too (2; 9's upscales; 10's draws)
+    np.testing.assert_array_equal(images, expected)
 
 
-def test_auto_leaves_only_bicubic_samples_to_python(tmp_path):
-    """inter_method=9 upscales with bicubic (Python's) and downscales with area (C's)."""
+def test_auto_renders_bicubic_and_area_samples_natively(tmp_path):
+    """inter_method=9 upscales with bicubic and downscales with area: C renders both."""
     decoder = get_decoder("auto")
     if decoder.region_options() is None:
         pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
@@ -188,8 +230,64 @@ def test_auto_leaves_only_bicubic_samples_to_python(tmp_path):
                                 Augmenter(AugmentConfig(data_shape=(3, 48, 48), resize=64,
                                                         inter_method=9, dtype="uint8")))
         images, _, status, expected, _ = _native_run(records, reader)
-    assert status.tolist() == [1, 0, 1, 0]
-    np.testing.assert_array_equal(images[status == 1], expected[status == 1])
+    assert status.tolist() == [1, 1, 1, 1]
+    np.testing.assert_array_equal(images, expected)
+
+
+# bicubic resizes of every kind: the resize step (up and down), the random-resized crop's,
+# inter_method 9's upscales and 10's draws, uint8 and float output
+BICUBIC = {
+    "cubic_resize_up": dict(data_shape=(3, 40, 36), resize=260, inter_method=2),
+    "cubic_resize_down": dict(data_shape=(3, 40, 36), resize=52, rand_crop=True, inter_method=2,
+                              rand_mirror=True),
+    "cubic_rrc": dict(data_shape=(3, 16, 16), random_resized_crop=True, min_random_area=0.1,
+                      inter_method=2, dtype="float32", mean_g=110.0, std_r=60.0),
+    "auto_upscales": dict(data_shape=(3, 40, 36), resize=300, inter_method=9, layout="NHWC"),
+    "auto_rrc": dict(data_shape=(3, 16, 16), random_resized_crop=True, min_random_area=0.05,
+                     inter_method=9),
+    "drawn": dict(data_shape=(3, 16, 14), random_resized_crop=True, min_random_area=0.1,
+                  inter_method=10, rand_mirror=True, dtype="float16", mean_r=90.0, std_b=50.0),
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(BICUBIC))
+def test_bicubic_recipes_render_natively_over_jpeg_kinds(tmp_path, recipe):
+    """inter_method 2, 9 and 10 over every JPEG kind: C renders every sample whose image is not
+    smaller than the output (tiny ones upscaled: the Python path's), pixels equal."""
+    decoder = get_decoder("auto")
+    if decoder.region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    rec, kinds = pack_kinds(tmp_path / "kinds.rec", np.random.default_rng(21), per_kind=3)
+    config = AugmentConfig.from_kwargs(**BICUBIC[recipe])
+    assert augment_is_native(config)
+    with RecordReader(rec) as reader:
+        for epoch in (0, 5):
+            rendered = native_and_python(reader, decoder, config, seed=8, epoch=epoch)
+            assert rendered.mismatches() == []
+            big = np.array([kind != "tiny" for kind in kinds])
+            assert rendered.done[big].all(), [k for k, d in zip(kinds, rendered.done) if not d]
+
+
+@pytest.mark.parametrize("recipe", ["cubic_rrc", "auto_upscales", "drawn"])
+def test_loader_batches_equal_the_python_paths_with_bicubic(tmp_path, monkeypatch, recipe):
+    """End to end: an ImageLoader's batches (2 threads) with bicubic resizes equal those of a
+    loader refused the native path, whose workers resize with cv2 (IPP on by default in
+    those threads: the Python path turns it off for each bicubic resize)."""
+    if get_decoder("auto").region_options() is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    rec, _ = pack_kinds(tmp_path / "kinds.rec", np.random.default_rng(4), per_kind=3)
+    settings = dict(BICUBIC[recipe], shuffle=True, seed=12, threads=2)
+    batches = {}
+    for path in ("native", "python"):
+        if path == "python":
+            monkeypatch.setattr("recpipe.decode.records.native_module", lambda: None)
+        with ImageLoader(rec, 8, **settings) as loader:
+            assert loader.records.native == (path == "native")
+            batches[path] = [(images.copy(), labels.copy()) for images, labels in loader]
+    assert len(batches["native"]) == len(batches["python"]) > 1
+    for (images, labels), (want, want_labels) in zip(batches["native"], batches["python"]):
+        np.testing.assert_array_equal(labels, want_labels)
+        np.testing.assert_array_equal(images, want)
 
 
 def test_random_size_crop_too_small_is_pythons_error(tmp_path):
@@ -269,6 +367,7 @@ def test_label_width_3_from_headers_is_native(tmp_path):
 
 RECIPES = {
     "nearest": dict(resize=48, inter_method=0),
+    "bicubic": dict(resize=48, inter_method=2),
     "area interpolation": dict(resize=48, inter_method=3),
     "lanczos4": dict(resize=48, inter_method=4),
     "auto": dict(resize=48, inter_method=9),
@@ -323,7 +422,7 @@ def _random_configuration(rng):
     h, w = int(rng.integers(8, 72)), int(rng.integers(8, 72))
     dtype = str(rng.choice(["uint8", "float32", "float16"]))
     config = dict(data_shape=(3, h, w), dtype=dtype,
-                  inter_method=int(rng.choice([0, 1, 3, 4, 9, 10])),
+                  inter_method=int(rng.choice([0, 1, 2, 3, 4, 9, 10])),
                   layout=str(rng.choice(["NCHW", "NHWC"])), rand_mirror=bool(rng.integers(2)))
     geometry = rng.integers(4)
     if geometry == 0:  # a resize step, smaller or larger than the images, then a crop

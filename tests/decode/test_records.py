@@ -261,7 +261,6 @@ def test_configurations_beyond_the_c_kernels_use_the_python_path(tmp_path):
                    dict(data_shape=(3, 64, 64), pad=4, random_resized_crop=True,
                         min_random_area=0.5),
                    dict(data_shape=(3, 64, 64), max_rotate_angle=10, pca_noise=0.1),  # + PCA
-                   dict(data_shape=(3, 64, 64), resize=80, inter_method=2),
                    dict(data_shape=(3, 64, 64), resize=80, dct_scaling=False)):
         reader, records = _decoders(rec, **config)
         with reader:

@@ -1,16 +1,18 @@
 """recpipe.image.opencv: OpenCV loaded in one place, and the one imdecode with one failure
-behaviour (a DecodeError naming what failed) for every way OpenCV can fail."""
+behaviour (a DecodeError naming what failed) for every way OpenCV can fail; resize, whose
+bicubic runs with Intel IPP off in the calling thread (ipp_off)."""
 
 import os
 import subprocess
 import sys
+import threading
 
 import cv2
 import numpy as np
 import pytest
 
 from recpipe.errors import DecodeError
-from recpipe.image.opencv import imdecode
+from recpipe.image.opencv import imdecode, ipp_off, resize
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,3 +61,52 @@ def test_importing_recpipe_sets_no_environment_and_loading_opencv_sets_its_limit
                           timeout=120, env=dict(env, PYTHONPATH=REPO_ROOT))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", "89478485"]
+
+
+# ------------------------------------------------------------------ bicubic without Intel IPP
+
+
+def _bicubic_case():
+    rng = np.random.default_rng(3)
+    img = cv2.GaussianBlur(rng.integers(0, 256, (37, 52, 3), dtype=np.uint8), (3, 3), 0)
+    return img, (71, 45)
+
+
+def test_ipp_off_switches_the_calling_thread_only_and_restores_its_setting():
+    before = cv2.ipp.useIPP()
+    seen = []
+    with ipp_off():
+        assert not cv2.ipp.useIPP()
+        other = threading.Thread(target=lambda: seen.append(cv2.ipp.useIPP()))
+        other.start()
+        other.join()
+        with ipp_off():  # nested: the outer block's setting (off) comes back
+            assert not cv2.ipp.useIPP()
+        assert not cv2.ipp.useIPP()
+    assert cv2.ipp.useIPP() == before
+    assert seen == [before]  # OpenCV keeps the switch per thread: another thread keeps its own
+    with pytest.raises(KeyError):
+        with ipp_off():
+            raise KeyError("boom")
+    assert cv2.ipp.useIPP() == before
+
+
+def test_resize_makes_bicubic_opencvs_own_arithmetic_whatever_the_threads_setting():
+    img, size = _bicubic_case()
+    with ipp_off():
+        generic = cv2.resize(img, size, interpolation=cv2.INTER_CUBIC)
+    before = cv2.ipp.useIPP()
+    np.testing.assert_array_equal(resize(img, size, interpolation=cv2.INTER_CUBIC), generic)
+    assert cv2.ipp.useIPP() == before
+    out = np.zeros((45, 71, 3), np.uint8)
+    assert resize(img, size, dst=out, interpolation=cv2.INTER_CUBIC) is out
+    np.testing.assert_array_equal(out, generic)
+    scaled = resize(img, None, fx=1.3, fy=0.7, interpolation=cv2.INTER_CUBIC)
+    with ipp_off():
+        np.testing.assert_array_equal(scaled, cv2.resize(img, None, fx=1.3, fy=0.7,
+                                                         interpolation=cv2.INTER_CUBIC))
+    for method in (cv2.INTER_NEAREST, cv2.INTER_LINEAR, cv2.INTER_AREA, cv2.INTER_LANCZOS4):
+        np.testing.assert_array_equal(resize(img, size, interpolation=method),
+                                      cv2.resize(img, size, interpolation=method))
+    if before:  # with IPP (the pip wheels) cv2's own bicubic differs: the reason for the switch
+        assert not np.array_equal(cv2.resize(img, size, interpolation=cv2.INTER_CUBIC), generic)

@@ -12,6 +12,8 @@ never recpipe. Commands:
   (batch_size 1, mean of each RGB channel)
 - ``im2rec``: ``{"script": path or null, "runs": [argv]}`` -> runs ``tools/im2rec.py`` in-process
   once per argv; per run ``{"stdout", "error"}``
+- ``imresize``: ``{"items": [{"image": b64, "shape": [h, w, c], "size": [w, h], "interp": n}]}``
+  -> ``{"resized": [b64]}``: ``mx.image.imresize`` (MXNet's own OpenCV) of each uint8 image
 """
 
 import base64
@@ -131,12 +133,26 @@ def im2rec(spec):
     return {"runs": [run_im2rec(script, argv) for argv in spec["runs"]]}
 
 
+def imresize(spec):
+    import numpy as np
+
+    resized = []
+    for item in spec["items"]:
+        image = np.frombuffer(unb64(item["image"]), np.uint8).reshape(item["shape"])
+        width, height = item["size"]
+        out = mx.image.imresize(mx.nd.array(image, dtype=np.uint8), width, height,
+                                interp=item["interp"])
+        resized.append(b64(out.asnumpy().astype(np.uint8).tobytes()))
+    return {"resized": resized}
+
+
 COMMANDS = {
     "write-indexed": write_indexed,
     "pack": pack,
     "read-indexed": read_indexed,
     "iter": iter_runs,
     "im2rec": im2rec,
+    "imresize": imresize,
 }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from .. import colour
 from .. import resize as fast_resize
 from ...image.opencv import load_cv2
+from ...image.opencv import resize as cv2_resize
 from .geometry import aligned_crop, linear_axes, mapped_box, resolve_inter
 
 __all__ = ["EXACT_UPSCALE_PIXELS", "Kernels", "Renderer"]
@@ -180,7 +181,7 @@ class Renderer:
 
     def _resize(self, src, size_hw, method, dst=None):
         inter = resolve_inter(method, src.shape[:2], size_hw)
-        out = self._cv2.resize(src, (size_hw[1], size_hw[0]), dst=dst, interpolation=inter)
+        out = cv2_resize(src, (size_hw[1], size_hw[0]), dst=dst, interpolation=inter)
         return out if out.ndim == 3 else out[:, :, None]
 
     def _exact_region(self, img, plan, window=None):
@@ -258,8 +259,8 @@ class Renderer:
             return None
         res_h, res_w = plan.resized_size
         inter = resolve_inter(plan.inter[0], (full_h, full_w), (res_h, res_w))
-        part = self._cv2.resize(img[top:bottom, left:right], None, fx=res_w / full_w,
-                                fy=res_h / full_h, interpolation=inter)
+        part = cv2_resize(img[top:bottom, left:right], None, fx=res_w / full_w,
+                          fy=res_h / full_h, interpolation=inter)
         part = part if part.ndim == 3 else part[:, :, None]
         x, y, w, h = plan.crop
         x, y = x - kx, y - ky
