@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "_chw_rows.h"
 #include "_crc32c.h"
 #include "_floats.h"
 #include "_interp.h"
@@ -134,6 +135,7 @@ typedef struct {
     size_t staged_cap;
     uint8_t *crop; /* nativeaffine: the crop of the warped/padded image, out_h x out_w x 3 */
     size_t crop_cap;
+    roi_job *job; /* one libjpeg decompressor a thread, reused image after image */
 } scratch;
 
 #define KEEP_BYTES (4u << 20) /* a thread keeps at most this much of a buffer between calls */
@@ -152,6 +154,9 @@ static void scratch_free(void *p)
     free(mem->region);
     free(mem->staged);
     free(mem->crop);
+    if (mem->job != NULL)
+        roi_destroy(mem->job);
+    free(mem->job);
     free(mem);
 }
 
@@ -160,7 +165,12 @@ static scratch *thread_scratch(void)
     scratch *mem = pthread_getspecific(scratch_key);
     if (mem == NULL) {
         mem = calloc(1, sizeof *mem);
+        if (mem != NULL && (mem->job = calloc(1, sizeof *mem->job)) == NULL) {
+            free(mem);
+            mem = NULL;
+        }
         if (mem != NULL && pthread_setspecific(scratch_key, mem) != 0) {
+            free(mem->job);
             free(mem);
             mem = NULL;
         }
@@ -338,46 +348,16 @@ static int labels_of(const unsigned char *payload, size_t length, long label_wid
 
 /* --- writing a slot ------------------------------------------------------------------------- */
 
-/* One row of RGB pixels into the three planes of a (C, H, W) float32 slot: the values of
- * to_planes + write_planes ((float)p * gains[c] + offsets[c]) in one pass. */
-HOT static void row_chw_float(const uint8_t *restrict s, float *restrict r, float *restrict g,
-                              float *restrict b, Py_ssize_t w, const float *gains,
-                              const float *offsets)
-{
-    float k0 = gains[0], k1 = gains[1], k2 = gains[2];
-    float o0 = offsets[0], o1 = offsets[1], o2 = offsets[2];
-    for (Py_ssize_t x = 0; x < w; x++) {
-        r[x] = (float)s[3 * x] * k0 + o0;
-        g[x] = (float)s[3 * x + 1] * k1 + o1;
-        b[x] = (float)s[3 * x + 2] * k2 + o2;
-    }
-}
-
-HOT static void reversed(const float *restrict from, float *restrict to, Py_ssize_t w)
-{
-    for (Py_ssize_t x = 0; x < w; x++)
-        to[x] = from[w - 1 - x];
-}
-
 /* The out_h x out_w crop starting ``left`` pixels into each decoded row, into the slot. */
 static void write_crop(const run_options *opt, scratch *mem, const unsigned char *pixels,
                        size_t stride, size_t left, int mirror, void *dst)
 {
     Py_ssize_t h = opt->out_h, w = opt->out_w, n = h * w;
-    if (opt->nchw && opt->is_float) { /* the common case (faces): one pass */
-        float *out = dst;
-        for (Py_ssize_t y = 0; y < h; y++) {
-            const uint8_t *row = pixels + stride * (size_t)y + 3 * left;
-            if (mirror) { /* forwards into scratch, then each plane's row reversed */
-                float *t = mem->planes;
-                row_chw_float(row, t, t + w, t + 2 * w, w, opt->gains, opt->offsets);
-                for (int c = 0; c < 3; c++)
-                    reversed(t + c * w, out + c * n + y * w, w);
-            } else {
-                row_chw_float(row, out + y * w, out + n + y * w, out + 2 * n + y * w, w,
-                              opt->gains, opt->offsets);
-            }
-        }
+    if (opt->nchw && opt->is_float) { /* the common case (faces): one pass, mirror fused */
+        chw_rows rows = {dst, (size_t)n, (long)w, mirror,
+                         {opt->gains[0], opt->gains[1], opt->gains[2]},
+                         {opt->offsets[0], opt->offsets[1], opt->offsets[2]}};
+        chw_float_rows(&rows, pixels + 3 * left, stride, (long)h);
         return;
     }
     for (Py_ssize_t y = 0; y < h; y++)
@@ -859,7 +839,7 @@ typedef struct {
     scratch *mem;
     const uint64_t *key;
     uint64_t epoch;
-    roi_job job;
+    roi_job *job; /* the thread's (scratch) */
 } sample_ctx;
 
 /* nativeaffine: Renderer._full_image_crop for MXNet's affine step and pad (no resize step, no
@@ -870,7 +850,7 @@ static int geometric_into(sample_ctx *ctx, const double *u, long rows, long cols
 {
     const run_options *opt = ctx->opt;
     scratch *mem = ctx->mem;
-    roi_job *job = &ctx->job;
+    roi_job *job = ctx->job;
     double forward[6];
     long work_h = rows, work_w = cols;
     if (opt->affine) {
@@ -943,14 +923,14 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
 {
     const run_options *opt = ctx->opt;
     scratch *mem = ctx->mem;
-    roi_job *job = &ctx->job;
+    roi_job *job = ctx->job;
     int status = -1;
     double u[N_DRAWN];
     sample_plan plan;
 
     if (size < 3 || data[0] != 0xFF || data[1] != 0xD8 || data[2] != 0xFF)
         return -1;
-    memset(job, 0, sizeof *job);
+    roi_reset(job); /* the thread's decompressor, kept from image to image */
     roi_init_errors(job);
     job->data = data;
     job->size = size;
@@ -1101,7 +1081,7 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
     value_tables tables;
     if (staged)
         make_tables(&req->opt, &tables);
-    sample_ctx ctx = {staged ? &unit : &req->opt, mem, req->key, req->epoch};
+    sample_ctx ctx = {staged ? &unit : &req->opt, mem, req->key, req->epoch, mem->job};
     Py_ssize_t done = 0;
     for (Py_ssize_t i = 0; i < req->count; i++) {
         int64_t start = req->starts[i], end = req->ends[i];
