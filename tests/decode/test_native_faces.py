@@ -93,3 +93,29 @@ def test_batches_start_on_a_cache_line():
         del batch
     again = pool.array((128, 3, 112, 112), np.float32)  # a reused buffer is aligned too
     assert pool.reused >= 1 and again.ctypes.data % 64 == 0
+
+
+@pytest.mark.parametrize("offset", [0, 4, 16])  # floats: rows on 64, on 16 and on 0 mod 32 bytes
+def test_streamed_and_plain_stores_write_the_same_slots(tmp_path, offset):
+    """Rows that start on 32 bytes are written with non-temporal stores, others with plain ones:
+    both equal the Python path (a batch from BufferPool, shifted by ``offset`` floats)."""
+    from recpipe.decode.native import native_module, run_options
+    from recpipe.decode.augment import Augmenter
+
+    rng = np.random.default_rng(offset)
+    reader = _pack(tmp_path / "aligned.rec", [_jpeg(rng, 16, 32) for _ in range(5)])
+    config = AugmentConfig(data_shape=(3, 16, 32), dtype="float32", rand_mirror=True, **NORM)
+    rendered = native_and_python(reader, _decoder(), config, seed=4, epoch=0)
+    augmenter = Augmenter(config)
+    count = len(reader)
+    flat = BufferPool().array((count * 3 * 16 * 32 + offset,), np.float32)
+    images = flat[offset:].reshape((count,) + augmenter.out_shape)
+    labels = np.zeros(count, np.float32)
+    status = np.zeros(count, np.uint8)
+    positions = np.arange(count, dtype=np.int64)
+    starts, ends = reader.spans(positions)
+    native_module().fill(reader.local_descriptor(), reader.size, starts, ends, positions * 31,
+                         positions, images, labels, status, 4, 0, 0,
+                         run_options(augmenter, _decoder()), b"")
+    assert status.all()
+    assert images.tobytes() == rendered.python.tobytes()
