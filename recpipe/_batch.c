@@ -135,7 +135,6 @@ typedef struct {
     size_t staged_cap;
     uint8_t *crop; /* nativeaffine: the crop of the warped/padded image, out_h x out_w x 3 */
     size_t crop_cap;
-    roi_job *job; /* one libjpeg decompressor a thread, reused image after image */
 } scratch;
 
 #define KEEP_BYTES (4u << 20) /* a thread keeps at most this much of a buffer between calls */
@@ -154,9 +153,6 @@ static void scratch_free(void *p)
     free(mem->region);
     free(mem->staged);
     free(mem->crop);
-    if (mem->job != NULL)
-        roi_destroy(mem->job);
-    free(mem->job);
     free(mem);
 }
 
@@ -165,12 +161,7 @@ static scratch *thread_scratch(void)
     scratch *mem = pthread_getspecific(scratch_key);
     if (mem == NULL) {
         mem = calloc(1, sizeof *mem);
-        if (mem != NULL && (mem->job = calloc(1, sizeof *mem->job)) == NULL) {
-            free(mem);
-            mem = NULL;
-        }
         if (mem != NULL && pthread_setspecific(scratch_key, mem) != 0) {
-            free(mem->job);
             free(mem);
             mem = NULL;
         }
@@ -839,7 +830,7 @@ typedef struct {
     scratch *mem;
     const uint64_t *key;
     uint64_t epoch;
-    roi_job *job; /* the thread's (scratch) */
+    roi_job job;
 } sample_ctx;
 
 /* nativeaffine: Renderer._full_image_crop for MXNet's affine step and pad (no resize step, no
@@ -850,7 +841,7 @@ static int geometric_into(sample_ctx *ctx, const double *u, long rows, long cols
 {
     const run_options *opt = ctx->opt;
     scratch *mem = ctx->mem;
-    roi_job *job = ctx->job;
+    roi_job *job = &ctx->job;
     double forward[6];
     long work_h = rows, work_w = cols;
     if (opt->affine) {
@@ -923,14 +914,14 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
 {
     const run_options *opt = ctx->opt;
     scratch *mem = ctx->mem;
-    roi_job *job = ctx->job;
+    roi_job *job = &ctx->job;
     int status = -1;
     double u[N_DRAWN];
     sample_plan plan;
 
     if (size < 3 || data[0] != 0xFF || data[1] != 0xD8 || data[2] != 0xFF)
         return -1;
-    roi_reset(job); /* the thread's decompressor, kept from image to image */
+    memset(job, 0, sizeof *job);
     roi_init_errors(job);
     job->data = data;
     job->size = size;
@@ -1081,7 +1072,7 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
     value_tables tables;
     if (staged)
         make_tables(&req->opt, &tables);
-    sample_ctx ctx = {staged ? &unit : &req->opt, mem, req->key, req->epoch, mem->job};
+    sample_ctx ctx = {staged ? &unit : &req->opt, mem, req->key, req->epoch};
     Py_ssize_t done = 0;
     for (Py_ssize_t i = 0; i < req->count; i++) {
         int64_t start = req->starts[i], end = req->ends[i];

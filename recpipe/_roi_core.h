@@ -21,7 +21,6 @@
 
 #include <limits.h>
 #include <setjmp.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,9 +41,7 @@ typedef struct {
     struct jpeg_decompress_struct cinfo;
     roi_error_mgr err;
     int created;
-    int keep; /* reused for image after image: roi_free aborts, roi_destroy destroys */
-    long memory_default; /* libjpeg's max_memory_to_use when the decompressor was created */
-    /* request (roi_reset clears from here on) */
+    /* request */
     const unsigned char *data;
     size_t size;
     unsigned int scale_num, scale_den;
@@ -175,18 +172,13 @@ static int roi_header(roi_job *job)
 {
     struct jpeg_decompress_struct *cinfo = &job->cinfo;
 
-    if (!job->created) { /* a kept decompressor is reused (jpeg_abort_decompress'd) */
-        jpeg_create_decompress(cinfo);
-        job->created = 1;
-        job->memory_default = cinfo->mem->max_memory_to_use;
-    }
+    jpeg_create_decompress(cinfo);
+    job->created = 1;
     /* caps libjpeg's own buffers (e.g. a progressive file's coefficients): beyond it, libjpeg
      * fails with "Backing store not supported" instead of allocating what a header claims */
-    cinfo->mem->max_memory_to_use = job->memory_default;
     if (job->max_bytes)
         cinfo->mem->max_memory_to_use =
             job->max_bytes > (unsigned long long)LONG_MAX ? LONG_MAX : (long)job->max_bytes;
-    cinfo->progress = NULL;
     if (job->max_scans) {
         job->progress.progress_monitor = roi_progress;
         cinfo->progress = &job->progress;
@@ -366,42 +358,17 @@ static int roi_guarded(roi_job *job, int (*phase)(roi_job *))
     return phase(job);
 }
 
-/* Destroys the decompressor (aborts a kept one, ready for the next image: libjpeg frees the
- * image's memory and keeps its own); frees job->rows when the job owns them
- * (PyMem_RawMalloc'd). */
+/* Destroys the decompressor; frees job->rows when the job owns them (PyMem_RawMalloc'd). */
 static void roi_free(roi_job *job)
 {
-    if (job->created && job->keep) {
-        jpeg_abort_decompress(&job->cinfo);
-    } else if (job->created) {
+    if (job->created)
         jpeg_destroy_decompress(&job->cinfo);
-        job->created = 0;
-    }
+    job->created = 0;
     if (!job->borrowed_rows)
         PyMem_RawFree(job->rows);
     job->rows = NULL;
     PyMem_RawFree(job->spare_row);
     job->spare_row = NULL;
-}
-
-/* A kept job ready for its next image: the request and results cleared, the decompressor
- * (created, aborted by roi_free) kept, the error manager reset. A zeroed job with keep set
- * creates its decompressor on first use; roi_destroy destroys it. */
-static void roi_reset(roi_job *job)
-{
-    size_t from = offsetof(roi_job, data);
-    memset((char *)job + from, 0, sizeof *job - from);
-    job->keep = 1;
-    job->err.strict = 0;
-    job->err.warnings = 0;
-    job->err.message[0] = '\0';
-}
-
-static void roi_destroy(roi_job *job)
-{
-    if (job->created)
-        jpeg_destroy_decompress(&job->cinfo);
-    job->created = 0;
 }
 
 /* Sets up the error manager of a zeroed job. */

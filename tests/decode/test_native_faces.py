@@ -1,9 +1,9 @@
 """The faces path of ``recpipe._batch`` (issue 21, "112 px faces against a C loop of libjpeg"):
 a record exactly the output's size written one to one into a float32 (C, H, W) slot by
-``recpipe/_chw_rows.h`` (normalised and mirrored in one pass; AVX2 where the CPU has it), and
-the one libjpeg decompressor each thread keeps from image to image. Pixels must equal the
-Python path's exactly, whatever the width (the vector loops' tails), the mirror and the images
-decoded before on the same thread (a failed, a progressive or a gray one)."""
+``recpipe/_chw_rows.h`` (normalised and mirrored in one pass; AVX2 where the CPU has it,
+non-temporal stores where a row starts on 32 bytes). Pixels must equal the Python path's
+exactly, whatever the width (the vector loops' tails), the mirror, the slot's alignment and the
+images decoded before in the same run (a failed, a progressive or a gray one)."""
 
 import cv2
 import numpy as np
@@ -67,7 +67,7 @@ def test_one_to_one_float_slots_equal_the_python_path(tmp_path, width, mirror):
                                                 rendered.native[0][:, :, ::-1])
 
 
-def test_the_kept_decompressor_decodes_after_failures_and_other_kinds(tmp_path):
+def test_a_run_mixing_failures_and_other_kinds(tmp_path):
     """One run on one thread: a truncated JPEG (a libjpeg warning: left to the Python path), a
     progressive one, a gray one (another output colour space) and plain ones between them; every
     sample C renders equals the Python path, so nothing of one image leaks into the next."""
@@ -78,7 +78,7 @@ def test_the_kept_decompressor_decodes_after_failures_and_other_kinds(tmp_path):
              _jpeg(rng, 24, 40, gray=True), good[3], truncated, good[1]]
     reader = _pack(tmp_path / "mixed.rec", jpegs)
     config = AugmentConfig(data_shape=(3, 24, 40), dtype="float32", rand_mirror=True, **NORM)
-    for _ in range(2):  # twice: the second run starts from the decompressor the first left
+    for _ in range(2):  # twice on the same thread
         rendered = native_and_python(reader, _decoder(), config, seed=9, epoch=2)
         assert rendered.mismatches() == []
         assert not rendered.done[1] and not rendered.done[7]  # truncated: Python's to report
