@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "_chw_rows.h"
 #include "_crc32c.h"
 #include "_floats.h"
 #include "_interp.h"
@@ -319,46 +320,16 @@ static int labels_of(const unsigned char *payload, size_t length, long label_wid
 
 /* --- writing a slot ------------------------------------------------------------------------- */
 
-/* One row of RGB pixels into the three planes of a (C, H, W) float32 slot: the values of
- * to_planes + write_planes ((float)p * gains[c] + offsets[c]) in one pass. */
-HOT static void row_chw_float(const uint8_t *restrict s, float *restrict r, float *restrict g,
-                              float *restrict b, Py_ssize_t w, const float *gains,
-                              const float *offsets)
-{
-    float k0 = gains[0], k1 = gains[1], k2 = gains[2];
-    float o0 = offsets[0], o1 = offsets[1], o2 = offsets[2];
-    for (Py_ssize_t x = 0; x < w; x++) {
-        r[x] = (float)s[3 * x] * k0 + o0;
-        g[x] = (float)s[3 * x + 1] * k1 + o1;
-        b[x] = (float)s[3 * x + 2] * k2 + o2;
-    }
-}
-
-HOT static void reversed(const float *restrict from, float *restrict to, Py_ssize_t w)
-{
-    for (Py_ssize_t x = 0; x < w; x++)
-        to[x] = from[w - 1 - x];
-}
-
 /* The out_h x out_w crop starting ``left`` pixels into each decoded row, into the slot. */
 static void write_crop(const run_options *opt, scratch *mem, const unsigned char *pixels,
                        size_t stride, size_t left, int mirror, void *dst)
 {
     Py_ssize_t h = opt->out_h, w = opt->out_w, n = h * w;
-    if (opt->nchw && opt->is_float) { /* the common case (faces): one pass */
-        float *out = dst;
-        for (Py_ssize_t y = 0; y < h; y++) {
-            const uint8_t *row = pixels + stride * (size_t)y + 3 * left;
-            if (mirror) { /* forwards into scratch, then each plane's row reversed */
-                float *t = mem->planes;
-                row_chw_float(row, t, t + w, t + 2 * w, w, opt->gains, opt->offsets);
-                for (int c = 0; c < 3; c++)
-                    reversed(t + c * w, out + c * n + y * w, w);
-            } else {
-                row_chw_float(row, out + y * w, out + n + y * w, out + 2 * n + y * w, w,
-                              opt->gains, opt->offsets);
-            }
-        }
+    if (opt->nchw && opt->is_float) { /* the common case (faces): one pass, mirror fused */
+        chw_rows rows = {dst, (size_t)n, (long)w, mirror,
+                         {opt->gains[0], opt->gains[1], opt->gains[2]},
+                         {opt->offsets[0], opt->offsets[1], opt->offsets[2]}};
+        chw_float_rows(&rows, pixels + 3 * left, stride, (long)h);
         return;
     }
     for (Py_ssize_t y = 0; y < h; y++)

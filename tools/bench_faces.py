@@ -214,6 +214,24 @@ if _dali_installed():
     CONTENDERS["dali"] = dali_rate
 
 
+def _ratios(rates, medians, contenders, t):
+    """recpipe's images/s against each other contender run at ``t`` threads (medians), and per
+    round against the C loop and bare decoding."""
+    out = {"images_per_s": {name: round(medians[(name, t)], 1) for name in contenders}}
+    if ("recpipe", t) not in medians:
+        return out
+    ours = medians[("recpipe", t)]
+    for name, key in (("c_loop", "recpipe_vs_c_loop"), ("bare", "recpipe_vs_bare"),
+                      ("torch", "recpipe_vs_torch"), ("dali", "recpipe_vs_dali")):
+        if (name, t) in medians:
+            out[key] = round(ours / medians[(name, t)], 3)
+    for name in ("c_loop", "bare"):
+        if (name, t) in rates:
+            out[f"per_round_vs_{name}"] = [round(o / b, 3) for o, b in
+                                           zip(rates[("recpipe", t)], rates[(name, t)])]
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--faces", type=int, default=3000)
@@ -222,8 +240,20 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--dir", default="/tmp/recpipe-bench-faces")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", default="",
+                        help="comma-separated contenders to run (default: all; c_loop and "
+                             "recpipe give the ratio against the C loop)")
+    parser.add_argument("--photos", default=PHOTOS, help="the photos the faces are cut from")
     args = parser.parse_args()
-    rec = make_faces(args.dir, args.faces)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - set(CONTENDERS))
+        if unknown:
+            raise SystemExit(f"unknown contenders {unknown}; known: {sorted(CONTENDERS)}")
+        for name in list(CONTENDERS):
+            if name not in wanted:
+                del CONTENDERS[name]
+    rec = make_faces(args.dir, args.faces, args.photos)
     thread_counts = [int(t) for t in args.threads.split(",")]
     rates = {(name, t): [] for name in CONTENDERS for t in thread_counts}
     for round_ in range(args.rounds):  # alternated: every contender once per round
@@ -238,19 +268,8 @@ def main():
     result = {"faces": args.faces, "rounds": args.rounds, "seconds": args.seconds,
               "cpu_count": os.cpu_count(), "threads": {}}
     for t in thread_counts:
-        ours, base, torch_ = medians[("recpipe", t)], medians[("bare", t)], medians[("torch", t)]
-        result["threads"][t] = {
-            "images_per_s": {name: round(medians[(name, t)], 1) for name in contenders},
-            "recpipe_vs_c_loop": round(ours / medians[("c_loop", t)], 3)
-            if "c_loop" in contenders else None,
-            "per_round_vs_c_loop": [round(o / b, 3) for o, b in
-                                    zip(rates[("recpipe", t)], rates.get(("c_loop", t), []))],
-            "recpipe_vs_bare": round(ours / base, 3), "recpipe_vs_torch": round(ours / torch_, 3),
-            "recpipe_vs_dali": round(ours / medians[("dali", t)], 3) if "dali" in CONTENDERS
-            else None,
-            "per_round_vs_bare": [round(o / b, 3) for o, b in
-                                  zip(rates[("recpipe", t)], rates[("bare", t)])]}
-    if 1 in thread_counts:
+        result["threads"][t] = _ratios(rates, medians, contenders, t)
+    if ("recpipe", 1) in medians and ("bare", 1) in medians:
         result["overhead_us_per_sample_1_thread"] = round(
             1e6 * (1 / medians[("recpipe", 1)] - 1 / medians[("bare", 1)]), 1)
     if args.json:
@@ -260,12 +279,18 @@ def main():
           f"{args.rounds} alternated rounds of {args.seconds:g} s, {os.cpu_count()} CPUs")
     for t, r in result["threads"].items():
         rates_text = ", ".join(f"{k} {v:.0f}" for k, v in r["images_per_s"].items())
-        c_loop = (f"recpipe {r['recpipe_vs_c_loop']:.2f}x the C loop of libjpeg (target 0.9, "
-                  f"per round {r['per_round_vs_c_loop']}), " if r["recpipe_vs_c_loop"] else "")
-        print(f"  {t} thread(s): {rates_text} images/s; {c_loop}{r['recpipe_vs_bare']:.2f}x bare "
-              f"(Python threads decoding), {r['recpipe_vs_torch']:.2f}x torch (target 2)"
-              + (f", {r['recpipe_vs_dali']:.2f}x DALI (target 1.5)" if r["recpipe_vs_dali"] else "")
-              + f"; per round vs bare {r['per_round_vs_bare']}")
+        parts = [f"{t} thread(s): {rates_text} images/s"]
+        if r.get("recpipe_vs_c_loop"):
+            parts.append(f"recpipe {r['recpipe_vs_c_loop']:.2f}x the C loop of libjpeg (target "
+                         f"0.9, per round {r['per_round_vs_c_loop']})")
+        if r.get("recpipe_vs_bare"):
+            parts.append(f"{r['recpipe_vs_bare']:.2f}x bare (Python threads decoding), per round "
+                         f"{r['per_round_vs_bare']}")
+        if r.get("recpipe_vs_torch"):
+            parts.append(f"{r['recpipe_vs_torch']:.2f}x torch (target 2)")
+        if r.get("recpipe_vs_dali"):
+            parts.append(f"{r['recpipe_vs_dali']:.2f}x DALI (target 1.5)")
+        print("  " + "; ".join(parts))
     if "overhead_us_per_sample_1_thread" in result:
         print(f"  beyond decoding, one thread: {result['overhead_us_per_sample_1_thread']:.0f} us "
               "per sample (target: Python <= 10 us)")

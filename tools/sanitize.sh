@@ -22,7 +22,8 @@ TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/te
        tests/decode/test_bombs.py tests/decode/test_reference_batches.py
        tests/decode/test_native_contract.py tests/decode/test_native_random.py
        tests/decode/test_native_colour.py tests/decode/test_native_affine.py
-       tests/decode/test_native_interp.py tests/decode/test_plan.py)
+       tests/decode/test_native_interp.py tests/decode/test_plan.py
+       tests/decode/test_native_faces.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -15,6 +15,14 @@ import numpy as np
 
 __all__ = ["BufferPool"]
 
+# batches start on a cache line (numpy's large arrays start 16 bytes into a page): a slot's rows
+# are then aligned for the C writers' vector and streaming stores
+_ALIGN = 64
+
+
+def _aligned(address):
+    return -(-address // _ALIGN) * _ALIGN
+
 
 class BufferPool:
     """Hands out numpy arrays, recycling the memory of arrays nobody references any more."""
@@ -43,16 +51,16 @@ class BufferPool:
             free = self._free.get(nbytes)
             owner = free.pop() if free else None
         if owner is None:
-            owner = np.empty(nbytes, np.uint8)
+            owner = np.empty(nbytes + _ALIGN, np.uint8)
             self.allocated += 1
         else:
             self.reused += 1
-        lease = (ctypes.c_char * nbytes).from_address(owner.ctypes.data)
+        lease = (ctypes.c_char * nbytes).from_address(_aligned(owner.ctypes.data))
         weakref.finalize(lease, self._release, owner)
         return np.frombuffer(lease, dtype).reshape(shape)
 
     def _release(self, owner):
         with self._lock:
-            free = self._free.setdefault(owner.nbytes, [])
+            free = self._free.setdefault(owner.nbytes - _ALIGN, [])
             if len(free) < self.keep:
                 free.append(owner)
