@@ -7,6 +7,10 @@ Faces are cut from ``../shared/data/photos`` (a square around the centre, jitter
 
 - ``c_loop``: ``tools/jpeg_loop.c`` (compiled here with ``cc -ljpeg``): C threads decoding the
   same JPEG bytes to RGB with libjpeg and no Python at all, the ceiling (issue 21: recpipe >= 0.9x);
+- ``c_loop_batch``: the same C loop also writing each image as recpipe does (float32 CHW,
+  normalised, every other image mirrored, into a ring of batch slots, by recpipe's own writer
+  ``recpipe/_chw_rows.h``): the whole job with no Python, what recpipe's Python and hand-off
+  cost is measured against;
 - ``bare``: Python threads decoding the in-memory JPEG bytes at full size, nothing else;
 - ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
 - ``torch``: ``torch.utils.data.DataLoader`` with as many worker processes, over a map dataset
@@ -81,10 +85,11 @@ def bare(rec, threads, seconds):
 _C_LOOP = {}  # the compiled tools/jpeg_loop.c and its input, made once per script run
 
 
-def c_loop_rate(rec, threads, seconds):
+def c_loop_rate(rec, threads, seconds, output="rgb"):
     """Images/s of ``tools/jpeg_loop.c``: ``threads`` C threads decoding the same JPEG bytes to
-    RGB with libjpeg, no Python at all (the issue's ceiling). None when no C compiler or
-    libjpeg headers are found."""
+    RGB with libjpeg, no Python at all (the issue's ceiling); ``output="batch"``: also writing
+    each into a float32 batch slot as recpipe does. None when no C compiler or libjpeg headers
+    are found."""
     import shutil
     import subprocess
     import tempfile
@@ -94,8 +99,9 @@ def c_loop_rate(rec, threads, seconds):
         folder = tempfile.mkdtemp(prefix="recpipe-jpeg-loop-")
         binary, blobs = os.path.join(folder, "jpeg_loop"), os.path.join(folder, "blobs.bin")
         built = compiler and subprocess.run(
-            [compiler, "-O2", "-o", binary, os.path.join(HERE, "jpeg_loop.c"), "-ljpeg",
-             "-lpthread"], capture_output=True).returncode == 0
+            [compiler, "-O2", "-I", os.path.join(HERE, os.pardir, "recpipe"), "-o", binary,
+             os.path.join(HERE, "jpeg_loop.c"), "-ljpeg", "-lpthread"],
+            capture_output=True).returncode == 0
         if built:
             from recpipe.decode.bench import load_images
 
@@ -106,9 +112,14 @@ def c_loop_rate(rec, threads, seconds):
         _C_LOOP.update(binary=binary if built else None, blobs=blobs)
     if _C_LOOP["binary"] is None:
         return None
-    out = subprocess.run([_C_LOOP["binary"], _C_LOOP["blobs"], str(threads), str(seconds)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([_C_LOOP["binary"], _C_LOOP["blobs"], str(threads), str(seconds),
+                          output], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["images_per_s"]
+
+
+def c_loop_batch_rate(rec, threads, seconds):
+    """``c_loop_rate`` writing float32 batch slots too: the loader's whole job in C alone."""
+    return c_loop_rate(rec, threads, seconds, output="batch")
 
 
 def recpipe_rate(rec, threads, seconds):
@@ -208,8 +219,8 @@ def _dali_installed():
         return False
 
 
-CONTENDERS = {"c_loop": c_loop_rate, "bare": bare, "recpipe": recpipe_rate,
-              "torch": torch_rate}
+CONTENDERS = {"c_loop": c_loop_rate, "c_loop_batch": c_loop_batch_rate, "bare": bare,
+              "recpipe": recpipe_rate, "torch": torch_rate}
 if _dali_installed():
     CONTENDERS["dali"] = dali_rate
 
@@ -221,11 +232,12 @@ def _ratios(rates, medians, contenders, t):
     if ("recpipe", t) not in medians:
         return out
     ours = medians[("recpipe", t)]
-    for name, key in (("c_loop", "recpipe_vs_c_loop"), ("bare", "recpipe_vs_bare"),
+    for name, key in (("c_loop", "recpipe_vs_c_loop"),
+                      ("c_loop_batch", "recpipe_vs_c_loop_batch"), ("bare", "recpipe_vs_bare"),
                       ("torch", "recpipe_vs_torch"), ("dali", "recpipe_vs_dali")):
         if (name, t) in medians:
             out[key] = round(ours / medians[(name, t)], 3)
-    for name in ("c_loop", "bare"):
+    for name in ("c_loop", "c_loop_batch", "bare"):
         if (name, t) in rates:
             out[f"per_round_vs_{name}"] = [round(o / b, 3) for o, b in
                                            zip(rates[("recpipe", t)], rates[(name, t)])]
@@ -283,6 +295,9 @@ def main():
         if r.get("recpipe_vs_c_loop"):
             parts.append(f"recpipe {r['recpipe_vs_c_loop']:.2f}x the C loop of libjpeg (target "
                          f"0.9, per round {r['per_round_vs_c_loop']})")
+        if r.get("recpipe_vs_c_loop_batch"):
+            parts.append(f"{r['recpipe_vs_c_loop_batch']:.2f}x the C loop writing the same "
+                         f"batches (per round {r['per_round_vs_c_loop_batch']})")
         if r.get("recpipe_vs_bare"):
             parts.append(f"{r['recpipe_vs_bare']:.2f}x bare (Python threads decoding), per round "
                          f"{r['per_round_vs_bare']}")

@@ -7,8 +7,13 @@
  * defaults (JDCT_ISLOW, fancy upsampling: what recpipe decodes with unless fast_dct /
  * fast_upsample are asked for).
  *
- *     cc -O2 -o /tmp/jpeg_loop tools/jpeg_loop.c -ljpeg -lpthread
- *     /tmp/jpeg_loop blobs.bin THREADS SECONDS
+ * With OUTPUT "batch" each decoded image is also written the way recpipe's faces recipe writes
+ * it: float32 (C, H, W), (x - 127.5) / 127.5, every other image mirrored, into the next slot of a
+ * ring of 4 batches of 128 slots per thread (64-byte aligned), by recpipe's own writer
+ * (recpipe/_chw_rows.h): the same job as the loader's decode threads, still with no Python.
+ *
+ *     cc -O2 -I recpipe -o /tmp/jpeg_loop tools/jpeg_loop.c -ljpeg -lpthread
+ *     /tmp/jpeg_loop blobs.bin THREADS SECONDS [rgb|batch]
  */
 #include <setjmp.h>
 #include <stdint.h>
@@ -20,6 +25,11 @@
 
 #include <jpeglib.h>
 
+#include "_chw_rows.h"
+
+#define BATCH_SLOTS 128
+#define RING_BATCHES 4
+
 typedef struct {
     const unsigned char **data;
     size_t *sizes;
@@ -30,6 +40,11 @@ typedef struct {
     const images *all;
     size_t first;
     double deadline;
+    int batch;            /* also write each image into a float32 batch slot */
+    float *ring;          /* RING_BATCHES x BATCH_SLOTS slots, allocated at the first image */
+    size_t slot_floats, next_slot;
+    unsigned char *rgb;   /* the decoded image (in memory, not a register: setjmp below) */
+    size_t rgb_cap;
     long decoded, failed;
     pthread_t thread;
 } worker;
@@ -51,19 +66,39 @@ static void on_error(j_common_ptr cinfo)
     longjmp(((error_mgr *)cinfo->err)->jump, 1);
 }
 
+/* ``rgb`` (h rows of w RGB pixels) into the worker's next batch slot as recpipe's faces recipe
+ * writes it; -1 when the ring cannot be allocated or the image is larger than its slots. */
+static int write_slot(worker *w, const unsigned char *rgb, long h, long width, size_t index)
+{
+    size_t floats = (size_t)h * (size_t)width * 3;
+    if (w->ring == NULL) {
+        size_t bytes = floats * 4 * BATCH_SLOTS * RING_BATCHES;
+        w->ring = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        w->slot_floats = floats;
+        if (w->ring == NULL)
+            return -1;
+    }
+    if (floats != w->slot_floats)
+        return -1;
+    chw_rows t = {w->ring + w->slot_floats * w->next_slot, (size_t)h * (size_t)width, width,
+                  (int)((index * 2654435761u >> 16) & 1), {1 / 127.5f, 1 / 127.5f, 1 / 127.5f},
+                  {-1.f, -1.f, -1.f}};
+    chw_float_rows(&t, rgb, (size_t)width * 3, h);
+    w->next_slot = (w->next_slot + 1) % (BATCH_SLOTS * RING_BATCHES);
+    return 0;
+}
+
 static void *decode_loop(void *arg)
 {
     worker *w = arg;
     struct jpeg_decompress_struct cinfo;
     error_mgr err;
-    unsigned char *rgb = NULL;
-    size_t rgb_cap = 0;
     cinfo.err = jpeg_std_error(&err.pub);
     err.pub.error_exit = on_error;
     jpeg_create_decompress(&cinfo);
     size_t i = w->first;
     while (now() < w->deadline) {
-        for (int k = 0; k < 16; k++, i = (i + 1) % w->all->count) { /* clock every 16 */
+        for (volatile int k = 0; k < 16; k++, i = (i + 1) % w->all->count) { /* clock every 16 */
             if (setjmp(err.jump)) {
                 jpeg_abort_decompress(&cinfo);
                 w->failed++;
@@ -75,26 +110,32 @@ static void *decode_loop(void *arg)
             jpeg_start_decompress(&cinfo);
             size_t stride = (size_t)cinfo.output_width * cinfo.output_components;
             size_t need = stride * cinfo.output_height;
-            if (need > rgb_cap) {
-                free(rgb);
-                rgb = malloc(need);
-                rgb_cap = rgb ? need : 0;
-                if (rgb == NULL) {
+            if (need > w->rgb_cap) {
+                free(w->rgb);
+                w->rgb = malloc(need);
+                w->rgb_cap = w->rgb ? need : 0;
+                if (w->rgb == NULL) {
                     jpeg_abort_decompress(&cinfo);
                     w->failed++;
                     continue;
                 }
             }
             while (cinfo.output_scanline < cinfo.output_height) {
-                JSAMPROW row = rgb + stride * cinfo.output_scanline;
+                JSAMPROW row = w->rgb + stride * cinfo.output_scanline;
                 jpeg_read_scanlines(&cinfo, &row, 1);
             }
             jpeg_finish_decompress(&cinfo);
+            if (w->batch && (cinfo.output_components != 3
+                             || write_slot(w, w->rgb, cinfo.output_height, cinfo.output_width, i))) {
+                w->failed++;
+                continue;
+            }
             w->decoded++;
         }
     }
     jpeg_destroy_decompress(&cinfo);
-    free(rgb);
+    free(w->rgb);
+    free(w->ring);
     return NULL;
 }
 
@@ -129,8 +170,13 @@ static int load(const char *path, images *out)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s BLOBS THREADS SECONDS\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s BLOBS THREADS SECONDS [rgb|batch]\n", argv[0]);
+        return 2;
+    }
+    int batch = argc == 5 && strcmp(argv[4], "batch") == 0;
+    if (argc == 5 && !batch && strcmp(argv[4], "rgb") != 0) {
+        fprintf(stderr, "OUTPUT must be rgb or batch\n");
         return 2;
     }
     images all;
@@ -150,6 +196,7 @@ int main(int argc, char **argv)
         workers[t].all = &all;
         workers[t].first = (size_t)t * all.count / (size_t)threads;
         workers[t].deadline = start + seconds;
+        workers[t].batch = batch;
         pthread_create(&workers[t].thread, NULL, decode_loop, &workers[t]);
     }
     long decoded = 0, failed = 0;
