@@ -1143,29 +1143,17 @@ static int parse_options(PyObject *options, run_options *opt)
     return 0;
 }
 
+static const char *run_option_name(Py_ssize_t i)
+{
+    return OPTION_TABLE[i].name;
+}
+
 /* OPTION_FIELDS: the option names in order (the planner's, then the run's); DRAW_SLOTS: where
  * the planner (recpipe/_plan.h) reads its uniforms in a sample's block of N_UNIFORM. */
 static int add_contract(PyObject *module)
 {
-    PyObject *names = PyTuple_New(N_PLAN_FIELDS + N_OPTIONS), *slots;
-    for (Py_ssize_t i = 0; names != NULL && i < N_PLAN_FIELDS + N_OPTIONS; i++) {
-        const char *text = i < N_PLAN_FIELDS ? PLAN_FIELDS[i].name
-                                             : OPTION_TABLE[i - N_PLAN_FIELDS].name;
-        PyObject *name = PyUnicode_FromString(text);
-        if (name == NULL)
-            Py_CLEAR(names);
-        else
-            PyTuple_SET_ITEM(names, i, name);
-    }
-    if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
-        Py_XDECREF(names);
+    if (plan_add_contract(module, N_OPTIONS, run_option_name) < 0)
         return -1;
-    }
-    slots = plan_draw_slots();
-    if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
-        Py_XDECREF(slots);
-        return -1;
-    }
     return PyModule_AddIntConstant(module, "PCA_NATIVE", PCA_NATIVE);
 }
 

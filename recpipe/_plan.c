@@ -182,23 +182,8 @@ static struct PyModuleDef plan_module = {
  * the statuses of plan. */
 static int add_contract(PyObject *module)
 {
-    PyObject *names = PyTuple_New(N_PLAN_FIELDS), *slots;
-    for (Py_ssize_t i = 0; names != NULL && i < N_PLAN_FIELDS; i++) {
-        PyObject *name = PyUnicode_FromString(PLAN_FIELDS[i].name);
-        if (name == NULL)
-            Py_CLEAR(names);
-        else
-            PyTuple_SET_ITEM(names, i, name);
-    }
-    if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
-        Py_XDECREF(names);
+    if (plan_add_contract(module, 0, NULL) < 0)
         return -1;
-    }
-    slots = plan_draw_slots();
-    if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
-        Py_XDECREF(slots);
-        return -1;
-    }
     if (PyModule_AddIntConstant(module, "BAD_SIZE", PLAN_BAD_SIZE) < 0
         || PyModule_AddIntConstant(module, "UNDER_CROP", PLAN_UNDER_CROP) < 0
         || PyModule_AddIntConstant(module, "TOO_LARGE", PLAN_TOO_LARGE) < 0)

@@ -535,6 +535,32 @@ static PyObject *plan_draw_slots(void)
                          U_NORM, "affine", U_AFFINE, "inter", U_INTER, "crop", U_CROP);
 }
 
+/* A module's contract: OPTION_FIELDS, the planner's field names followed by ``n_more`` more
+ * (``more_name(i)``: the extension's own, in its tuple order), and DRAW_SLOTS. */
+static int plan_add_contract(PyObject *module, Py_ssize_t n_more,
+                             const char *(*more_name)(Py_ssize_t))
+{
+    PyObject *names = PyTuple_New(N_PLAN_FIELDS + n_more), *slots;
+    for (Py_ssize_t i = 0; names != NULL && i < N_PLAN_FIELDS + n_more; i++) {
+        const char *text = i < N_PLAN_FIELDS ? PLAN_FIELDS[i].name : more_name(i - N_PLAN_FIELDS);
+        PyObject *name = PyUnicode_FromString(text);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, name);
+    }
+    if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
+        Py_XDECREF(names);
+        return -1;
+    }
+    slots = plan_draw_slots();
+    if (slots == NULL || PyModule_AddObject(module, "DRAW_SLOTS", slots) < 0) {
+        Py_XDECREF(slots);
+        return -1;
+    }
+    return 0;
+}
+
 #endif /* Py_PYTHON_H */
 
 #endif
