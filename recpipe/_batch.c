@@ -1,6 +1,7 @@
 /*
- * recpipe._batch: a run of records of a local .rec file (or their payloads, fetched by the caller
- * from any other source) decoded into batch slots in one call, without the GIL: read, record and image header, label, plan, region decode at a DCT scale,
+ * recpipe._batch: a run of records of a local .rec file (or of the file's bytes the caller
+ * fetched from any other source) decoded into batch slots in one call, without the GIL: read,
+ * record and image header, label, plan, region decode at a DCT scale,
  * bilinear resize, mirror and normalisation, for the configurations recpipe's Augmenter renders
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
@@ -14,11 +15,12 @@
  * fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, key_hi,
  *      epoch, options, sums=b"", label_ids=b"", label_values=b"") -> number of samples done
  *
- * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a buffer of
- * record payloads the caller fetched (a remote file: the bytes after each record's 8-byte head,
- * multi-part records joined) of at least ``file_size`` bytes.
- * ``starts``/``ends`` (int64): the byte span of each record in the file open as ``fd`` (of each
- * payload in the buffer);
+ * ``source``: the file descriptor of a local .rec, whose records ``pread`` here, or a list of
+ * ``(window, base)`` pairs, each a buffer holding the file's bytes from offset ``base`` on (a
+ * remote file's prefetched requests, or records the caller read one by one): records are framed
+ * as in the file and read as from the descriptor, each from the first window holding its whole
+ * span; a record no window holds is left to the caller.
+ * ``starts``/``ends`` (int64): the byte span of each record in the file (``file_size`` bytes);
  * ``samples`` (int64): each sample's index in the sampling order, which keys its random draws;
  * ``slots`` (int64): the batch slot each one fills in ``images`` (C-contiguous uint8 or float32
  * batch of slots of out_h x out_w x 3 values, (C, H, W) when nchw) and ``labels`` (float32,
@@ -915,9 +917,15 @@ done:
     return status;
 }
 
+typedef struct { /* bytes of the file in memory: [base, end) */
+    const unsigned char *bytes;
+    int64_t base, end;
+} window;
+
 typedef struct {
     int fd;
-    const unsigned char *payloads; /* not NULL: the caller's record payloads, not the fd */
+    const window *windows; /* n_windows > 0: the records come from these, not the fd */
+    Py_ssize_t n_windows;
     int64_t file_size;
     Py_ssize_t count;
     const int64_t *starts, *ends, *samples, *slots;
@@ -969,6 +977,17 @@ static int sum_matches(const run_request *req, Py_ssize_t i, const unsigned char
     return req->sums == NULL || crc32c_extend(0, payload, length) == req->sums[i];
 }
 
+/* The first of the request's windows holding all of ``[start, end)``, or NULL. */
+static const window *window_holding(const run_request *req, int64_t start, int64_t end)
+{
+    for (Py_ssize_t i = 0; i < req->n_windows; i++) {
+        const window *w = &req->windows[i];
+        if (w->base <= start && end <= w->end)
+            return w;
+    }
+    return NULL;
+}
+
 static Py_ssize_t run_samples(run_request *req, scratch *mem)
 {
     run_options unit = half_staging(&req->opt); /* float16: render the pixel values first */
@@ -985,9 +1004,11 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
         const unsigned char *payload;
         if (start < 0 || end <= start || end > req->file_size || span > MAX_RECORD)
             continue;
-        if (req->payloads != NULL) { /* fetched by the caller (a remote file): unframed */
-            payload = req->payloads + start;
-            length = span;
+        if (req->n_windows > 0) { /* the file's bytes in memory (a remote file) */
+            const window *held = window_holding(req, start, end);
+            if (held == NULL)
+                continue;
+            payload = payload_of(held->bytes + (start - held->base), span, &length);
         } else { /* a large record: only what its head announces, not the whole index span */
             size_t wanted = record_extent(req->fd, start, span);
             if (wanted == 0 || grow((void **)&mem->record, &mem->record_cap, wanted)
@@ -1198,10 +1219,73 @@ static int check_request(run_request *req, Py_buffer *images, Py_buffer *labels)
     return 0;
 }
 
+/* The buffers of fill's ``(window, base)`` pairs, held while the run decodes. */
+typedef struct {
+    Py_ssize_t count;
+    Py_buffer *views;
+    window *windows;
+} held_windows;
+
+static void release_windows(held_windows *held)
+{
+    if (held == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < held->count; i++)
+        PyBuffer_Release(&held->views[i]);
+    PyMem_Free(held->views);
+    PyMem_Free(held->windows);
+    PyMem_Free(held);
+}
+
+/* Parses ``source`` (a list or tuple of ``(window, base)`` pairs) into ``req``'s windows. */
+static held_windows *hold_windows(PyObject *source, long long file_size, run_request *req)
+{
+    PyObject *pairs = PySequence_Fast(source, "fill's source must be a file descriptor or a "
+                                              "list of (window, base) pairs");
+    if (pairs == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(pairs);
+    held_windows *held = PyMem_Calloc(1, sizeof *held);
+    if (held == NULL || n < 1 || (held->views = PyMem_Calloc((size_t)n, sizeof(Py_buffer))) == NULL
+        || (held->windows = PyMem_Calloc((size_t)n, sizeof(window))) == NULL) {
+        if (n < 1)
+            PyErr_SetString(PyExc_ValueError, "fill's source holds no window");
+        else
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long base;
+        PyObject *pair = PySequence_Fast_GET_ITEM(pairs, i);
+        if (!PyTuple_Check(pair)) {
+            PyErr_Format(PyExc_TypeError, "fill's source: item %zd is not a (window, base) pair",
+                         i);
+            goto fail;
+        }
+        if (!PyArg_ParseTuple(pair, "y*L:(window, base)", &held->views[i], &base))
+            goto fail;
+        held->count = i + 1;
+        if (base < 0 || base > file_size || (long long)held->views[i].len > file_size - base) {
+            PyErr_Format(PyExc_ValueError, "window %zd lies outside the file", i);
+            goto fail;
+        }
+        held->windows[i] = (window){held->views[i].buf, base, base + held->views[i].len};
+    }
+    Py_DECREF(pairs);
+    req->windows = held->windows;
+    req->n_windows = n;
+    return held;
+fail:
+    Py_DECREF(pairs);
+    release_windows(held);
+    return NULL;
+}
+
 static PyObject *batch_fill(PyObject *self, PyObject *args)
 {
     Py_buffer starts = {0}, ends = {0}, samples = {0}, slots = {0}, images = {0}, labels = {0},
-              status = {0}, payloads = {0}, sums = {0}, label_ids = {0}, label_values = {0};
+              status = {0}, sums = {0}, label_ids = {0}, label_values = {0};
+    held_windows *held = NULL;
     PyObject *source, *options, *result = NULL;
     unsigned long long key_lo, key_hi, epoch;
     long long file_size;
@@ -1224,13 +1308,8 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
             goto done;
         }
         req.fd = (int)fd;
-    } else if (PyObject_GetBuffer(source, &payloads, PyBUF_SIMPLE) < 0) {
+    } else if ((held = hold_windows(source, file_size, &req)) == NULL) {
         goto done;
-    } else if (file_size > payloads.len) {
-        PyErr_SetString(PyExc_ValueError, "file_size is past the end of the payloads");
-        goto done;
-    } else {
-        req.payloads = payloads.buf;
     }
     if (sums.buf != NULL && sums.len > 0
         && (check_column(&sums, req.count, 4, "sums") || ((uintptr_t)sums.buf & 3) != 0)) {
@@ -1287,8 +1366,7 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     result = PyLong_FromSsize_t(done_count);
 done:
     plan_release(&req.opt.plan);
-    if (payloads.obj != NULL)
-        PyBuffer_Release(&payloads);
+    release_windows(held);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&ends);
     PyBuffer_Release(&samples);

@@ -16,7 +16,7 @@ names against the module's):
     channels, mean_r, mean_g, mean_b, fill_value, warp_lanes, id_labels
 """
 
-from typing import Dict, List, Tuple, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 from typing_extensions import Buffer
 
@@ -26,8 +26,8 @@ LIBJPEG_TURBO_VERSION: int  # where the headers were libjpeg-turbo's
 JPEG_LIB_VERSION: int
 PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting without the GIL)
 
-def fill(source: Union[int, Buffer], file_size: int, starts: Buffer, ends: Buffer,
-         samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
+def fill(source: Union[int, Sequence[Tuple[Buffer, int]]], file_size: int, starts: Buffer,
+         ends: Buffer, samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
          key_lo: int, key_hi: int, epoch: int,
          options: Tuple[int, int, int, bool, bool, bool, bool, float, float, float, float, float,
                         float, float, float, float, float, int, int, int, bool, float, int, int,

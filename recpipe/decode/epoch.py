@@ -126,7 +126,7 @@ class Epoch:
         images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
         label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
         records = parts.record_positions(plan.positions)
-        # C reads a local file's records by these spans (a remote file's payloads come through
+        # C reads a local file's records by these spans (a remote file's windows come through
         # the reader instead)
         spans = parts.reader.spans(records) if parts.native and not parts.reader.remote else None
         return PendingBatch(plan, images, np.zeros(label_shape, dtype=np.float32), records,

@@ -10,9 +10,9 @@ imglist's), an augmentation the C kernels render alone: an optional resize, then
 random-resized or random-size crop, with any interpolation (bicubic included), mirror and
 normalisation; the gate and the run description are ``recpipe.decode.native``'s): read, header,
 label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with
-the same random draws and the same pixels. C reads a local file's records itself; the payloads
-of any other source (``s3://``, ``memory://``..., fetched through the reader's coalesced
-readahead) are read here and handed over in one buffer. What the C path leaves (any other
+the same random draws and the same pixels. C reads a local file's records itself; for any other
+source (``s3://``, ``memory://``...) it reads them from windows of the file's bytes fetched
+through the reader's coalesced readahead (the prefetched requests themselves, no copy). What the C path leaves (any other
 configuration, and every unusual record or image) goes through
 ``decode_into``, the Python path, which decodes it or raises its precise error.
 """
@@ -59,8 +59,8 @@ class RecordDecoder:
     def _native_options(self):
         """``RunOptions`` when runs go to ``recpipe._batch`` (``native.run_options``, with
         labels from the record headers or an ``IdLabels`` table), else None. A local file's
-        records are read by C; any other source's payloads are read here and handed over in
-        one buffer."""
+        records are read by C; any other source's are handed over as windows of its bytes
+        (``RecordReader.windows``)."""
         id_labels = isinstance(self.label_rule, IdLabels)
         if self._batch is None or (self.label_rule is not None and not id_labels):
             return None
@@ -170,18 +170,18 @@ class RecordDecoder:
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
         source = self.reader.local_descriptor()
-        if source is None:  # not a local file: the payloads, fetched through the readahead
-            source, starts, ends = self.reader.payloads(positions)
-            size = len(source)
+        if source is None:  # not a local file: windows of its bytes, fetched through the readahead
+            source, starts, ends = self.reader.windows(positions)
+            if not source:  # no record could be read here: the Python path reports why
+                return range(len(slots))
         else:
             starts, ends = self.reader.spans(positions) if spans is None else spans
-            size = self.reader.size
         sums, ends = self._expected_sums(positions, starts, ends)  # checked by C
         status = np.zeros(len(slots), dtype=np.uint8)
         c0 = time.thread_time()
         table = (self.label_rule.ids, self.label_rule.values) if self._native.id_labels else ()
         done = self._batch.fill(
-            source, size, starts, ends, samples, slots, images, labels, status, self._key_lo,
+            source, self.reader.size, starts, ends, samples, slots, images, labels, status, self._key_lo,
             self._key_hi, epoch & _MASK64, self._native, sums, *table)
         if clock is not None:
             clock.released(c0, time.thread_time())

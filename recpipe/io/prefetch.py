@@ -148,35 +148,45 @@ class Prefetcher:
         # a view, not a copy: the request's buffer lives as long as a span taken from it
         return memoryview(data)[offset - item.start:offset - item.start + length]
 
-    def take_many(self, spans):
-        """``take`` of each ``(offset, length)`` of ``spans`` under one lock (a run of records):
-        a list with the planned bytes of each, or None where no plan holds the span or its
-        request failed (the caller reads that one on its own, which reports the error)."""
-        picked: List[Optional[Tuple[int, Any, int, int]]] = []
+    def take_windows(self, spans):
+        """``take`` of each ``(offset, length)`` of ``spans`` (a run of records) under one lock,
+        by request: ``(windows, missing)``, the ``(buffer, start)`` of each request holding some
+        of them (its bytes and their file offset, in order of first use) and the spans no plan
+        holds or whose request failed (the caller reads those on its own, which reports the
+        error)."""
+        picked = []
         with self._lock:
-            for offset, length in spans:
-                items = self._by_span.get((offset, length))
+            for span in spans:
+                items = self._by_span.get(span)
                 if not items:
                     picked.append(None)
                     continue
                 item = items.pop(0)
                 if not items:
-                    del self._by_span[(offset, length)]
+                    del self._by_span[span]
                 if not item.issued:
                     self._issue(item)
-                picked.append((item.start, item.future, offset, length))
+                picked.append((item.start, item.future))
                 item.remaining -= 1
                 if item.remaining == 0:
                     self._release(item)
             self._pump()
-        return [None if entry is None else self._bytes_of(*entry) for entry in picked]
+        windows, missing, by_request = [], [], {}
+        for span, entry in zip(spans, picked):
+            window = None if entry is None else by_request.get(id(entry[1]))
+            if entry is not None and window is None:
+                window = by_request[id(entry[1])] = self._window_of(*entry)
+                if window:
+                    windows.append(window)
+            if not window:
+                missing.append(span)
+        return windows, missing
 
-    def _bytes_of(self, start, future, offset, length):
+    def _window_of(self, start, future):
         try:
-            data = future.result(self.timeout)
+            return memoryview(future.result(self.timeout)), start
         except Exception:  # noqa: BLE001 - reported when the span is read on its own
-            return None
-        return memoryview(data)[offset - start:offset - start + length]
+            return ()
 
     def cancel(self, plan):
         with self._lock:

@@ -3,7 +3,7 @@
 import logging
 import operator
 import weakref
-from typing import Hashable, Iterator, Optional, Tuple, Union
+from typing import Any, Hashable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -157,35 +157,29 @@ class RecordReader:
         """``(starts, ends)`` of the records at ``positions`` (int64 arrays; ``span`` of each)."""
         return self._table.spans(positions, self.size)
 
-    def payloads(self, positions) -> Tuple[bytes, np.ndarray, np.ndarray]:
-        """``(buffer, starts, ends)``: the payloads of the records at ``positions`` joined into
-        one buffer, and where each lies in it (int64 arrays); a remote source serves a run from
-        its prefetch plan under one lock (``read_many``). For native readers that
-        check and decode a whole run without the GIL: the payloads are NOT checked against the
-        sidecar (pass ``sums.expected`` to the reader of the buffer), and a record that is not
-        a plain one-part record filling its index span exactly, or whose read fails, gets an
-        empty span: read it with ``read`` for its bytes or its precise error."""
+    def windows(self, positions) -> Tuple[List[Tuple[Any, int]], np.ndarray, np.ndarray]:
+        """``(windows, starts, ends)``: ``(buffer, offset)`` windows of the file's bytes that hold
+        the records at ``positions`` (a remote source's prefetched requests, taken under one
+        lock; records read one by one from any other source), and the records' spans in the
+        file (int64 arrays). For native readers that walk a run's records themselves, as in a
+        local file: the bytes are NOT checked against the sidecar (pass ``sums.expected`` to
+        the reader of the windows). A record longer than a read block, or whose read fails, is
+        in no window: ``read`` it for its bytes or its precise error."""
         starts, ends = self.spans(np.asarray(positions, dtype=np.int64))
-        spans = [(start, end - start) for start, end in zip(starts.tolist(), ends.tolist())]
-        pieces = [_plain_payload(data, span) for data, (_, span) in
-                  zip(self._read_spans(spans), spans)]
-        lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
-        buffer_ends = np.cumsum(lengths)
-        return b"".join(pieces), buffer_ends - lengths, buffer_ends
-
-    def _read_spans(self, spans):
-        """The bytes of each ``(start, length)`` worth reading (a plain record's size), b""
-        for the others and for a failed read (``read`` reports it)."""
-        wanted = [(start, span) for start, span in spans
-                  if HEAD_SIZE < span <= DEFAULT_BLOCK_SIZE]
-        read_many = getattr(self._source, "read_many", None)
-        try:
-            got = iter(read_many(wanted) if read_many is not None
-                       else [self._source.read(start, span) for start, span in wanted])
-        except Exception:  # noqa: BLE001 - ``read`` raises it again, with its context
-            return [b""] * len(spans)
-        return [next(got) if HEAD_SIZE < span <= DEFAULT_BLOCK_SIZE else b""
-                for _, span in spans]
+        spans = [(start, end - start) for start, end in zip(starts.tolist(), ends.tolist())
+                 if HEAD_SIZE < end - start <= DEFAULT_BLOCK_SIZE]
+        read_windows = getattr(self._source, "read_windows", None)
+        if read_windows is not None:
+            return read_windows(spans), starts, ends
+        windows = []
+        for start, span in spans:
+            try:
+                data = self._source.read(start, span)
+            except Exception:  # noqa: BLE001 - ``read`` raises it again, with its context
+                continue
+            if len(data) == span:
+                windows.append((data, start))
+        return windows, starts, ends
 
     def local_descriptor(self) -> Optional[int]:
         """The file descriptor of a local ``.rec`` (this process's own after a fork), for
@@ -289,14 +283,3 @@ class _NoPlan:
 
     def cancel(self):
         pass
-
-
-def _plain_payload(data, span):
-    """The payload in ``data`` of the one-part record exactly filling its ``span`` bytes, else
-    b"" (a record in parts, a damaged head, a short read)."""
-    if len(data) != span:
-        return b""
-    magic, cflag, length = decode_head(data, 0)
-    if magic != MAGIC or cflag != 0 or HEAD_SIZE + padded(length) != span:
-        return b""
-    return memoryview(data)[HEAD_SIZE:HEAD_SIZE + length]

@@ -155,14 +155,19 @@ class RemoteSource(Source):
         self.counters.add("bytes_returned", len(data))
         return data
 
-    def read_many(self, spans):
-        """The bytes of each ``(offset, length)`` of ``spans`` (a run of records, each within
-        the file): what the prefetch plan holds taken under one lock, the rest read one by one
-        (b"" for one whose read fails: the caller's own read of it reports the error)."""
-        planned = self._prefetcher.take_many(spans)
-        self.counters.add("bytes_returned", sum(len(d) for d in planned if d is not None))
-        return [self._read_or_empty(offset, length) if data is None else data
-                for (offset, length), data in zip(spans, planned)]
+    def read_windows(self, spans):
+        """The bytes holding each ``(offset, length)`` of ``spans`` (a run of records, each
+        within the file), as ``(buffer, offset)`` windows of the file: the prefetched requests
+        holding them, taken under one lock, and one window for each other span, read on its own
+        (none for a span whose read fails: the caller's own read of it reports the error)."""
+        windows, missing = self._prefetcher.take_windows(spans)
+        self.counters.add("bytes_returned", sum(length for _, length in spans)
+                          - sum(length for _, length in missing))
+        for offset, length in missing:
+            data = self._read_or_empty(offset, length)
+            if len(data) == length:
+                windows.append((data, offset))
+        return windows
 
     def _read_or_empty(self, offset, length):
         try:

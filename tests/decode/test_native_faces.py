@@ -119,3 +119,49 @@ def test_streamed_and_plain_stores_write_the_same_slots(tmp_path, offset):
                          run_options(augmenter, _decoder()), b"")
     assert status.all()
     assert images.tobytes() == rendered.python.tobytes()
+
+
+def test_windows_of_the_file_decode_as_its_descriptor(tmp_path):
+    """A remote run's source: ``(window, base)`` pairs holding the file's bytes. Each record is
+    read from the window holding its whole span, pixels and labels equal the descriptor's; a
+    record split across two windows or held by none is left to the caller; a window outside
+    the file, an empty list and anything but pairs are refused."""
+    from recpipe.decode.augment import Augmenter
+    from recpipe.decode.native import native_module, run_options
+
+    rng = np.random.default_rng(9)
+    reader = _pack(tmp_path / "windows.rec", [_jpeg(rng, 16, 24) for _ in range(6)])
+    augmenter = Augmenter(AugmentConfig(data_shape=(3, 16, 24), dtype="float32",
+                                        rand_mirror=True, **NORM))
+    options = run_options(augmenter, _decoder())
+    count = len(reader)
+    positions = np.arange(count, dtype=np.int64)
+    starts, ends = reader.spans(positions)
+    file = (tmp_path / "windows.rec").read_bytes()
+
+    def fill(source):
+        images = np.zeros((count,) + augmenter.out_shape, np.float32)
+        labels, status = np.zeros(count, np.float32), np.zeros(count, np.uint8)
+        native_module().fill(source, reader.size, starts, ends, positions * 7, positions,
+                             images, labels, status, 4, 0, 0, options, b"")
+        return images, labels, status
+
+    want = fill(reader.local_descriptor())
+    assert want[2].all()
+    # records 0-1 in one window, 2 split across two, 3 in none, 4-5 from a window of their own
+    cut = int(starts[2]) + 20
+    windows = [(file[:cut], 0), (memoryview(file)[cut:int(ends[2])], cut),
+               (bytearray(file[int(starts[4]):]), int(starts[4]))]
+    images, labels, status = fill(windows)
+    assert status.tolist() == [1, 1, 0, 0, 1, 1]
+    done = status.astype(bool)
+    assert images[done].tobytes() == want[0][done].tobytes()
+    assert labels[done].tolist() == want[1][done].tolist()
+    with pytest.raises(ValueError, match="window 1 lies outside the file"):
+        fill([(file[:10], 0), (file[-10:], reader.size - 9)])
+    with pytest.raises(ValueError, match="no window"):
+        fill([])
+    with pytest.raises(TypeError):
+        fill([file])
+    with pytest.raises(TypeError):
+        fill(file[:10])

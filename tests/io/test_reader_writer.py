@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import recpipe
 from recpipe.io import atomic
-from recpipe.io.format import MAGIC_BYTES, frame
+from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES, frame
+from recpipe.io.scan import DEFAULT_BLOCK_SIZE
 from recpipe.io.sources import LocalSource
 
 from ._helpers import framed_file
@@ -312,39 +313,36 @@ def test_local_source_reopens_after_fork_and_refuses_reads_when_closed(tmp_path)
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payloads=payload_lists.filter(len))
-def test_payloads_join_plain_records_and_leave_the_rest_to_read(tmp_path, payloads):
-    """``payloads`` (the buffer native readers decode a remote run from): every one-part record
-    comes back byte-equal at its span; a record with an aligned magic inside (written in parts)
-    gets an empty span, and ``read`` still returns it whole."""
-    url = f"memory://payloads-{uuid.uuid4().hex}/x.rec"
+def test_windows_hold_every_record_as_the_file_has_it(tmp_path, payloads):
+    """``windows`` (what native readers decode a remote run from): every record's span in the
+    file, framed records in parts included, is held byte-equal by a window; an empty record and
+    one over a read block are in none (``read`` returns them)."""
+    url = f"memory://windows-{uuid.uuid4().hex}/x.rec"
     write_all(url, payloads)
+    with fsspec.open(url, "rb") as f:
+        file = f.read()
     with recpipe.RecordReader(url) as reader:
         positions = np.arange(len(reader))[::-1]  # any order
-        buffer, starts, ends = reader.payloads(positions)
+        windows, starts, ends = reader.windows(positions)
         assert starts.dtype == ends.dtype == np.int64 and len(starts) == len(positions)
-        for position, start, end in zip(positions.tolist(), starts.tolist(), ends.tolist()):
-            whole = reader.read(position)
-            if len(frame(whole)) != 8 + -(-len(whole) // 4) * 4:  # framed in parts (an
-                # aligned magic inside): not a plain record
-                assert start == end
-            else:
-                assert bytes(buffer[start:end]) == whole
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            held = [bytes(b[start - base:end - base]) for b, base in windows
+                    if base <= start and end <= base + len(b)]
+            readable = HEAD_SIZE < end - start <= DEFAULT_BLOCK_SIZE
+            assert held[:1] == ([file[start:end]] if readable else [])
 
 
-def test_payloads_leave_damaged_records_empty(tmp_path):
-    """A record whose head or length does not match its index span is left to ``read``,
-    which raises its precise error."""
+def test_windows_leave_out_a_record_that_cannot_be_read(tmp_path):
+    """A record whose read fails (the file shorter than its index says) is in no window: the
+    native reader leaves it to ``read``, which raises its precise error."""
     url = str(tmp_path / "d.rec")
     write_all(url, [b"a" * 10, b"b" * 20, b"c" * 30])
     with recpipe.RecordReader(url) as reader:
-        second = reader.span(1)[0]
-    with open(url, "r+b") as f:
-        f.seek(second + 4)
-        f.write((60).to_bytes(4, "little"))  # record 1's length field now overruns its span
+        third = reader.span(2)[0]
     with recpipe.RecordReader(url, integrity="off") as reader:
-        buffer, starts, ends = reader.payloads([0, 1, 2])
-        assert (ends - starts).tolist() == [10, 0, 30]
-        assert bytes(buffer[starts[2]:ends[2]]) == b"c" * 30
+        os.truncate(url, third + 8)  # record 2 cut short after the reader opened
+        windows, starts, ends = reader.windows([0, 1, 2])
+        assert [base for _, base in windows] == starts[:2].tolist()
         with pytest.raises(recpipe.RecordFormatError) as info:
-            reader.read(1)
-        assert info.value.record == 1
+            reader.read(2)
+        assert "truncated while open" in str(info.value)

@@ -274,30 +274,45 @@ def test_shuffled_small_file_is_fetched_once_an_epoch(s3, tmp_path):
     assert stats["requests"] == 1
 
 
-def test_a_run_of_payloads_is_served_from_the_prefetch_plan(s3, tmp_path):
-    """``RecordReader.payloads`` (what the native decoder is handed for a remote run) takes a
-    whole run from the prefetch plan under one lock (``Prefetcher.take_many``): the bytes are
-    the records', and no request is sent beyond the plan's; a span the plan does not hold is
-    read on its own."""
+def _held(windows, start, end):
+    """The bytes ``[start, end)`` of the file from the first window holding them, else None."""
+    for buffer, base in windows:
+        if base <= start and end <= base + len(buffer):
+            return bytes(buffer[start - base:end - base])
+    return None
+
+
+def test_a_run_is_served_from_the_prefetch_plan_as_windows(s3, tmp_path):
+    """``RecordReader.windows`` (what the native decoder is handed for a remote run) takes a
+    whole run from the prefetch plan under one lock (``Prefetcher.take_windows``): each record's
+    span in the file is held, byte-equal, by one of the plan's requests, and no request is sent
+    beyond the plan's; a span the plan does not hold is read on its own into a window of its
+    own."""
     base, options = s3
     payloads = _payloads(120)
     url, local = _upload(base, options, payloads, tmp_path)
+    with open(local, "rb") as f:
+        file = f.read()
     order = [int(p) for p in np.random.default_rng(3).permutation(len(payloads))]
     with RecordReader(url, storage_options=options) as reader:
         plan = reader.prefetch(order[:96])
         got = []
         for first in range(0, 96, 32):
-            buffer, starts, ends = reader.payloads(order[first:first + 32])
-            got += [bytes(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
+            windows, starts, ends = reader.windows(order[first:first + 32])
+            assert len(windows) <= plan.planned_requests
+            got += [_held(windows, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
         assert reader.source_stats()["requests"] == plan.planned_requests
-        buffer, starts, ends = reader.payloads(order[96:])  # not announced: read one by one
-        got += [bytes(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())]
-    assert got == [payloads[p] for p in order]
+        windows, starts, ends = reader.windows(order[96:])  # not announced: read one by one
+        assert len(windows) == len(order) - 96
+        got += [_held(windows, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
+        want = [file[s:e] for s, e in (reader.span(p) for p in order)]
+    assert got == want
 
 
-def test_take_many_serves_planned_spans_and_leaves_the_rest():
-    """``Prefetcher.take_many``: planned spans come from their request's bytes, a span no plan
-    holds and one whose request failed come back None (read on their own by the caller)."""
+def test_take_windows_serves_planned_spans_by_request_and_leaves_the_rest():
+    """``Prefetcher.take_windows``: planned spans come as their requests' bytes (one window a
+    request, however many spans it serves), a span no plan holds and one whose request failed
+    are left to the caller (read on their own)."""
     from concurrent.futures import Future
 
     from recpipe.io.prefetch import Prefetcher
@@ -314,9 +329,12 @@ def test_take_many_serves_planned_spans_and_leaves_the_rest():
 
     prefetcher = Prefetcher(submit, budget=1 << 20, max_gap=0, max_block=1 << 20,
                             plan_window=8, timeout=5)
-    prefetcher.plan([(0, 10), (10, 20), (600, 8)])
-    got = prefetcher.take_many([(10, 20), (0, 10), (300, 4), (600, 8)])
-    assert bytes(got[0]) == data[10:30] and bytes(got[1]) == data[0:10]
-    assert got[2] is None and got[3] is None
-    assert prefetcher.take_many([(0, 10)]) == [None]  # taken once: the plan let it go
+    prefetcher.plan([(0, 10), (10, 20), (100, 4), (600, 8)])
+    windows, missing = prefetcher.take_windows([(10, 20), (0, 10), (300, 4), (600, 8)])
+    assert [(bytes(buffer), start) for buffer, start in windows] == [(data[0:30], 0)]
+    assert missing == [(300, 4), (600, 8)]
+    assert prefetcher.take_windows([(0, 10)]) == ([], [(0, 10)])  # taken once: let go
+    windows, missing = prefetcher.take_windows([(100, 4)])
+    assert [(bytes(buffer), start) for buffer, start in windows] == [(data[100:104], 100)]
+    assert missing == []
     assert prefetcher.held_bytes == 0
