@@ -14,7 +14,9 @@ used yet.
 
 import threading
 from collections import deque
-from typing import Any, Deque, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Deque
+
+import numpy as np
 
 from .coalesce import coalesce
 
@@ -24,10 +26,10 @@ __all__ = ["Prefetcher", "PrefetchPlan"]
 class _Planned:
     __slots__ = ("start", "end", "remaining", "future", "issued", "done")
 
-    def __init__(self, request):
-        self.start = request.start
-        self.end = request.end
-        self.remaining = len(request.spans)
+    def __init__(self, start, end, spans):
+        self.start = start
+        self.end = end
+        self.remaining = spans
         self.future = None
         self.issued = False
         self.done = False
@@ -67,40 +69,49 @@ class Prefetcher:
         self._by_span = {}  # span offset -> planned requests serving it, oldest first
         self._held = 0
 
-    def _batches(self, spans, groups):
+    def _batches(self, lengths, groups):
+        """Index arrays of the spans coalesced together: per group (in order of each group's
+        first span), or per window."""
         if groups is None:
-            yield from self._windows(spans)
+            yield from self._windows(lengths)
             return
-        by_group: Dict[Hashable, list] = {}
-        for span, group in zip(spans, groups):
-            by_group.setdefault(group, []).append(span)
-        yield from by_group.values()  # in order of first appearance
+        _, first, inverse = np.unique(np.asarray(groups), return_index=True,
+                                      return_inverse=True)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first)] = np.arange(len(first))
+        key = rank[inverse.reshape(-1)]
+        order = np.argsort(key, kind="stable")
+        yield from np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
 
-    def _windows(self, spans):
+    def _windows(self, lengths):
         """Consecutive windows of at least ``plan_window`` spans and half the budget's bytes:
         a shuffled order over a file that fits in half the budget is coalesced whole (each byte
         fetched once an epoch, not once per window whose records straddle it)."""
-        wanted = self.budget // 2
+        held = np.concatenate(([0], np.cumsum(lengths)))  # bytes before each span
         first = 0
-        while first < len(spans):
-            last = min(len(spans), first + self.plan_window)
-            held = sum(length for _, length in spans[first:last])
-            while last < len(spans) and held < wanted:
-                held += spans[last][1]
-                last += 1
-            yield spans[first:last]
+        while first < len(lengths):
+            last = min(len(lengths), first + self.plan_window)
+            if held[last] - held[first] < self.budget // 2:
+                wanted = int(np.searchsorted(held, held[first] + self.budget // 2, "left"))
+                last = min(len(lengths), max(last, wanted))
+            yield np.arange(first, last)
             first = last
 
     def plan(self, spans, groups=None):
-        """Plan reads of ``spans`` (in reading order), grouped by ``groups`` when given."""
+        """Plan reads of the ``(offset, length)`` ``spans`` (in reading order), grouped by
+        ``groups`` (one key per span) when given."""
+        table = np.array(list(spans), dtype=np.int64).reshape(-1, 2)
         planned = []
-        for batch in self._batches(list(spans), None if groups is None else list(groups)):
-            for request in coalesce(batch, max_gap=self.max_gap, max_block=self.max_block):
-                item = _Planned(request)
+        for batch in self._batches(table[:, 1], None if groups is None else list(groups)):
+            offsets, lengths = table[batch, 0], table[batch, 1]
+            for request in coalesce(offsets, lengths, max_gap=self.max_gap,
+                                    max_block=self.max_block):
+                item = _Planned(request.start, request.end, len(request.members))
                 planned.append(item)
+                keys = zip(offsets[request.members].tolist(), lengths[request.members].tolist())
                 with self._lock:
-                    for offset, length in request.spans:
-                        self._by_span.setdefault((offset, length), []).append(item)
+                    for key in keys:
+                        self._by_span.setdefault(key, []).append(item)
                     self._queue.append(item)
         with self._lock:
             self._pump()
