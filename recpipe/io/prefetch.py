@@ -14,7 +14,7 @@ used yet.
 
 import threading
 from collections import deque
-from typing import Any, Deque
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -165,7 +165,7 @@ class Prefetcher:
         of them (its bytes and their file offset, in order of first use) and the spans no plan
         holds or whose request failed (the caller reads those on its own, which reports the
         error)."""
-        picked = []
+        picked: List[Optional[Tuple[int, Any]]] = []
         with self._lock:
             for span in spans:
                 items = self._by_span.get(span)
@@ -182,7 +182,9 @@ class Prefetcher:
                 if item.remaining == 0:
                     self._release(item)
             self._pump()
-        windows, missing, by_request = [], [], {}
+        windows: List[Tuple[memoryview, int]] = []
+        missing: List[Tuple[int, int]] = []
+        by_request: Dict[int, Any] = {}
         for span, entry in zip(spans, picked):
             window = None if entry is None else by_request.get(id(entry[1]))
             if entry is not None and window is None:
