@@ -27,8 +27,8 @@ JPEG_LIB_VERSION: int
 PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting without the GIL)
 
 def fill(source: Union[int, Sequence[Tuple[Buffer, int]]], file_size: int, starts: Buffer,
-         ends: Buffer, samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer, status: Buffer,
-         key_lo: int, key_hi: int, epoch: int,
+         ends: Buffer, samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer,
+         status: Buffer, key_lo: int, key_hi: int, epoch: int,
          options: Tuple[int, int, int, bool, bool, bool, bool, float, float, float, float, float,
                         float, float, float, float, float, int, int, int, bool, float, int, int,
                         tuple, float, float, float, float, int, int, int, int, bool,

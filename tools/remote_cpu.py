@@ -84,7 +84,8 @@ def main():
     clock = StageClock()
     with tempfile.TemporaryDirectory() as tmp:
         if args.recipe == "faces":
-            local, shuffle = make_faces(os.path.join(tmp, "faces"), args.count, args.photos), "block"
+            local = make_faces(os.path.join(tmp, "faces"), args.count, args.photos)
+            shuffle = "block"
         else:
             local, shuffle = os.path.join(tmp, "photos.rec"), True
             bench_s3.pack_photos(args.photos, local)

@@ -12,8 +12,8 @@ normalisation; the gate and the run description are ``recpipe.decode.native``'s)
 label, plan, region decode at a DCT scale, resize and write then run in C without the GIL, with
 the same random draws and the same pixels. C reads a local file's records itself; for any other
 source (``s3://``, ``memory://``...) it reads them from windows of the file's bytes fetched
-through the reader's coalesced readahead (the prefetched requests themselves, no copy). What the C path leaves (any other
-configuration, and every unusual record or image) goes through
+through the reader's coalesced readahead (the prefetched requests themselves, no copy). What the
+C path leaves (any other configuration, and every unusual record or image) goes through
 ``decode_into``, the Python path, which decodes it or raises its precise error.
 """
 
@@ -170,7 +170,7 @@ class RecordDecoder:
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
         source = self.reader.local_descriptor()
-        if source is None:  # not a local file: windows of its bytes, fetched through the readahead
+        if source is None:  # not a local file: windows of its bytes, through the readahead
             source, starts, ends = self.reader.windows(positions)
             if not source:  # no record could be read here: the Python path reports why
                 return range(len(slots))
@@ -181,8 +181,8 @@ class RecordDecoder:
         c0 = time.thread_time()
         table = (self.label_rule.ids, self.label_rule.values) if self._native.id_labels else ()
         done = self._batch.fill(
-            source, self.reader.size, starts, ends, samples, slots, images, labels, status, self._key_lo,
-            self._key_hi, epoch & _MASK64, self._native, sums, *table)
+            source, self.reader.size, starts, ends, samples, slots, images, labels, status,
+            self._key_lo, self._key_hi, epoch & _MASK64, self._native, sums, *table)
         if clock is not None:
             clock.released(c0, time.thread_time())
             clock.add("decode", t0, time.perf_counter())

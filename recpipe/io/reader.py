@@ -8,7 +8,7 @@ from typing import Any, Hashable, Iterator, List, Optional, Tuple, Union
 import numpy as np
 
 from ..errors import RecordFormatError
-from .format import HEAD_SIZE, MAGIC, decode_head, padded
+from .format import HEAD_SIZE, MAGIC, decode_head
 from .index import resolve_index_url
 from .index_cache import load_index_table
 from .index_table import Column, IndexTable
