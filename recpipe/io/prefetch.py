@@ -7,7 +7,8 @@ more while they hold less than half of ``budget`` bytes), or per group (a run of
 shuffle: every record of a run then comes from one or few requests).
 Requests are issued in order while the bytes held stay under ``budget``; ``take(offset, length)``
 serves a planned span as a memoryview of its request's buffer (waiting for the request, or
-issuing it at once when it is still queued); the prefetcher drops its reference to a request's
+issuing it at once when it is still queued), ``take_windows(spans)`` a run of them as the
+requests holding them; the prefetcher drops its reference to a request's
 bytes when the last span has been taken. ``PrefetchPlan.cancel()`` forgets what a plan has not
 used yet.
 """
