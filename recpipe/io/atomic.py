@@ -25,6 +25,8 @@ class AtomicOutput:
 
     Until then the bytes live at ``temp_path`` (a hidden sibling). ``discard()`` removes them.
     ``append=True`` continues an existing temporary file (local filesystems only), for resuming.
+    Everything ``commit()`` and ``discard()`` need is resolved here: for a local file they make
+    only ``os`` calls (no import, no thread), so they work while the interpreter shuts down.
     """
 
     def __init__(self, url, storage_options=None, *, temp_tag=None, append=False):
@@ -73,8 +75,16 @@ class AtomicOutput:
 
     def remove_target(self):
         """Remove what is published under the final name now, if anything."""
+        self._remove(self.path)
+
+    def _remove(self, path):
+        # local files through ``os`` only: publishing runs no import and no fsspec lookup, so
+        # that a writer dropped while the interpreter shuts down still publishes
         try:
-            self.fs.rm(self.path)
+            if self.local:
+                os.remove(path)
+            else:
+                self.fs.rm(path)
         except FileNotFoundError:
             pass
 
@@ -87,10 +97,7 @@ class AtomicOutput:
             self.file.close()
         except OSError as exc:  # e.g. the final flush of a full disk: the bytes are dropped anyway
             log.debug("discarding %s: %s", self.temp_path, exc)
-        try:
-            self.fs.rm(self.temp_path)
-        except FileNotFoundError:
-            pass
+        self._remove(self.temp_path)
 
     def disown(self):
         """In a forked child: let go of the inherited temporary file without writing, publishing

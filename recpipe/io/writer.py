@@ -1,10 +1,16 @@
 """``RecordWriter``: write a ``.rec``, its ``.idx`` and its ``.sums``, byte-identical to MXNet,
 published atomically."""
 
+import atexit
 import logging
+import os
+import threading
+import weakref
 from typing import Hashable, Optional, Union
 
+from ..system.fork import after_fork_in_child
 from .atomic import AtomicOutput, commit_group
+from .crc32c import crc32c
 from .format import frame
 from .index import format_index_line, index_url_for
 from .sums import SumsBuilder, sums_url_for
@@ -12,6 +18,12 @@ from .sums import SumsBuilder, sums_url_for
 __all__ = ["RecordWriter"]
 
 log = logging.getLogger(__name__)
+
+# remote writers still open when the program ends are published by an ``atexit`` hook: their
+# uploads need fsspec's I/O thread, which no longer runs when objects are dropped at shutdown
+_remote_open: "weakref.WeakSet[RecordWriter]" = weakref.WeakSet()
+_at_exit_lock = threading.Lock()
+_at_exit_registered = False
 
 
 class RecordWriter:
@@ -23,6 +35,13 @@ class RecordWriter:
     files are written under temporary names and appear only when the writer is closed without
     error, as one commit (never a new ``.rec`` beside an old ``.idx`` or ``.sums``); if the
     ``with`` body raises, nothing is published. Keys default to the record's position.
+
+    A writer dropped without ``close()`` publishes what it wrote, as MXNet's writers do, also
+    when it is dropped while the interpreter shuts down (MXNet programs never close theirs):
+    everything ``close()`` needs (the three temporary files, the checksum code) is resolved
+    here, so closing runs no import and starts no thread. A write that failed in the middle (a
+    full disk) discards everything instead, and a writer inherited by a forked child belongs to
+    its parent: the child neither publishes it nor writes its buffered bytes again.
 
     >>> with RecordWriter("out/train.rec") as writer:      # doctest: +SKIP
     ...     writer.write(recpipe.pack(recpipe.IRHeader(0, 3.0, 0, 0), jpeg_bytes))
@@ -37,18 +56,26 @@ class RecordWriter:
         self.sums_url = sums_url_for(self.url) if sums else None
         if self.sums_url in (self.url, self.index_url):
             self.sums_url = None
-        self._storage_options = storage_options
         self._rec = AtomicOutput(self.url, storage_options)
         self._idx: Optional[AtomicOutput] = None
+        self._sums_file: Optional[AtomicOutput] = None
         try:
             if self.index_url:
                 self._idx = AtomicOutput(self.index_url, storage_options)
+            if self.sums_url:  # opened now: close() must not import or look anything up
+                self._sums_file = AtomicOutput(self.sums_url, storage_options)
         except BaseException:
-            self._rec.discard()
+            self.abort()
             raise
         self._sums = SumsBuilder() if self.sums_url else None
+        crc32c(b"")  # loads the checksum extension now, for the same reason
         self.offset = 0
         self.count = 0
+        self._finished = False  # closed, aborted or disowned
+        self._pid = os.getpid()
+        after_fork_in_child(self, RecordWriter.disown)
+        if not all(output.local for output in self._outputs()):
+            _publish_at_exit(self)
 
     def write(self, payload: bytes, key: Hashable = None, *, indexed: bool = True) -> int:
         """Append one record; return its byte offset. A payload over 2**29-1 bytes raises
@@ -59,33 +86,30 @@ class RecordWriter:
         line = None
         if self._idx is not None and indexed:  # a bad key raises before anything is written
             line = format_index_line(self.count if key is None else key, offset).encode()
-        self._rec.write(data)
-        if line is not None and self._idx is not None:
-            self._idx.write(line)
+        try:
+            self._rec.write(data)
+            if line is not None and self._idx is not None:
+                self._idx.write(line)
+        except BaseException:  # a record written in part: nothing of this writer is published
+            self.abort()
+            raise
         if self._sums is not None:
             self._sums.add(offset, payload)
         self.offset += len(data)
         self.count += 1
         return offset
 
-    def _sums_output(self):
-        if self._sums is None:
-            return None
-        output = AtomicOutput(self.sums_url, self._storage_options)
-        try:
-            output.write(self._sums.to_bytes(self.offset))
-        except BaseException:
-            output.discard()
-            raise
-        return output
-
     def close(self) -> None:
         """Publish the ``.rec``, its ``.idx`` and its ``.sums`` as one commit
         (``atomic.commit_group``): an error while finishing them (a full disk) leaves any
-        earlier files as they were."""
+        earlier files as they were. Closing again does nothing."""
+        if self._finished:
+            return
+        self._finished = True
         try:
-            sums = self._sums_output()
-            commit_group(self._rec, [self._idx, sums])
+            if self._sums_file is not None and self._sums is not None:
+                self._sums_file.write(self._sums.to_bytes(self.offset))
+            commit_group(self._rec, [self._idx, self._sums_file])
         except BaseException:
             self.abort()
             raise
@@ -93,15 +117,33 @@ class RecordWriter:
     def disown(self) -> None:
         """In a forked child that inherited this writer: forget it without writing, publishing
         or removing anything; the parent still owns and publishes it."""
-        self._rec.disown()
-        if self._idx is not None:
-            self._idx.disown()
+        self._finished = True
+        for output in self._outputs():
+            output.disown()
 
     def abort(self) -> None:
         """Discard whatever was written; nothing is published."""
-        self._rec.discard()
-        if self._idx is not None:
-            self._idx.discard()
+        self._finished = True
+        for output in self._outputs():
+            output.discard()
+
+    def _outputs(self):
+        return [output for output in (getattr(self, "_rec", None), getattr(self, "_idx", None),
+                                      getattr(self, "_sums_file", None)) if output is not None]
+
+    def __del__(self):
+        self._close_dropped()
+
+    def _close_dropped(self):
+        if getattr(self, "_finished", True):
+            return
+        try:
+            if self._pid == os.getpid():
+                self.close()  # as MXNet: a dropped writer publishes what it wrote
+            else:
+                self.disown()
+        except Exception:  # noqa: BLE001 - a failed publish when dropped: logged, nothing published
+            log.exception("publishing %s when its writer was dropped", self.url)
 
     def __enter__(self):
         return self
@@ -111,3 +153,18 @@ class RecordWriter:
             self.close()
         else:
             self.abort()
+
+
+def _publish_at_exit(writer):
+    global _at_exit_registered
+    with _at_exit_lock:
+        if not _at_exit_registered:
+            atexit.register(_close_remote_writers)
+            _at_exit_registered = True
+        _remote_open.add(writer)
+
+
+def _close_remote_writers():
+    """At exit, before the interpreter shuts down: publish the remote writers still open."""
+    for writer in list(_remote_open):
+        writer._close_dropped()

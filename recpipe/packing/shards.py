@@ -61,9 +61,15 @@ class ShardWriter:
         except BaseException:
             self._rec.discard()
             raise
+        try:  # opened now, so that publishing runs no import and no lookup
+            self._sums_file = AtomicOutput(sums_url_for(rec_url), storage_options,
+                                           temp_tag=TEMP_TAG)
+        except BaseException:
+            self._rec.discard()
+            self._idx.discard()
+            raise
         self.records = progress.records
         self.offset = progress.offset
-        self._storage_options = storage_options
         self._sums = SumsBuilder()
         if resume:
             _sum_local(self._rec.temp_path, self._sums)
@@ -104,13 +110,12 @@ class ShardWriter:
     def publish(self):
         """Write the checksum sidecar, then rename the three files into place as one commit
         (``commit_group``)."""
-        sums = AtomicOutput(sums_url_for(self._rec.url), self._storage_options)
         try:
-            sums.write(self._sums.to_bytes(self.offset))
+            self._sums_file.write(self._sums.to_bytes(self.offset))
         except BaseException:
-            sums.discard()
+            self._sums_file.discard()
             raise
-        commit_group(self._rec, [self._idx, sums])
+        commit_group(self._rec, [self._idx, self._sums_file])
 
     def abandon(self, keep):
         """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``."""
@@ -123,6 +128,7 @@ class ShardWriter:
         else:
             self._rec.discard()
             self._idx.discard()
+        self._sums_file.discard()
 
 
 def _sum_local(path, sums):

@@ -209,7 +209,7 @@ def test_writer_temporary_files_are_hidden_until_close(tmp_path):
     writer = recpipe.RecordWriter(str(tmp_path / "t.rec"))
     writer.write(b"data")
     names = os.listdir(tmp_path)
-    assert len(names) == 2 and all(n.startswith(".") and n.endswith(".tmp") for n in names)
+    assert len(names) == 3 and all(n.startswith(".") and n.endswith(".tmp") for n in names)
     writer.close()
     assert sorted(os.listdir(tmp_path)) == ["t.idx", "t.rec", "t.sums"]
 
