@@ -36,7 +36,9 @@ _NATIVE_RUN_SAMPLES = 64
 
 class Batch(tuple):
     """A delivered batch: unpacks as ``images, labels``; ``pad`` says how many samples at its
-    end are filler (``last_batch='pad'``), ``positions`` the record position of each sample."""
+    end are filler (``last_batch='pad'``; a filler skipped under ``on_error='skip'`` is not
+    in the batch, nor in ``pad``, so ``images[:len(images) - pad]`` are the real samples),
+    ``positions`` the record position of each sample."""
 
     def __new__(cls, images, labels, pad=0, positions=None):
         batch = super().__new__(cls, (images, labels))
@@ -88,6 +90,12 @@ def check_process(pid):
             f"this ImageLoader was created in process {pid}; its decode threads do not "
             f"exist in this forked process {os.getpid()}: create the loader in the process "
             "that iterates it (e.g. in each DataLoader worker), or use recpipe.torch")
+
+
+def _fillers(batch, slots):
+    """How many of ``slots`` are filler slots of ``batch`` (its last ``pad``)."""
+    first_filler = len(batch.positions) - batch.pad
+    return sum(1 for slot in slots if slot >= first_filler)
 
 
 class Epoch:
@@ -193,34 +201,39 @@ class Epoch:
             self.cancel()
             raise batch.error
         delivered = self._deliver(batch)
-        self._account(batch, len(delivered.images), waited)
+        self._account(batch, delivered, waited)
         self.parts.stats.consumer.add("batch", t0, t1)
         return delivered
 
     def _deliver(self, batch):
-        """The ``Batch`` handed out: failed slots left out, substitutes' positions in, and a
-        provenance line written."""
+        """The ``Batch`` handed out: failed slots left out, substitutes' positions in, ``pad``
+        the filler rows still in it, and a provenance line written."""
         images, labels = batch.images, batch.labels
         samples = np.array(batch.positions, dtype=np.int64)  # a copy: substitutes go in
         for slot, other in batch.substitutes.items():
             samples[slot] = other
+        pad = batch.pad
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
             images, labels, samples = images[keep], labels[keep], samples[keep]
+            pad -= _fillers(batch, batch.failed)
         positions = self.parts.record_positions(samples)
         if self.parts.provenance is not None:
             self.parts.provenance.record(self.epoch, self.next_index - 1, positions, samples,
-                                         batch.pad)
-        return Batch(images, labels, batch.pad, positions)
+                                         pad)
+        return Batch(images, labels, pad, positions)
 
-    def _account(self, batch, images, waited):
-        """Count the batch in the stats and tell the observers (``images`` without padding)."""
+    def _account(self, batch, delivered, waited):
+        """Count the batch in the stats and tell the observers (rows without padding). A
+        filler is a record served (or skipped, or replaced) earlier in the epoch: its failure
+        or replacement is not counted again."""
         stats = self.parts.stats
-        stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
-        stats.skipped += len(batch.failed)
-        stats.replaced += batch.replaced
+        real = len(delivered.images) - delivered.pad
+        stats.delivered(real, waited)
+        stats.skipped += len(batch.failed) - _fillers(batch, batch.failed)
+        stats.replaced += len(batch.substitutes) - _fillers(batch, batch.substitutes)
         for observer in self.parts.observers:
-            observer(images - batch.pad, waited)
+            observer(real, waited)
 
     def cancel(self):
         self.reads.cancel()

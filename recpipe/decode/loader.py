@@ -69,7 +69,9 @@ class ImageLoader:
     depth, until the consumer stops waiting, see ``autotune_report()``) or a fixed number.
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
-    ``stats()``.
+    ``stats()``, each once: a filler of the padded last batch is a record met earlier in the
+    epoch, so its failure is not counted again, and a skipped filler leaves the batch and
+    ``batch.pad`` (``pad`` is always the filler rows actually in the batch).
     ``integrity``: 'auto' (default) or 'strict' check every record against the ``.sums``
     sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
     remember records found bad (checksum, framing, decode) in a quarantine file that later
