@@ -113,6 +113,9 @@ class Epoch:
         self.epoch = epoch
         self.next_epoch = next_epoch
         self.issued: Dict[int, PendingBatch] = {}
+        # why the epoch was stopped before its end (``cancel(reason)``): every later next()
+        # raises RuntimeError with it, so that a stopped epoch never looks complete
+        self.stopped: Optional[str] = None
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
@@ -172,8 +175,10 @@ class Epoch:
         deadline = time.monotonic() + timeout
         last_samples = stats.snapshot()["samples"]
         while not batch.done.wait(_WAIT_SLICE):
+            self._check_running()
             if pool.closed:
-                raise RuntimeError("the loader was closed")
+                raise RuntimeError("the loader was closed while iterating (its decode threads "
+                                   "stopped)")
             if pool.error is not None:
                 raise RuntimeError("a decode worker died") from pool.error
             samples = stats.snapshot()["samples"]
@@ -185,16 +190,22 @@ class Epoch:
 
     def __next__(self):
         check_process(self.parts.pid)
+        self._check_running()
         if self.next_index >= len(self.plans):
             self.reads.cancel()
             raise StopIteration
         t0 = time.perf_counter()
         self._issue_ahead()
-        batch = self.issued[self.next_index]
+        batch = self.issued.get(self.next_index)
+        if batch is None:  # cancel() from another thread emptied ``issued`` meanwhile
+            self._check_running()
+            raise RuntimeError(f"batch {self.next_index} of epoch {self.epoch} was never issued")
         t1 = time.perf_counter()
         self._wait(batch)  # interrupted (Ctrl-C, timeout): the batch stays, next() waits again
+        # a batch cancelled meanwhile is "done" with its slots undecoded: never handed out
+        self._check_running()
         waited = time.perf_counter() - t1
-        del self.issued[self.next_index]
+        self.issued.pop(self.next_index, None)
         self.next_index += 1
         if batch.error is not None:
             self.parts.stats.errors += 1
@@ -204,6 +215,12 @@ class Epoch:
         self._account(batch, delivered, waited)
         self.parts.stats.consumer.add("batch", t0, t1)
         return delivered
+
+    def _check_running(self):
+        """RuntimeError when the epoch was stopped with a reason (``cancel(reason)``)."""
+        reason = self.stopped
+        if reason is not None:
+            raise RuntimeError(reason)
 
     def _deliver(self, batch):
         """The ``Batch`` handed out: failed slots left out, substitutes' positions in, ``pad``
@@ -235,9 +252,17 @@ class Epoch:
         for observer in self.parts.observers:
             observer(real, waited)
 
-    def cancel(self):
+    def cancel(self, reason: Optional[str] = None):
+        """Stop the epoch: no more batches are decoded for it. With a ``reason`` (the loader
+        closed, a new epoch started) every later ``next()`` raises RuntimeError(reason), also
+        one waiting in another thread now; without one (after an error was raised) the epoch
+        ends. An epoch that handed out all its batches stays complete."""
+        done = self.next_index
+        if reason is not None and self.stopped is None and done < len(self.plans):
+            self.stopped = (f"{reason} while iterating: epoch {self.epoch} stopped after "
+                            f"{done} of {len(self.plans)} batches")
         self.reads.cancel()
-        for batch in self.issued.values():
+        for batch in list(self.issued.values()):  # a copy: the consumer may be issuing
             batch.cancelled = True
         self.issued.clear()
         self.next_index = len(self.plans)
