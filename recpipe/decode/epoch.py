@@ -36,7 +36,9 @@ _NATIVE_RUN_SAMPLES = 64
 
 class Batch(tuple):
     """A delivered batch: unpacks as ``images, labels``; ``pad`` says how many samples at its
-    end are filler (``last_batch='pad'``), ``positions`` the record position of each sample."""
+    end are filler (``last_batch='pad'``; a filler skipped under ``on_error='skip'`` is not
+    in the batch, nor in ``pad``, so ``images[:len(images) - pad]`` are the real samples),
+    ``positions`` the record position of each sample."""
 
     def __new__(cls, images, labels, pad=0, positions=None):
         batch = super().__new__(cls, (images, labels))
@@ -90,6 +92,12 @@ def check_process(pid):
             "that iterates it (e.g. in each DataLoader worker), or use recpipe.torch")
 
 
+def _fillers(batch, slots):
+    """How many of ``slots`` are filler slots of ``batch`` (its last ``pad``)."""
+    first_filler = len(batch.positions) - batch.pad
+    return sum(1 for slot in slots if slot >= first_filler)
+
+
 class Epoch:
     """The consumer side of one epoch: issues batches ahead and hands them out in order.
 
@@ -105,6 +113,9 @@ class Epoch:
         self.epoch = epoch
         self.next_epoch = next_epoch
         self.issued: Dict[int, PendingBatch] = {}
+        # why the epoch was stopped before its end (``cancel(reason)``): every later next()
+        # raises RuntimeError with it, so that a stopped epoch never looks complete
+        self.stopped: Optional[str] = None
         self.next_index = start
         self.issue_index = start
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
@@ -164,8 +175,10 @@ class Epoch:
         deadline = time.monotonic() + timeout
         last_samples = stats.snapshot()["samples"]
         while not batch.done.wait(_WAIT_SLICE):
+            self._check_running()
             if pool.closed:
-                raise RuntimeError("the loader was closed")
+                raise RuntimeError("the loader was closed while iterating (its decode threads "
+                                   "stopped)")
             if pool.error is not None:
                 raise RuntimeError("a decode worker died") from pool.error
             samples = stats.snapshot()["samples"]
@@ -177,54 +190,79 @@ class Epoch:
 
     def __next__(self):
         check_process(self.parts.pid)
+        self._check_running()
         if self.next_index >= len(self.plans):
             self.reads.cancel()
             raise StopIteration
         t0 = time.perf_counter()
         self._issue_ahead()
-        batch = self.issued[self.next_index]
+        batch = self.issued.get(self.next_index)
+        if batch is None:  # cancel() from another thread emptied ``issued`` meanwhile
+            self._check_running()
+            raise RuntimeError(f"batch {self.next_index} of epoch {self.epoch} was never issued")
         t1 = time.perf_counter()
         self._wait(batch)  # interrupted (Ctrl-C, timeout): the batch stays, next() waits again
+        # a batch cancelled meanwhile is "done" with its slots undecoded: never handed out
+        self._check_running()
         waited = time.perf_counter() - t1
-        del self.issued[self.next_index]
+        self.issued.pop(self.next_index, None)
         self.next_index += 1
         if batch.error is not None:
             self.parts.stats.errors += 1
             self.cancel()
             raise batch.error
         delivered = self._deliver(batch)
-        self._account(batch, len(delivered.images), waited)
+        self._account(batch, delivered, waited)
         self.parts.stats.consumer.add("batch", t0, t1)
         return delivered
 
+    def _check_running(self):
+        """RuntimeError when the epoch was stopped with a reason (``cancel(reason)``)."""
+        reason = self.stopped
+        if reason is not None:
+            raise RuntimeError(reason)
+
     def _deliver(self, batch):
-        """The ``Batch`` handed out: failed slots left out, substitutes' positions in, and a
-        provenance line written."""
+        """The ``Batch`` handed out: failed slots left out, substitutes' positions in, ``pad``
+        the filler rows still in it, and a provenance line written."""
         images, labels = batch.images, batch.labels
         samples = np.array(batch.positions, dtype=np.int64)  # a copy: substitutes go in
         for slot, other in batch.substitutes.items():
             samples[slot] = other
+        pad = batch.pad
         if batch.failed:
             keep = np.setdiff1d(np.arange(len(images)), batch.failed)
             images, labels, samples = images[keep], labels[keep], samples[keep]
+            pad -= _fillers(batch, batch.failed)
         positions = self.parts.record_positions(samples)
         if self.parts.provenance is not None:
             self.parts.provenance.record(self.epoch, self.next_index - 1, positions, samples,
-                                         batch.pad)
-        return Batch(images, labels, batch.pad, positions)
+                                         pad)
+        return Batch(images, labels, pad, positions)
 
-    def _account(self, batch, images, waited):
-        """Count the batch in the stats and tell the observers (``images`` without padding)."""
+    def _account(self, batch, delivered, waited):
+        """Count the batch in the stats and tell the observers (rows without padding). A
+        filler is a record served (or skipped, or replaced) earlier in the epoch: its failure
+        or replacement is not counted again."""
         stats = self.parts.stats
-        stats.delivered(len(batch.positions) - batch.pad - len(batch.failed), waited)
-        stats.skipped += len(batch.failed)
-        stats.replaced += batch.replaced
+        real = len(delivered.images) - delivered.pad
+        stats.delivered(real, waited)
+        stats.skipped += len(batch.failed) - _fillers(batch, batch.failed)
+        stats.replaced += len(batch.substitutes) - _fillers(batch, batch.substitutes)
         for observer in self.parts.observers:
-            observer(images - batch.pad, waited)
+            observer(real, waited)
 
-    def cancel(self):
+    def cancel(self, reason: Optional[str] = None):
+        """Stop the epoch: no more batches are decoded for it. With a ``reason`` (the loader
+        closed, a new epoch started) every later ``next()`` raises RuntimeError(reason), also
+        one waiting in another thread now; without one (after an error was raised) the epoch
+        ends. An epoch that handed out all its batches stays complete."""
+        done = self.next_index
+        if reason is not None and self.stopped is None and done < len(self.plans):
+            self.stopped = (f"{reason} while iterating: epoch {self.epoch} stopped after "
+                            f"{done} of {len(self.plans)} batches")
         self.reads.cancel()
-        for batch in self.issued.values():
+        for batch in list(self.issued.values()):  # a copy: the consumer may be issuing
             batch.cancelled = True
         self.issued.clear()
         self.next_index = len(self.plans)

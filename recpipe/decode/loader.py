@@ -69,7 +69,9 @@ class ImageLoader:
     depth, until the consumer stops waiting, see ``autotune_report()``) or a fixed number.
     ``on_error``: 'raise' (default), 'skip' (the batch comes out shorter) or 'replace' (a
     deterministic other record takes the slot); skipped and replaced samples are counted in
-    ``stats()``.
+    ``stats()``, each once: a filler of the padded last batch is a record met earlier in the
+    epoch, so its failure is not counted again, and a skipped filler leaves the batch and
+    ``batch.pad`` (``pad`` is always the filler rows actually in the batch).
     ``integrity``: 'auto' (default) or 'strict' check every record against the ``.sums``
     sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
     remember records found bad (checksum, framing, decode) in a quarantine file that later
@@ -311,9 +313,9 @@ class ImageLoader:
         start, self._resume_batch = self._resume_batch, 0
         ahead, self._next = self._next, None
         if self._current is not None:
-            self._current.cancel()
+            self._current.cancel("the loader's epoch was superseded by a new iter(loader)")
         if ahead is not None and (start or ahead.epoch != self.epoch):
-            ahead.cancel()
+            ahead.cancel("the loader's epoch was superseded by a new iter(loader)")
             ahead = None
         self._current = ahead or self._epoch(self.epoch, start)
         return self._current
@@ -324,6 +326,8 @@ class ImageLoader:
 
     def _prefetch_next_epoch(self, batches):
         """Start decoding the first ``batches`` batches of the next epoch while this one ends."""
+        if self._pool is None:  # closed from another thread meanwhile
+            return
         if self._next is None:
             self._next = self._epoch(self.epoch + 1)
         self._next.issue_until(batches)
@@ -334,10 +338,13 @@ class ImageLoader:
         return self._pool is None
 
     def close(self):
-        """Stop and join every decode thread and close the file."""
+        """Stop and join every decode thread and close the file. An epoch still running
+        (in this thread or another) raises RuntimeError "the loader was closed while
+        iterating" at its next batch, or at once when it waits for one: never a quiet end that
+        looks like a complete epoch."""
         for epoch in (self._current, self._next):
             if epoch is not None:
-                epoch.cancel()
+                epoch.cancel("the loader was closed")
         self._current = self._next = None
         pool, self._pool = self._pool, None
         self._finalizer.detach()
