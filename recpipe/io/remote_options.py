@@ -17,7 +17,8 @@ out before they reach fsspec and tunes recpipe's remote layer:
   reader (``recpipe.io.ranges.s3.S3HttpRanges``: presigned GETs read straight into one buffer,
   without aiohttp's event loop) unless the client configuration needs s3fs (proxies, client
   certificates, requester-pays or other extra request arguments), then s3fs; "http": always the
-  former (an error when it cannot be used); "fsspec": always ``s3fs.cat_file``.
+  former (an error when it cannot be used); "fsspec": always s3fs's client (``get_object``). All
+  three pin the object's ETag at open (``If-Match``, and each response's ETag compared).
 - ``hdfs`` ("arrow" or "native"; default ``$RECPIPE_HDFS_IMPL`` or "arrow"): which HDFS client
   serves ``hdfs://`` URLs.
 """
