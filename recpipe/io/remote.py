@@ -196,7 +196,7 @@ class RemoteSource(Source):
 
     def stats(self):
         """Counters: requests, bytes_requested, bytes_fetched, bytes_returned, retries, max_inflight
-        (+ cache hits and misses).
+        (+ cache hits, misses and failed cache writes).
 
         ``requests`` and ``bytes_requested`` count when a request is sent, ``bytes_fetched`` when
         its body has arrived (short bodies included), ``bytes_returned`` what reads returned; so
@@ -205,7 +205,8 @@ class RemoteSource(Source):
         """
         snapshot = self.counters.snapshot()
         if self.cache is not None:
-            snapshot.update(cache_hits=self.cache.hits, cache_misses=self.cache.misses)
+            snapshot.update(cache_hits=self.cache.hits, cache_misses=self.cache.misses,
+                            cache_write_errors=self.cache.write_errors)
         return snapshot
 
     def close(self):

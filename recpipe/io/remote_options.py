@@ -10,12 +10,15 @@ out before they reach fsspec and tunes recpipe's remote layer:
   reads.
 - ``attempts`` (5), ``backoff`` (0.1 s), ``max_backoff`` (2 s), ``request_timeout`` (30 s),
   ``deadline`` (120 s): retries.
-- ``cache_dir`` (None: off), ``cache_bytes`` (10 GiB), ``cache_block`` (8 MiB): local block cache.
+- ``cache_dir`` (None: off), ``cache_bytes`` (None: ``min(10 GiB, half of the free space beside
+  the cache plus what it holds)``, taken again at every write), ``cache_block`` (8 MiB): local
+  block cache (best-effort: a full disk never fails a read, ``recpipe.io.cache``).
 - ``s3_ranges`` ("auto"): how ``s3://`` range requests are sent. "auto": recpipe's own HTTP range
   reader (``recpipe.io.ranges.s3.S3HttpRanges``: presigned GETs read straight into one buffer,
   without aiohttp's event loop) unless the client configuration needs s3fs (proxies, client
   certificates, requester-pays or other extra request arguments), then s3fs; "http": always the
-  former (an error when it cannot be used); "fsspec": always ``s3fs.cat_file``.
+  former (an error when it cannot be used); "fsspec": always s3fs's client (``get_object``). All
+  three pin the object's ETag at open (``If-Match``, and each response's ETag compared).
 - ``hdfs`` ("arrow" or "native"; default ``$RECPIPE_HDFS_IMPL`` or "arrow"): which HDFS client
   serves ``hdfs://`` URLs.
 """
@@ -43,7 +46,7 @@ class RemoteOptions(NamedTuple):
     request_timeout: float = 30.0
     deadline: float = 120.0
     cache_dir: Optional[str] = None
-    cache_bytes: int = 10 << 30
+    cache_bytes: Optional[int] = None
     cache_block: int = 8 * _MIB
     hdfs: Optional[str] = None
     s3_ranges: str = "auto"

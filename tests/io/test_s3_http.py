@@ -17,8 +17,7 @@ import pytest
 from recpipe.errors import RemoteReadError
 from recpipe.io import RecordReader, RecordWriter
 from recpipe.io.buffers import RequestBufferPool
-from recpipe.io.ranges.fsspec import FsspecRanges
-from recpipe.io.ranges.s3 import S3HttpRanges, s3_ranges, status_error
+from recpipe.io.ranges.s3 import S3FsspecRanges, S3HttpRanges, s3_ranges, status_error
 from recpipe.io.remote import RemoteSource
 from recpipe.io.remote_options import RemoteOptions
 from recpipe.io.retry import is_transient
@@ -63,7 +62,8 @@ def test_s3_is_read_by_the_http_range_reader(s3, s3_server, tmp_path):
 def test_s3_ranges_option_picks_the_reader(s3, tmp_path):
     base, options = s3
     url, local, payloads = _upload(base, options, tmp_path, n=30)
-    for choice, kind in (("auto", S3HttpRanges), ("http", S3HttpRanges), ("fsspec", FsspecRanges)):
+    for choice, kind in (("auto", S3HttpRanges), ("http", S3HttpRanges),
+                         ("fsspec", S3FsspecRanges)):
         opts = _options(options, s3_ranges=choice)
         with RecordReader(url, storage_options=opts) as reader:
             assert type(reader._source.ranges) is kind
@@ -79,7 +79,7 @@ def test_configurations_only_s3fs_honours_fall_back(s3, tmp_path, monkeypatch):
     url, _, _ = _upload(base, options, tmp_path, n=5)
     fs, path = url_to_fs(url, {**options, "requester_pays": True})
     assert fs.req_kw  # RequestPayer goes with every s3fs request; a presigned URL has no place
-    assert type(s3_ranges(fs, path, "auto")) is FsspecRanges
+    assert type(s3_ranges(fs, path, "auto")) is S3FsspecRanges
     with pytest.raises(ValueError, match="RequestPayer"):
         s3_ranges(fs, path, "http")
     s3fs.S3FileSystem.clear_instance_cache()
@@ -87,7 +87,7 @@ def test_configurations_only_s3fs_honours_fall_back(s3, tmp_path, monkeypatch):
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
     fs, path = url_to_fs(url, options)
-    assert type(s3_ranges(fs, path, "auto")) is FsspecRanges
+    assert type(s3_ranges(fs, path, "auto")) is S3FsspecRanges
     with pytest.raises(ValueError, match="proxy"):
         s3_ranges(fs, path, "http")
     s3fs.S3FileSystem.clear_instance_cache()

@@ -31,8 +31,8 @@ from ..buffers import shared_pool
 from ..retry import ShortReadError
 from .fsspec import FsspecRanges, ObjectChangedError
 
-__all__ = ["S3_RANGES", "S3HttpRanges", "StatusError", "s3_http_context", "s3_ranges",
-           "status_error"]
+__all__ = ["S3_RANGES", "S3FsspecRanges", "S3HttpRanges", "StatusError", "s3_http_context",
+           "s3_ranges", "status_error"]
 
 log = logging.getLogger(__name__)
 
@@ -369,26 +369,99 @@ def status_error(status, body, path):
 
 
 
+class S3FsspecRanges(FsspecRanges):
+    """Ranged GETs through s3fs's own client (its session, configuration and extra request
+    arguments: ``fs._call_s3("get_object", Range=...)``), pinned like ``S3HttpRanges``: after
+    ``pin`` every GET carries ``IfMatch=<ETag at open>`` (or the version id on a version-aware
+    filesystem), and each response's ETag is compared with it, so a replaced object raises
+    ``ObjectChangedError`` naming the URL, also from a server that ignores ``If-Match``.
+    ``send_if_match`` (True) may be cleared by tests to play such a server."""
+
+    def __init__(self, fs, path):
+        super().__init__(fs, path)
+        bucket, key, version = fs.split_path(path)
+        self._params = {"Bucket": bucket, "Key": key}
+        if version:
+            self._params["VersionId"] = version
+        self.etag = None
+        self.send_if_match = True
+        self._fs_inherited = False
+        after_fork_in_child(self, S3FsspecRanges._forget_parent)
+
+    def _forget_parent(self):
+        self._fs_inherited = True  # fsspec's event loop is the parent's
+
+    def pin(self, info):
+        super().pin(info)
+        if self._version:
+            self._params["VersionId"] = self._version["version_id"]
+        self.etag = info.get("ETag") or info.get("etag") or None
+
+    def _changed(self, etag, start):
+        return ObjectChangedError(
+            f"s3://{self.path} changed after it was opened (ETag {self.etag} at open, "
+            f"{etag or 'another'} now): reading on would mix two versions of it; open it again",
+            url=f"s3://{self.path}", offset=start)
+
+    async def _get(self, start, end):
+        params = dict(self._params, Range=f"bytes={start}-{end - 1}")
+        if self.etag and self.send_if_match:
+            params["IfMatch"] = self.etag
+        try:
+            response = await self.fs._call_s3("get_object", **params)
+        except OSError as exc:
+            if self.etag and _precondition_failed(exc):
+                raise self._changed(None, start) from None
+            raise
+        try:
+            etag = response.get("ETag")
+            if self.etag and etag and _unquoted(etag) != _unquoted(self.etag):
+                raise self._changed(etag, start)
+            return await response["Body"].read()
+        finally:
+            response["Body"].close()
+
+    def fetch(self, start, end, timeout):
+        from fsspec.asyn import sync
+
+        if end <= start:
+            return b""
+        if self._fs_inherited:
+            self.fs = type(self.fs)(**self.fs.storage_options, skip_instance_cache=True)
+            self._fs_inherited = False
+        return sync(self.fs.loop, self._get, start, end, timeout=timeout)
+
+
+def _precondition_failed(exc):
+    """True when s3fs's ``exc`` translates a 412 / PreconditionFailed response."""
+    cause = getattr(exc, "__cause__", None)
+    response = getattr(cause, "response", None) or {}
+    code = (response.get("Error") or {}).get("Code")
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return code in ("PreconditionFailed", "412") or status == 412
+
+
 S3_RANGES = ("auto", "http", "fsspec")
 
 
 def s3_ranges(fs, path, choice="auto"):
     """The range reader of an S3 object: ``S3HttpRanges`` unless ``choice`` is "fsspec" or (with
-    "auto") the client's configuration is one that only s3fs's own requests honour."""
+    "auto") the client's configuration is one that only s3fs's own requests honour, then
+    ``S3FsspecRanges``; both pinned to the ETag at open."""
     if choice not in S3_RANGES:
         raise ValueError(f"storage_options['recpipe']['s3_ranges']={choice!r}: expected one of "
                          f"{S3_RANGES}")
-    if choice == "fsspec":
-        return FsspecRanges(fs, path)
+    if choice == "fsspec" or not hasattr(fs, "_call_s3"):
+        return S3FsspecRanges(fs, path) if hasattr(fs, "_call_s3") else FsspecRanges(fs, path)
     try:
         context = s3_http_context(fs)
-        fallback = FsspecRanges(fs, path) if choice == "auto" else None
+        fallback = S3FsspecRanges(fs, path) if choice == "auto" else None
         return S3HttpRanges(fs, path, ssl_context=context, fallback=fallback)
     except Exception as exc:
         if choice == "http":
             raise ValueError(f"s3_ranges='http' cannot be used here: {exc}") from exc
         log.debug("s3 range reads through s3fs (%s)", exc)
-        return FsspecRanges(fs, path)
+        return S3FsspecRanges(fs, path)
 
 
 def s3_http_context(fs):
