@@ -17,7 +17,12 @@ pinned memory and moved to ``device`` with ``non_blocking``. Rank and world size
 and sees the same per-epoch permutation. ``state_dict()``/``load_state_dict()`` resume exactly
 mid-epoch.
 
-Both follow torch's conventions where recpipe's MXNet adapters follow MXNet's: integer class
+Both follow torch's conventions where recpipe's MXNet adapters follow MXNet's:
+``random_resized_crop=True`` is torchvision's ``RandomResizedCrop``: a crop of 8% to 100% of the
+image's area (``min_random_area=0.08``, ``max_random_area=1``) at an aspect ratio drawn
+log-uniformly in 3/4 to 4/3 (``min_aspect_ratio=0.75``, ``max_aspect_ratio=4/3``), resized to
+``data_shape``, for each keyword left out (ImageRecordIter's defaults, area 1 and aspect 1, make
+the crop a no-op; ``recpipe.mxnet`` keeps them); integer class
 labels come as int64 (``label_dtype`` chooses; float labels and ``label_width > 1`` stay
 float32), ``TorchLoader``'s last batch is short (``drop_last=True`` drops it,
 ``last_batch='pad'`` fills it as MXNet does), ``num_workers`` is taken as ``threads``, and a
@@ -41,6 +46,8 @@ import numpy as np
 
 from ._optional import require
 from .decode.augment import Augmenter
+from .decode.augment.config import with_torchvision_crop
+from .decode.augment.effect import warn_no_effect
 from .decode.loader import ImageLoader
 from .decode.options import LoaderOptions, check_keywords, decoder_for
 from .decode.order import epoch_order
@@ -153,7 +160,7 @@ def _torch_keywords(loader_kwargs, drop_last=None):
             raise ValueError(f"drop_last={drop_last} contradicts last_batch={given!r}")
         keywords["last_batch"] = wanted
     keywords.setdefault("last_batch", "partial")
-    return keywords
+    return with_torchvision_crop(keywords)
 
 
 # ImageLoader settings that shape batches and epochs: a DataLoader (or a sampler) decides them
@@ -187,7 +194,7 @@ def _dataset_options(data_shape, options, keywords):
     for name, answer in _LOADER_ONLY.items():
         if name in keywords:
             raise ValueError(f"RecordDataset has no {name}= (an ImageLoader keyword): {answer}")
-    return LoaderOptions.from_kwargs(1, data_shape, **keywords)
+    return LoaderOptions.from_kwargs(1, data_shape, **with_torchvision_crop(keywords))
 
 
 class RecordDataset:
@@ -212,8 +219,11 @@ class RecordDataset:
     ``dataset.options``, with a "did you mean" for a misspelt one): the augmentation keywords,
     ``dtype``, ``layout``, ``label_width``, ``seed``/``aug_seed``, ``keys``, ``decoder``,
     ``fast_dct``, ``fast_upsample``, ``max_pixels``, ``max_scans``, ``integrity``,
-    ``label_rule``. Those that shape batches and epochs (``shuffle``, ``threads``,
-    ``last_batch``, ...) are the DataLoader's and raise ValueError saying what to use instead.
+    ``label_rule``. ``random_resized_crop=True`` takes torchvision's ``RandomResizedCrop``
+    ranges for the area and aspect keywords left out (module docstring); a setting that the
+    others leave without effect gets a ``NoEffectWarning`` here, once. Those that shape
+    batches and epochs (``shuffle``, ``threads``, ``last_batch``, ...) are the DataLoader's and
+    raise ValueError saying what to use instead.
     ``options=LoaderOptions(...)`` may be given instead of keywords (``data_shape`` from its
     ``augment``; its batch and epoch settings are not used).
     """
@@ -226,6 +236,7 @@ class RecordDataset:
             raise ValueError(f"flag={flag!r}: expected 1 (colour) or 0 (grayscale)")
         self.options = _dataset_options(data_shape, options, keywords)
         config = self.options.augment
+        warn_no_effect(config)  # here, once: not again in each DataLoader worker
         if flag == 0 and config is not None and config.channels != 1:
             raise ValueError(f"flag=0 (grayscale) needs a 1-channel data_shape, not "
                              f"{tuple(config.data_shape)}")
@@ -414,7 +425,9 @@ class TorchLoader:
 
     ``rank``/``world_size`` (default: ``detect_rank()``) select this rank's part; any other
     ``ImageLoader`` keyword (``threads``, ``shuffle``, ``seed``, ``dtype``, ``last_batch``,
-    augmentation keywords...) passes through. ``pin_memory`` copies each batch into page-locked
+    augmentation keywords...) passes through; ``random_resized_crop=True`` takes torchvision's
+    ``RandomResizedCrop`` ranges (area 0.08-1, aspect 3/4-4/3) for the keywords left out, and a
+    setting the others leave without effect gets a ``NoEffectWarning`` once. ``pin_memory`` copies each batch into page-locked
     memory (ignored with a warning when no accelerator is available); ``device`` moves it there
     (``non_blocking`` when pinned); a device that cannot be used is a ValueError here.
 

@@ -2,12 +2,14 @@
 
 import json
 import pickle
+import warnings
 
 import cv2
 import numpy as np
 import pytest
 
 import recpipe
+from recpipe.decode.augment.effect import NoEffectWarning
 from recpipe.decode.loader import ImageLoader
 from recpipe.decode.options import LoaderOptions
 from recpipe.errors import DecodeError
@@ -416,20 +418,57 @@ def test_dataset_keyword_mistakes_get_precise_errors(rec):
             make()
 
 
-def test_the_readme_torch_example_runs_here(photos_rec, tmp_path):
-    """README's torch example, on this machine's device (CPU here, CUDA where there is one)."""
+def _readme_torch_example():
     import pathlib
     import re
 
     readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    code = re.search(r"<!-- torch-example -->\n```python\n(.*?)```", readme, re.S).group(1)
-    rec, classes = photos_rec
+    return re.search(r"<!-- torch-example -->\n```python\n(.*?)```", readme, re.S).group(1)
+
+
+def _run_readme_example(code, rec, monkeypatch):
+    """Run README's torch example on ``rec`` (32 px output); returns its namespace and, per
+    epoch, the images it was served (recorded by a TorchLoader subclass patched in)."""
+    served = []
+
+    class RecordingLoader(rt.TorchLoader):
+        def set_epoch(self, epoch):
+            served.append([])
+            super().set_epoch(epoch)
+
+        def __iter__(self):
+            for images, labels in super().__iter__():
+                served[-1].extend(image.cpu().numpy().tobytes() for image in images)
+                yield images, labels
+
+    monkeypatch.setattr(rt, "TorchLoader", RecordingLoader)
     code = code.replace('"train.rec"', repr(rec)).replace("(3, 224, 224)", "(3, 32, 32)")
     namespace = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoEffectWarning)
+        exec(compile(code, "README.md", "exec"), namespace)
+    return namespace, [sorted(epoch) for epoch in served]  # order-free: shuffle aside
+
+
+def test_the_readme_torch_example_runs_here(photos_rec, monkeypatch):
+    """README's torch example, on this machine's device (CPU here, CUDA where there is one),
+    does what it says: its random-resized crop changes the pixels (against the same code
+    without it), and each epoch draws new crops (the multiset of images served differs, not
+    just their order)."""
+    rec, classes = photos_rec
+    code = _readme_torch_example()
+    assert "random_resized_crop=True, " in code
+    namespace, epochs = _run_readme_example(code, rec, monkeypatch)
     assert namespace["labels"].dtype == torch.int64 and namespace["device"] in ("cpu", "cuda")
     assert namespace["images"].device.type == namespace["device"]
     assert torch.isfinite(namespace["loss"])
+    assert len(epochs) == 2 and len(epochs[0]) == len(epochs[1]) == 80
+    assert epochs[0] != epochs[1], "every epoch served the same images"
+    _, plain = _run_readme_example(code.replace("random_resized_crop=True, ", ""), rec,
+                                   monkeypatch)
+    assert len(plain[0]) == 80
+    changed = len(set(epochs[0]) - set(plain[0]))
+    assert changed > 70, f"random_resized_crop=True changed only {changed} of 80 images"
 
 
 def test_dataset_takes_the_loaders_vocabulary_and_refuses_batch_settings(rec):
@@ -461,3 +500,32 @@ def test_dataset_from_loader_options_matches_the_loader(rec):
         np.testing.assert_array_equal(dataset[int(position)][0].numpy(), image)
     with pytest.raises(TypeError, match="not both"):
         rt.RecordDataset(rec, options=options, seed=3)
+
+
+def test_random_resized_crop_takes_torchvisions_ranges_in_both_adapters(rec):
+    """For the keywords left out: area 0.08-1, aspect 3/4-4/3 (torchvision's RandomResizedCrop),
+    not ImageRecordIter's area 1 / aspect 1, with which the crop does nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoEffectWarning)
+        dataset = rt.RecordDataset(rec, (3, 16, 16), random_resized_crop=True)
+        with rt.TorchLoader(rec, 8, (3, 16, 16), random_resized_crop=True, rank=0,
+                            world_size=1, threads=1) as loader:
+            loaded = loader.loader.options.augment
+    for config in (dataset.options.augment, loaded):
+        assert (config.min_random_area, config.max_random_area) == (0.08, 1.0)
+        assert (config.min_aspect_ratio, config.max_aspect_ratio) == (0.75, 4 / 3)
+        assert config.random_resized_active
+    given = rt.RecordDataset(rec, (3, 16, 16), random_resized_crop=True, min_random_area=0.5,
+                             min_aspect_ratio=0.9, max_aspect_ratio=1.1).options.augment
+    assert (given.min_random_area, given.min_aspect_ratio, given.max_aspect_ratio) == (
+        0.5, 0.9, 1.1)
+
+
+def test_a_setting_without_effect_is_warned_once_per_dataset_not_per_worker_copy(rec):
+    with pytest.warns(NoEffectWarning, match=r"fill_value has no effect: pad=0") as caught:
+        dataset = rt.RecordDataset(rec, (3, 16, 16), fill_value=0)
+    assert len(caught) == 1 and caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoEffectWarning)
+        copy = pickle.loads(pickle.dumps(dataset))  # what a DataLoader worker gets
+        assert copy[3][0].shape == (3, 16, 16)

@@ -21,6 +21,7 @@ from ..io.layout import image_positions
 from ..io.quarantine import RecordQuarantine
 from ..io.reader import RecordReader
 from .augment import Augmenter
+from .augment.effect import warn_no_effect
 from .buffers import BufferPool
 from .epoch import Batch, Epoch, EpochParts, check_process
 from .filling import Filler
@@ -103,6 +104,7 @@ class ImageLoader:
                  storage_options: Optional[dict] = None, *,
                  options: Optional[LoaderOptions] = None, **keywords) -> None:
         self.options = o = _loader_options(batch_size, data_shape, options, keywords)
+        warn_no_effect(o.augment)  # a setting the others leave without effect: said once
         self.augmenter = Augmenter(o.augment)
         self.decoder = decoder_for(o)
         self._pid = os.getpid()

@@ -3,8 +3,9 @@
 The package: ``config`` (``AugmentConfig``: the keywords, parsed and validated), ``rng``
 (per-sample random streams), ``plan`` (``Planner``: every random decision up front, made by
 the one planner in C that both decode paths call),
-``geometry`` (DCT scale, decode box, crop mapping) and ``render`` (``Renderer``: pixels into a
-batch slot, with the ``Kernels`` asked for); ``Augmenter`` joins them.
+``geometry`` (DCT scale, decode box, crop mapping), ``render`` (``Renderer``: pixels into a
+batch slot, with the ``Kernels`` asked for) and ``effect`` (the table of settings that the other
+settings leave without effect, warned once per loader); ``Augmenter`` joins them.
 
 ``AugmentConfig`` holds ImageRecordIter's augmentation keywords with MXNet 1.9.1's names and
 defaults. ``Augmenter(config)`` then works in two steps per sample:

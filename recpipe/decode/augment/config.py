@@ -8,7 +8,8 @@ from typing import Optional, Tuple
 
 from ...spelling import did_you_mean
 
-__all__ = ["AugmentConfig", "AUGMENT_KEYWORDS", "UNSUPPORTED_KEYWORDS", "aspect_range"]
+__all__ = ["AugmentConfig", "AUGMENT_KEYWORDS", "UNSUPPORTED_KEYWORDS", "TORCHVISION_CROP",
+           "aspect_range", "with_torchvision_crop"]
 
 _DTYPES = ("uint8", "float32", "float16")
 _LAYOUTS = ("NCHW", "NHWC")
@@ -24,6 +25,12 @@ UNSUPPORTED_KEYWORDS = {
     "std_a": "4-channel output is not supported (data_shape C must be 1 or 3)",
     "aug_seq": "only the default augmenter (aug_default) exists",
 }
+
+
+# torchvision's RandomResizedCrop defaults (scale=(0.08, 1.0), ratio=(3/4, 4/3)) in
+# ImageRecordIter's names: what recpipe.torch takes for random_resized_crop=True
+TORCHVISION_CROP = {"min_random_area": 0.08, "max_random_area": 1.0,
+                    "min_aspect_ratio": 3 / 4, "max_aspect_ratio": 4 / 3}
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,14 @@ class AugmentConfig:
     @property
     def out_hw(self):
         return self.data_shape[1], self.data_shape[2]
+
+    @property
+    def random_resized_active(self):
+        """True when ``random_resized_crop`` draws crops: its area or aspect range is not
+        MXNet's trivial default (area 1, aspect 1), with which ImageRecordIter skips the step."""
+        return self.random_resized_crop and (self.min_random_area != 1
+                                             or self.max_random_area != 1
+                                             or self.max_aspect_ratio != 0)
 
     @property
     def affine_active(self):
@@ -259,6 +274,24 @@ def _validate_colour(c):
         raise ValueError("random_h/random_s/random_l need 3 channels")
     if (c.saturation or c.pca_noise) and c.channels != 3:
         raise ValueError("saturation and pca_noise need 3 channels")
+
+
+def with_torchvision_crop(keywords):
+    """``keywords`` with torchvision's ``RandomResizedCrop`` defaults (``TORCHVISION_CROP``)
+    filled in where ``random_resized_crop`` is true and they are left out: the area range
+    0.08-1 of the image, the aspect range 3/4-4/3 (only when neither aspect keyword is given:
+    one alone keeps ImageRecordIter's meaning). MXNet's defaults (area 1, aspect 1) make the
+    crop a no-op, which a torch user does not expect; recpipe's MXNet adapters keep them."""
+    flag = keywords.get("random_resized_crop", False)
+    if not _coerce("random_resized_crop", flag, False):
+        return dict(keywords)
+    filled = dict(keywords)
+    top = float(_coerce("max_random_area", filled.get("max_random_area", 1.0), 1.0))
+    filled.setdefault("min_random_area", min(TORCHVISION_CROP["min_random_area"], top))
+    if "min_aspect_ratio" not in filled and "max_aspect_ratio" not in filled:
+        filled["min_aspect_ratio"] = TORCHVISION_CROP["min_aspect_ratio"]
+        filled["max_aspect_ratio"] = TORCHVISION_CROP["max_aspect_ratio"]
+    return filled
 
 
 def aspect_range(c):

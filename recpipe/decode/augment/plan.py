@@ -103,8 +103,7 @@ class Planner:
     def __init__(self, config):
         self.config = c = config
         self._crop_size = c.max_crop_size != -1
-        self._rrc = c.random_resized_crop and (c.min_random_area != 1 or c.max_random_area != 1
-                                               or c.max_aspect_ratio != 0)
+        self._rrc = c.random_resized_active
         self._pca = c.pca_noise > 0
         self._plan = native("_plan")
         self._uniforms = self._plan.DRAW_SLOTS["drawn"]
