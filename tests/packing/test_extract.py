@@ -4,6 +4,7 @@ import io
 import json
 import os
 import tarfile
+from pathlib import Path
 
 import cv2
 import fsspec
@@ -210,3 +211,70 @@ def test_repeated_keys_name_files_by_position(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out" / "1").iterdir()) == [
         f"record-{i}.jpg" for i in range(4)]
     assert [(tmp_path / "out" / "1" / f"record-{i}.jpg").read_bytes() for i in range(4)] == images
+
+
+class _Stop(Exception):
+    pass
+
+
+def _interrupted(src, out, after_images=7, **options):
+    """An extract stopped after ``after_images`` images (chunks of ~3 images done before)."""
+    seen = []
+
+    def progress(nbytes):
+        seen.append(nbytes)
+        if len(seen) >= after_images:
+            raise _Stop()
+
+    with pytest.raises(_Stop):
+        extract_records(src, out, shard_size=1500, workers=1, progress=progress, **options)
+    assert list((Path(out) / ".recpipe-extract").glob("chunk-*"))
+
+
+def _relabelled(url, sums=True):
+    """Rewrite ``url`` with the same record sizes (and index) but other labels."""
+    with RecordReader(url) as reader:
+        payloads = list(reader)
+    with RecordWriter(url, sums=sums) as writer:
+        for key, payload in enumerate(payloads):
+            header, image = unpack(payload)
+            writer.write(pack(IRHeader(0, float((header.label + 1) % 3), header.id, 0), image),
+                         key=key)
+
+
+@pytest.mark.parametrize("sums", [True, False])
+def test_resume_refuses_a_relabelled_file_of_the_same_size(tmp_path, sums):
+    src = str(tmp_path / "data.rec")
+    with RecordWriter(src, sums=sums) as writer:
+        for i in range(12):
+            writer.write(pack(IRHeader(0, float(i % 3), i, 0), _jpeg(i)), key=i)
+    size, index = os.path.getsize(src), (tmp_path / "data.idx").read_bytes()
+    _interrupted(src, str(tmp_path / "out"))
+    _relabelled(src, sums=sums)
+    assert os.path.getsize(src) == size and (tmp_path / "data.idx").read_bytes() == index
+    with pytest.raises(ValueError, match="another file"):
+        extract_records(src, str(tmp_path / "out"), shard_size=1500, workers=1)
+
+
+def test_resume_accepts_a_copy_with_the_same_records(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=12)
+    _interrupted(str(tmp_path / "data.rec"), str(tmp_path / "out"))
+    (tmp_path / "copy").mkdir()
+    for name in ("data.rec", "data.idx", "data.sums"):  # a copy: another inode and time
+        (tmp_path / "copy" / name).write_bytes((tmp_path / name).read_bytes())
+    again = extract_records(str(tmp_path / "copy" / "data.rec"), str(tmp_path / "out"),
+                            shard_size=1500, workers=1)
+    assert again.resumed_chunks > 0 and again.images == 12
+
+
+def test_resume_extracts_again_a_done_chunk_whose_file_is_gone(tmp_path):
+    records = write_labelled(str(tmp_path / "data.rec"), count=12)
+    out = tmp_path / "out"
+    _interrupted(str(tmp_path / "data.rec"), str(out))
+    victim = out / "0" / "0.jpg"  # record 0: in chunk 0, done before the stop
+    victim.unlink()
+    again = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500, workers=1)
+    assert victim.read_bytes() == unpack(records[0])[1]
+    assert again.images == 12
+    lines = (out / "data.lst").read_text().splitlines()
+    assert all((out / line.split("\t")[-1]).exists() for line in lines)
