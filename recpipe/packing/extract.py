@@ -3,7 +3,8 @@
 ``extract_records(src, out)`` writes ``OUT/<label>/<key>.<ext>`` (the folder is the record's
 first label; the image bytes are the record's, never re-encoded) and ``OUT/<stem>.lst``, an
 im2rec list with all labels that ``recpipe pack OUT/<stem>.lst NEW --pass-through --pack-label``
-packs back into an equivalent ``.rec``. ``format="tar"`` writes WebDataset-style shards
+packs back into an equivalent ``.rec`` (its labels written exactly: ``index.exact_label_text``,
+where im2rec's ``%f`` would round them). ``format="tar"`` writes WebDataset-style shards
 ``OUT/shard-000000.tar`` instead: ``<key>.<ext>`` (the image), ``<key>.cls`` (the first label)
 and ``<key>.json`` (all labels, the key, the header id and the record position).
 
@@ -265,7 +266,7 @@ class _Extractor:
             relpath = (f"{label_folder(record.labels[0])}/{record.stem(self.by_key)}"
                        f"{image_extension(record.image)}")
             self.out.write(relpath, record.image)
-            lines.append(format_list_line(record.index, record.labels, relpath))
+            lines.append(format_list_line(record.index, record.labels, relpath, exact=True))
             nbytes += len(record.image)
             self._advance(len(record.image))
         return lines, nbytes

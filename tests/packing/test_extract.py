@@ -278,3 +278,34 @@ def test_resume_extracts_again_a_done_chunk_whose_file_is_gone(tmp_path):
     assert again.images == 12
     lines = (out / "data.lst").read_text().splitlines()
     assert all((out / line.split("\t")[-1]).exists() for line in lines)
+
+
+AWKWARD_LABELS = [0.7071068, 1e-7, 1e30, -2.5e-5, 123456.7, 3.0, 1e-40, 0.1]
+
+
+def test_extract_then_pack_keeps_every_label(tmp_path):
+    """``%f`` would write 0.707107 and 0.000000: the .lst of extract is exact instead."""
+    records = []
+    with RecordWriter(str(tmp_path / "data.rec")) as writer:
+        for i in range(len(AWKWARD_LABELS)):
+            labels = np.roll(np.array(AWKWARD_LABELS, np.float32), i)[:3]
+            records.append(pack(IRHeader(0, labels, i, 0), _jpeg(i)))
+            writer.write(records[-1], key=i)
+    extract_records(str(tmp_path / "data.rec"), str(tmp_path / "out"))
+    assert "\t0.7071068\t1e-07\t" in (tmp_path / "out" / "data.lst").read_text()
+    assert main(["pack", str(tmp_path / "out" / "data.lst"), str(tmp_path / "again"),
+                 "--pass-through", "--pack-label", "--no-progress", "--workers", "1"]) == 0
+    with RecordReader(str(tmp_path / "again.rec")) as reader:
+        assert list(reader) == records
+
+
+def test_list_lines_stay_im2rec_unless_exact_is_asked():
+    from recpipe.io.index import exact_label_text, format_list_line
+
+    assert format_list_line(3, (0.7071068, 2.0), "a/b.jpg") == "3\t0.707107\t2.000000\ta/b.jpg\n"
+    assert format_list_line(3, (0.7071068, 2.0), "a/b.jpg", exact=True) == \
+        "3\t0.7071068\t2.000000\ta/b.jpg\n"
+    values = np.random.default_rng(5).integers(0, 2 ** 32, 20000, dtype=np.uint64)
+    values = values.astype(np.uint32).view(np.float32)
+    for value in values[np.isfinite(values)]:
+        assert np.float32(float(exact_label_text(value))) == value
