@@ -14,6 +14,7 @@ import math
 import re
 from typing import List, NamedTuple, Optional, Tuple
 
+import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError, RemoteReadError
@@ -31,6 +32,7 @@ __all__ = [
     "decode_text",
     "resolve_index_url",
     "parse_list",
+    "exact_label_text",
     "format_list_line",
 ]
 
@@ -216,11 +218,32 @@ def read_list(url: str, storage_options: Optional[dict] = None, *,
                       allow_nonfinite=allow_nonfinite)
 
 
-def format_list_line(index, labels, path):
-    """One ``.lst`` line exactly as im2rec writes it. A path that would not read back as
-    itself (a tab, newline or carriage return in it, or surrounding spaces, which readers
-    strip) raises ValueError naming it, as writing it would shift the columns."""
+def format_list_line(index, labels, path, *, exact=False):
+    """One ``.lst`` line exactly as im2rec writes it (``%f``: 6 decimals). ``exact=True``
+    writes each label as ``exact_label_text`` does, so that it reads back as the same float32
+    (im2rec's text where that is already exact). A path that would not read back as itself (a
+    tab, newline or carriage return in it, or surrounding spaces, which readers strip) raises
+    ValueError naming it, as writing it would shift the columns."""
     if "\t" in path or "\n" in path or "\r" in path or path != path.strip():
         raise ValueError(f"file name {path!r} cannot be written to a .lst line (it has a tab, "
                          "newline or carriage return, or surrounding spaces): rename it")
-    return "%d\t" % index + "".join("%f\t" % label for label in labels) + path + "\n"
+    text = exact_label_text if exact else _im2rec_label_text
+    return "%d\t" % index + "".join(text(label) + "\t" for label in labels) + path + "\n"
+
+
+def _im2rec_label_text(label):
+    return "%f" % label
+
+
+def exact_label_text(label):
+    """A label as ``.lst`` text that reads back (``float``, C's ``atof``) as the same float32:
+    im2rec's ``%f`` when that is exact (``3.000000``, ``0.500000``), else the shortest decimal
+    that identifies the float32 (``0.70710677``, ``1e-07``), where ``%f`` would lose it
+    (``0.707107``, ``0.000000``)."""
+    value = np.float32(label)
+    fixed = "%f" % value
+    if not np.isfinite(value) or (abs(value) < 1e16 and np.float32(float(fixed)) == value):
+        return fixed
+    return np.format_float_scientific(value, unique=True, trim="-") if \
+        abs(value) < 1e-4 or abs(value) >= 1e16 else \
+        np.format_float_positional(value, unique=True, trim="-")

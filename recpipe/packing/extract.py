@@ -3,7 +3,8 @@
 ``extract_records(src, out)`` writes ``OUT/<label>/<key>.<ext>`` (the folder is the record's
 first label; the image bytes are the record's, never re-encoded) and ``OUT/<stem>.lst``, an
 im2rec list with all labels that ``recpipe pack OUT/<stem>.lst NEW --pass-through --pack-label``
-packs back into an equivalent ``.rec``. ``format="tar"`` writes WebDataset-style shards
+packs back into an equivalent ``.rec`` (its labels written exactly: ``index.exact_label_text``,
+where im2rec's ``%f`` would round them). ``format="tar"`` writes WebDataset-style shards
 ``OUT/shard-000000.tar`` instead: ``<key>.<ext>`` (the image), ``<key>.cls`` (the first label)
 and ``<key>.json`` (all labels, the key, the header id and the record position).
 
@@ -11,12 +12,18 @@ Structure is not an image: a file in InsightFace's layout (``recpipe.io.layout``
 record and identity records left out. The records are cut into chunks (a tar shard each) of
 about ``shard_size`` bytes, extracted in parallel; a chunk is done when its marker
 ``OUT/.recpipe-extract/chunk-NNNNNN.json`` is published (atomically), so a run that stops is
-continued by running it again. Nothing is written outside OUT whatever labels or keys say:
+continued by running it again. The plan of a run (``OUT/.recpipe-extract/plan.json``) names the
+source by its content (``content_identity``: its index, size and checksum sidecar, or without
+a sidecar the version of the file): a different or rewritten source (a relabelled re-pack of
+the same size) is refused, never taken for the one that was extracted. A chunk whose marker
+exists but one of whose outputs is gone is extracted again. Nothing is written outside OUT whatever labels or keys say:
 folder names come from numbers, file names from keys that are single safe path components
 (else, or when keys repeat, ``record-<position>``), and every path is checked with
 ``check_inside``.
 """
 
+import array
+import hashlib
 import io
 import json
 import logging
@@ -39,8 +46,8 @@ from ..io.reader import RecordReader
 from ..io.sources import url_to_fs
 from .inputs import check_inside
 
-__all__ = ["EXTRACT_FORMATS", "ExtractSummary", "extract_records", "label_folder", "record_name",
-           "image_extension", "plan_chunks"]
+__all__ = ["EXTRACT_FORMATS", "ExtractSummary", "content_identity", "extract_records",
+           "label_folder", "record_name", "image_extension", "plan_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +181,16 @@ class _Output:
     def exists(self, relpath):
         return self.fs.exists(self.path_of(relpath))
 
+    def file_hashes(self):
+        """``_path_hash`` of every file under OUT, sorted: one listing, 8 bytes a file."""
+        hashes = array.array("Q")
+        for folder, _, files in self.fs.walk(self.root):
+            relfolder = str(folder)[len(self.root):].strip("/")
+            for name in files:
+                hashes.append(_path_hash(f"{relfolder}/{name}" if relfolder else name))
+        return np.sort(np.frombuffer(hashes, dtype=np.uint64)) if hashes else \
+            np.zeros(0, np.uint64)
+
     def read_text(self, relpath):
         with self.fs.open(self.path_of(relpath), "rb") as f:
             return f.read().decode("utf-8")
@@ -249,7 +266,7 @@ class _Extractor:
             relpath = (f"{label_folder(record.labels[0])}/{record.stem(self.by_key)}"
                        f"{image_extension(record.image)}")
             self.out.write(relpath, record.image)
-            lines.append(format_list_line(record.index, record.labels, relpath))
+            lines.append(format_list_line(record.index, record.labels, relpath, exact=True))
             nbytes += len(record.image)
             self._advance(len(record.image))
         return lines, nbytes
@@ -275,6 +292,70 @@ class _Extractor:
                 nbytes += len(record.image)
                 self._advance(len(record.image))
         return [], nbytes, relpath
+
+
+def _path_hash(relpath):
+    return int.from_bytes(hashlib.blake2b(relpath.encode("utf-8"), digest_size=8).digest(),
+                          "little")
+
+
+def content_identity(reader):
+    """What an extract of ``reader``'s file is bound to: its size, a digest of its index
+    (offsets and keys) and, when it has a checksum sidecar, a digest of the sums of every
+    record; without a sidecar, the version of the file (``RecordReader.identity``: a local
+    file's modification time and inode, an object's ETag), since the records' bytes are then
+    not summed anywhere (a same-size relabelled re-pack has the same index)."""
+    table = reader.table
+    index = hashlib.sha256(np.asarray(table.offsets, dtype="<i8").tobytes())
+    if not table.identity:
+        keys = table.keys
+        index.update(b"keys")
+        if isinstance(keys, list):  # string keys
+            index.update("\n".join(map(str, keys)).encode("utf-8"))
+        else:
+            index.update(np.asarray(keys, dtype="<i8").tobytes())
+    identity = {"size": reader.size, "index_sha256": index.hexdigest()}
+    sums = reader.sums
+    if sums is not None:
+        identity["sums_sha256"] = hashlib.sha256(sums.to_bytes()).hexdigest()
+    else:
+        identity["version"] = reader.identity
+    return identity
+
+
+def _done_chunks(output, chunks):
+    """The chunks of an earlier run that are done: their marker is published and reads, and
+    every file it lists is still there (a chunk missing one is extracted again)."""
+    done, present = set(), None
+    for number in range(chunks):
+        if not output.exists(_marker(number)):
+            continue
+        try:
+            marker = json.loads(output.read_text(_marker(number)))
+            outputs = [marker["shard"]] if marker["shard"] else \
+                [line.rstrip("\n").rsplit("\t", 1)[-1] for line in marker["lines"]]
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s: unreadable marker of chunk %d (%s): extracting it again",
+                        output.url, number, e)
+            continue
+        if present is None:
+            present = output.file_hashes()
+        missing = _missing(present, [_path_hash(relpath) for relpath in outputs])
+        if missing:
+            log.warning("%s: chunk %d was done but %d of its files are gone: extracting it "
+                        "again", output.url, number, missing)
+            continue
+        done.add(number)
+    return done
+
+
+def _missing(present, wanted):
+    """How many of the hashes ``wanted`` are not in the sorted array ``present``."""
+    wanted = np.asarray(wanted, dtype=np.uint64)
+    if not len(present):
+        return len(wanted)
+    at = np.minimum(np.searchsorted(present, wanted), len(present) - 1)
+    return int(np.sum(present[at] != wanted))
 
 
 def _unique(keys):
@@ -361,13 +442,15 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
         output = _Output(out, storage_options)
         output.makedirs("")
         plan = {"source_bytes": reader.size, "records": len(reader), "images": len(positions),
-                "format": format, "chunks": [list(c) for c in chunks]}
+                "format": format, "chunks": [list(c) for c in chunks],
+                "source": content_identity(reader)}
         resumed = _check_plan(output, plan)
+        done = set()
         if resumed:
             output.remove_leftovers()
+            done = _done_chunks(output, len(chunks))
         extractor = _Extractor(reader, positions, output, format, progress)
-        todo = [(n, a, b) for n, (a, b) in enumerate(chunks)
-                if not (resumed and output.exists(_marker(n)))]
+        todo = [(n, a, b) for n, (a, b) in enumerate(chunks) if n not in done]
         summary.chunks, summary.resumed_chunks = len(chunks), len(chunks) - len(todo)
         _run_all(extractor, todo, workers)
     stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"

@@ -3,31 +3,36 @@
 A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (``.NAME.pack.tmp``)
 and publishes them with their checksum sidecar (``.sums``, ``recpipe.io.sums``) as one commit
 (``recpipe.io.atomic.commit_group``). On a local filesystem the temporary files are
-kept when writing stops early; ``recover_partial`` then finds the last record that is complete in
-both files, truncates both to it and tells where to continue. ``verify_published`` checks that a
-shard published by an earlier run holds what the plan says. With ``checksums=True`` the writer
-also keeps the SHA-256 of both files as it writes them (for a manifest); ``file_digest`` hashes
-a file already published. The sidecar is built in memory and written at publish time; a
-resumed shard first sums the records already in its temporary ``.rec``.
+kept when writing stops early, with a journal of the records made durable (``journal``);
+``recover_partial`` then keeps the records that the journal lists and that read back as they
+were written (a record damaged by a crash, e.g. a page of zeros lost at a power failure, is
+written again with those after it), truncates the files to them and tells where to continue.
+``verify_published`` checks that a shard published by an earlier run holds what the plan says.
+With ``checksums=True`` the writer also keeps the SHA-256 of both files as it writes them (for
+a manifest); ``file_digest`` hashes a file already published. The sidecar is built in memory
+and written at publish time; a resumed shard takes the sums of its kept records from the
+journal.
 """
 
 import hashlib
 import logging
 import os
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError
 from ..io.atomic import AtomicOutput, commit_group, temporary_name
+from ..io.crc32c import crc32c
 from ..io.format import frame
 from ..io.index import format_index_line, parse_index
-from ..io.scan import SlidingBuffer, iter_records, read_record
+from ..io.scan import SlidingBuffer, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
 from ..io.sums import SumsBuilder, sums_url_for
+from .journal import JOURNAL_TAG, ShardJournal, read_journal
 
 __all__ = ["TEMP_TAG", "Progress", "ShardWriter", "recover_partial", "verify_published",
-           "is_local", "file_digest"]
+           "is_local", "file_digest", "journal_path"]
 
 log = logging.getLogger(__name__)
 
@@ -50,35 +55,56 @@ def is_local(url, storage_options=None):
 
 
 class ShardWriter:
-    """Append records to a shard's temporary files; ``publish()`` renames them into place."""
+    """Append records to a shard's temporary files; ``publish()`` renames them into place.
+
+    On a local filesystem a journal (``journal``) lists the records written, made durable at
+    each ``flush()`` after the data files; a resumed shard takes its checksums from it (the
+    sums of the bytes meant to be written, not of bytes read back from a file that a crash
+    may have damaged)."""
 
     def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress(),
                  checksums=False):
         resume = progress.records > 0
         self._rec = AtomicOutput(rec_url, storage_options, temp_tag=TEMP_TAG, append=resume)
+        opened = [self._rec]
+        self._journal: Optional[ShardJournal] = None
         try:
             self._idx = AtomicOutput(idx_url, storage_options, temp_tag=TEMP_TAG, append=resume)
-        except BaseException:
-            self._rec.discard()
-            raise
-        try:  # opened now, so that publishing runs no import and no lookup
+            opened.append(self._idx)
+            # opened now, so that publishing runs no import and no lookup
             self._sums_file = AtomicOutput(sums_url_for(rec_url), storage_options,
                                            temp_tag=TEMP_TAG)
+            opened.append(self._sums_file)
+            if self._rec.local:
+                self._journal = ShardJournal(journal_path(self._rec.path), append=resume)
+            self.records = progress.records
+            self.offset = progress.offset
+            self._sums = SumsBuilder()
+            if resume:
+                self._resume_sums()
         except BaseException:
-            self._rec.discard()
-            self._idx.discard()
+            for output in opened:
+                output.discard()
+            if self._journal is not None:
+                self._journal.remove()
             raise
-        self.records = progress.records
-        self.offset = progress.offset
-        self._sums = SumsBuilder()
-        if resume:
-            _sum_local(self._rec.temp_path, self._sums)
         self._hashes = None
         if checksums:
             self._hashes = (hashlib.sha256(), hashlib.sha256())
             if resume:  # appending to local temporary files: hash what is already there
                 for output, digest in zip((self._rec, self._idx), self._hashes):
                     _hash_local(output.temp_path, digest)
+
+    def _resume_sums(self):
+        """The sums of the records kept by ``recover_partial``: its journal's, checked there."""
+        entries, _ = read_journal(journal_path(self._rec.path))
+        ends = [entry["offset"] + entry["length"] for entry in entries]
+        if len(entries) != self.records or (ends[-1] if ends else 0) != self.offset:
+            raise RuntimeError(f"{self._rec.url}: the journal of the partial shard lists "
+                               f"{len(entries)} records, the resume point {self.records}; "
+                               "run the pack again without --resume")
+        for entry in entries:
+            _add_sum(self._sums, entry["offset"], entry["crc"])
 
     @property
     def resumable(self):
@@ -87,9 +113,13 @@ class ShardWriter:
     def write(self, payload, key):
         data = frame(payload)
         line = format_index_line(key, self.offset).encode()
+        crc = crc32c(payload)
         self._rec.write(data)
         self._idx.write(line)
-        self._sums.add(self.offset, payload)
+        _add_sum(self._sums, self.offset, crc)
+        if self._journal is not None:
+            self._journal.add({"key": key, "offset": self.offset, "length": len(data),
+                               "crc": crc})
         if self._hashes is not None:
             self._hashes[0].update(data)
             self._hashes[1].update(line)
@@ -103,39 +133,60 @@ class ShardWriter:
         return tuple(digest.hexdigest() for digest in self._hashes)
 
     def flush(self):
-        """Push buffered bytes to the OS, so a killed process leaves them for ``--resume``."""
-        self._rec.file.flush()
-        self._idx.file.flush()
+        """A checkpoint for ``--resume``: the data files flushed and (local files) fsynced,
+        then the journal of the records written so far, fsynced in turn."""
+        if self._journal is None:
+            self._rec.file.flush()
+            self._idx.file.flush()
+            return
+        self._journal.checkpoint([self._rec.file, self._idx.file])
 
     def publish(self):
         """Write the checksum sidecar, then rename the three files into place as one commit
-        (``commit_group``)."""
+        (``commit_group``); the journal goes first (a shard without it is started over)."""
         try:
             self._sums_file.write(self._sums.to_bytes(self.offset))
+            if self._journal is not None:
+                self._journal.remove()
         except BaseException:
-            self._sums_file.discard()
+            self._discard()
             raise
         commit_group(self._rec, [self._idx, self._sums_file])
 
     def abandon(self, keep):
-        """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``."""
+        """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``
+        (after a last checkpoint)."""
         if keep and self.resumable:
-            for output in (self._rec, self._idx):
-                if not output.done:
-                    output.file.close()
-                    output.done = True
+            try:
+                self.flush()
+            finally:
+                for output in (self._rec, self._idx):
+                    if not output.done:
+                        output.file.close()
+                        output.done = True
+                if self._journal is not None:
+                    self._journal.close()
+                self._sums_file.discard()
             log.info("kept partial shard %s (%d records) for --resume", self._rec.url, self.records)
         else:
-            self._rec.discard()
-            self._idx.discard()
-        self._sums_file.discard()
+            self._discard()
+
+    def _discard(self):
+        for output in (self._rec, self._idx, self._sums_file):
+            output.discard()
+        if self._journal is not None:
+            self._journal.remove()
 
 
-def _sum_local(path, sums):
-    """Add the records of a local temporary ``.rec`` (being resumed) to ``sums``."""
-    with LocalSource(path) as source:
-        for offset, payload in iter_records(source):
-            sums.add(offset, payload)
+def _add_sum(sums, offset, crc):
+    """Add a record's sum, already computed, to a ``SumsBuilder``."""
+    sums.offsets.append(offset)
+    sums.crcs.append(crc)
+
+
+def journal_path(rec_path):
+    """The hidden journal beside a shard's temporary files (``journal``)."""
+    return temporary_name(rec_path, JOURNAL_TAG)
 
 
 def _hash_local(path, digest):
@@ -171,49 +222,67 @@ def _keys_position(keys, planned_keys):
     return position
 
 
-def _complete_prefix(rec_path, offsets):
-    """``(count, end)``: the longest prefix of records at ``offsets`` complete in ``rec_path``."""
-    if not offsets:
-        return 0, 0
+def _index_lines(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]  # the part after the last newline is torn
+
+
+def _verified_prefix(rec_path, index_lines, entries):
+    """``(count, end)``: how many of the journal's ``entries`` the temporary files hold as the
+    journal says (the ``.idx`` line, the framing, the length and the CRC32C of the payload read
+    back), in order from the first, and where the last of them ends."""
+    end = 0
     with LocalSource(rec_path) as source:
         window = SlidingBuffer(source, 1 << 16)
-        for i in range(len(offsets) - 1, -1, -1):
-            try:
-                _, end = read_record(window, offsets[i], keep_payload=False)
-            except RecordFormatError:
-                continue
-            return i + 1, end
-    return 0, 0
+        for count, entry in enumerate(entries):
+            why = None
+            if entry["offset"] != end:
+                why = f"its offset {entry['offset']} is not where record {count - 1} ends ({end})"
+            elif count >= len(index_lines) or index_lines[count] + b"\n" != \
+                    format_index_line(entry.get("key"), end).encode():
+                why = "its .idx line differs from the journal's"
+            else:
+                try:
+                    payload, stop = read_record(window, end, record=count)
+                except RecordFormatError as e:
+                    why = str(e)
+                else:
+                    if stop - end != entry["length"] or crc32c(payload) != entry["crc"]:
+                        why = "its bytes differ from the ones written (CRC32C)"
+            if why is not None:
+                log.warning("partial shard %s: record %d (key %s) is not as written: %s; "
+                            "writing it and those after it again", rec_path, count,
+                            entry.get("key"), why)
+                return count, end
+            end = stop
+        return len(entries), end
 
 
 def recover_partial(rec_url, idx_url, planned_keys):
-    """Continue point of a local shard's temporary files, truncated to their last complete
-    record; ``Progress()`` (start over) when there is nothing usable."""
+    """Continue point of a local shard's temporary files, truncated to the records that the
+    shard's journal lists and that read back as written (``journal``); ``Progress()`` (start
+    over) when there is nothing usable."""
     fs, rec_path = url_to_fs(rec_url)
     _, idx_path = url_to_fs(idx_url)
     rec_tmp = temporary_name(rec_path, TEMP_TAG)
     idx_tmp = temporary_name(idx_path, TEMP_TAG)
+    journal_tmp = journal_path(rec_path)
     if not (os.path.exists(rec_tmp) and os.path.exists(idx_tmp)):
         return Progress()
-    with open(idx_tmp, "rb") as f:
-        text = f.read()
-    text = text[:text.rfind(b"\n") + 1]  # drop a torn last line
-    try:
-        keys, offsets = parse_index(text.decode(), path=idx_tmp)
-    except (RecordFormatError, UnicodeDecodeError) as e:
-        log.warning("partial shard %s: unusable index (%s); starting it over", rec_url, e)
+    entries, sizes = read_journal(journal_tmp)
+    if not entries:
+        log.info("partial shard %s: no journal of records made durable; starting it over",
+                 rec_url)
         return Progress()
-    if offsets[:1] not in ([], [0]) or any(b <= a for a, b in zip(offsets, offsets[1:])):
-        log.warning("partial shard %s: index offsets out of order; starting it over", rec_url)
-        return Progress()
-    count, end = _complete_prefix(rec_tmp, offsets)
-    position = _keys_position(keys[:count], planned_keys)
+    index_lines = _index_lines(idx_tmp)
+    count, end = _verified_prefix(rec_tmp, index_lines, entries)
+    position = _keys_position([entry.get("key") for entry in entries[:count]], planned_keys)
     if position is None:
         log.warning("partial shard %s does not match the plan; starting it over", rec_url)
         return Progress()
-    idx_bytes = sum(len(line) + 1 for line in text.split(b"\n")[:count])
     os.truncate(rec_tmp, end)
-    os.truncate(idx_tmp, idx_bytes)
+    os.truncate(idx_tmp, sum(len(line) + 1 for line in index_lines[:count]))
+    os.truncate(journal_tmp, sum(sizes[:count]))
     log.info("resuming %s after %d records (%d bytes)", rec_url, count, end)
     return Progress(count, end, position)
 

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import tarfile
+from pathlib import Path
 
 import cv2
 import fsspec
@@ -210,3 +211,101 @@ def test_repeated_keys_name_files_by_position(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out" / "1").iterdir()) == [
         f"record-{i}.jpg" for i in range(4)]
     assert [(tmp_path / "out" / "1" / f"record-{i}.jpg").read_bytes() for i in range(4)] == images
+
+
+class _Stop(Exception):
+    pass
+
+
+def _interrupted(src, out, after_images=7, **options):
+    """An extract stopped after ``after_images`` images (chunks of ~3 images done before)."""
+    seen = []
+
+    def progress(nbytes):
+        seen.append(nbytes)
+        if len(seen) >= after_images:
+            raise _Stop()
+
+    with pytest.raises(_Stop):
+        extract_records(src, out, shard_size=1500, workers=1, progress=progress, **options)
+    assert list((Path(out) / ".recpipe-extract").glob("chunk-*"))
+
+
+def _relabelled(url, sums=True):
+    """Rewrite ``url`` with the same record sizes (and index) but other labels."""
+    with RecordReader(url) as reader:
+        payloads = list(reader)
+    with RecordWriter(url, sums=sums) as writer:
+        for key, payload in enumerate(payloads):
+            header, image = unpack(payload)
+            writer.write(pack(IRHeader(0, float((header.label + 1) % 3), header.id, 0), image),
+                         key=key)
+
+
+@pytest.mark.parametrize("sums", [True, False])
+def test_resume_refuses_a_relabelled_file_of_the_same_size(tmp_path, sums):
+    src = str(tmp_path / "data.rec")
+    with RecordWriter(src, sums=sums) as writer:
+        for i in range(12):
+            writer.write(pack(IRHeader(0, float(i % 3), i, 0), _jpeg(i)), key=i)
+    size, index = os.path.getsize(src), (tmp_path / "data.idx").read_bytes()
+    _interrupted(src, str(tmp_path / "out"))
+    _relabelled(src, sums=sums)
+    assert os.path.getsize(src) == size and (tmp_path / "data.idx").read_bytes() == index
+    with pytest.raises(ValueError, match="another file"):
+        extract_records(src, str(tmp_path / "out"), shard_size=1500, workers=1)
+
+
+def test_resume_accepts_a_copy_with_the_same_records(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=12)
+    _interrupted(str(tmp_path / "data.rec"), str(tmp_path / "out"))
+    (tmp_path / "copy").mkdir()
+    for name in ("data.rec", "data.idx", "data.sums"):  # a copy: another inode and time
+        (tmp_path / "copy" / name).write_bytes((tmp_path / name).read_bytes())
+    again = extract_records(str(tmp_path / "copy" / "data.rec"), str(tmp_path / "out"),
+                            shard_size=1500, workers=1)
+    assert again.resumed_chunks > 0 and again.images == 12
+
+
+def test_resume_extracts_again_a_done_chunk_whose_file_is_gone(tmp_path):
+    records = write_labelled(str(tmp_path / "data.rec"), count=12)
+    out = tmp_path / "out"
+    _interrupted(str(tmp_path / "data.rec"), str(out))
+    victim = out / "0" / "0.jpg"  # record 0: in chunk 0, done before the stop
+    victim.unlink()
+    again = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500, workers=1)
+    assert victim.read_bytes() == unpack(records[0])[1]
+    assert again.images == 12
+    lines = (out / "data.lst").read_text().splitlines()
+    assert all((out / line.split("\t")[-1]).exists() for line in lines)
+
+
+AWKWARD_LABELS = [0.7071068, 1e-7, 1e30, -2.5e-5, 123456.7, 3.0, 1e-40, 0.1]
+
+
+def test_extract_then_pack_keeps_every_label(tmp_path):
+    """``%f`` would write 0.707107 and 0.000000: the .lst of extract is exact instead."""
+    records = []
+    with RecordWriter(str(tmp_path / "data.rec")) as writer:
+        for i in range(len(AWKWARD_LABELS)):
+            labels = np.roll(np.array(AWKWARD_LABELS, np.float32), i)[:3]
+            records.append(pack(IRHeader(0, labels, i, 0), _jpeg(i)))
+            writer.write(records[-1], key=i)
+    extract_records(str(tmp_path / "data.rec"), str(tmp_path / "out"))
+    assert "\t0.7071068\t1e-07\t" in (tmp_path / "out" / "data.lst").read_text()
+    assert main(["pack", str(tmp_path / "out" / "data.lst"), str(tmp_path / "again"),
+                 "--pass-through", "--pack-label", "--no-progress", "--workers", "1"]) == 0
+    with RecordReader(str(tmp_path / "again.rec")) as reader:
+        assert list(reader) == records
+
+
+def test_list_lines_stay_im2rec_unless_exact_is_asked():
+    from recpipe.io.index import exact_label_text, format_list_line
+
+    assert format_list_line(3, (0.7071068, 2.0), "a/b.jpg") == "3\t0.707107\t2.000000\ta/b.jpg\n"
+    assert format_list_line(3, (0.7071068, 2.0), "a/b.jpg", exact=True) == \
+        "3\t0.7071068\t2.000000\ta/b.jpg\n"
+    values = np.random.default_rng(5).integers(0, 2 ** 32, 20000, dtype=np.uint64)
+    values = values.astype(np.uint32).view(np.float32)
+    for value in values[np.isfinite(values)]:
+        assert np.float32(float(exact_label_text(value))) == value
