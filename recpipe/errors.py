@@ -1,7 +1,11 @@
 """Exception types of recpipe: builtin subclasses carrying where the problem is."""
 
-__all__ = ["RecordFormatError", "DecodeError", "LabelError", "RecordTooLargeError", "RemoteReadError",
-           "ON_ERROR", "check_on_error"]
+from typing import Optional
+
+__all__ = ["RecordFormatError", "DecodeError", "LabelError", "LimitError", "RecordTooLargeError",
+           "RemoteReadError", "StaleSumsError", "ON_ERROR", "check_on_error", "FAULTS",
+           "BYTES_FAULTS", "CHECKSUM", "FORMAT", "DECODE", "SETTINGS", "SIDECAR",
+           "is_fault_of_bytes"]
 
 # ``on_error``: what a loader or the packer does with an item (a record, a file) that fails, one
 # vocabulary for both: "raise" stops with the error; "skip" leaves the item out, counted and
@@ -15,6 +19,31 @@ def check_on_error(value, allowed=ON_ERROR):
         return
     unavailable = f" ({value!r} is not available here)" if value in ON_ERROR else ""
     raise ValueError(f"on_error={value!r}: expected one of {tuple(allowed)}{unavailable}")
+
+
+# ``fault``: what an error of a record says about the record, set where the error is raised.
+# Faults of the record's bytes (the only ones a loader quarantines, ``recpipe.io.quarantine``):
+CHECKSUM = "checksum"  # the payload differs from its CRC32C in a .sums sidecar that describes the file
+FORMAT = "format"      # the RecordIO framing, the IRHeader or an .idx offset of the record is broken
+DECODE = "decode"      # the image does not decode, whatever the loader's settings (a whole decode fails)
+BYTES_FAULTS = (CHECKSUM, FORMAT, DECODE)
+# ...and faults of something else, never quarantined:
+SETTINGS = "settings"  # sound bytes refused by a setting: label_width, a label_rule, max_pixels,
+#                        max_scans, a crop or scale a decode fails at while the whole image decodes
+SIDECAR = "sidecar"    # a .sums sidecar that is damaged or describes another file (stale)
+FAULTS = BYTES_FAULTS + (SETTINGS, SIDECAR)
+# ``None``: not known (an I/O error, a closed file...): never quarantined either
+
+
+def is_fault_of_bytes(exc):
+    """True when ``exc`` says that a record's own bytes are bad (``fault`` in BYTES_FAULTS)."""
+    return getattr(exc, "fault", None) in BYTES_FAULTS
+
+
+def _check_fault(fault):
+    if fault is not None and fault not in FAULTS:
+        raise ValueError(f"fault={fault!r}: expected one of {FAULTS} or None")
+    return fault
 
 
 def _where(path, offset, record):
@@ -31,34 +60,47 @@ class RecordFormatError(ValueError):
 
     ``path``, ``offset`` (byte offset in the file) and ``record`` (position of the record in the
     file, or line number for text files) say where; any of them may be ``None`` when unknown.
+    ``fault`` says whose fault it is (``CHECKSUM``/``FORMAT``: the record's bytes; ``SIDECAR``;
+    ``SETTINGS``; None: not known) and ``detector`` what found it (e.g. the sidecar and its
+    digest), as set where it is raised.
     """
 
-    def __init__(self, message, *, path=None, offset=None, record=None):
+    default_fault: Optional[str] = None
+
+    def __init__(self, message, *, path=None, offset=None, record=None, fault=None,
+                 detector=None):
         self.reason = message
         self.path = path
         self.offset = offset
         self.record = record
+        self.fault = _check_fault(fault or self.default_fault)
+        self.detector = detector
         prefix = f"{path}: " if path else ""
         super().__init__(f"{prefix}{message}{_where(path, offset, record)}")
 
     def __reduce__(self):
-        return _rebuild_format_error, (self.reason, self.path, self.offset, self.record)
+        return _rebuild_format_error, (type(self), self.reason, self.path, self.offset,
+                                       self.record, self.fault, self.detector)
 
 
-def _rebuild_format_error(message, path, offset, record):
-    return RecordFormatError(message, path=path, offset=offset, record=record)
+def _rebuild_format_error(cls, message, path, offset, record, fault=None, detector=None):
+    return cls(message, path=path, offset=offset, record=record, fault=fault, detector=detector)
 
 
 class LabelError(RecordFormatError):
-    """A record has no label under the loader's ``label_rule`` (e.g. an imglist without its
-    id). The record itself is sound: it goes through ``on_error`` but is never quarantined."""
+    """A record has no label under the loader's label settings: ``label_width`` (a record of
+    one label read with ``label_width=2``) or ``label_rule`` (e.g. an imglist without its id).
+    The record itself is sound (``fault == SETTINGS``): it goes through ``on_error`` but is
+    never quarantined."""
 
-    def __reduce__(self):
-        return _rebuild_label_error, (self.reason, self.path, self.offset, self.record)
+    default_fault = SETTINGS
 
 
-def _rebuild_label_error(message, path, offset, record):
-    return LabelError(message, path=path, offset=offset, record=record)
+class StaleSumsError(RecordFormatError):
+    """A ``.sums`` sidecar that does not describe its ``.rec`` as it is now (another file's, or
+    left beside a re-packed one): nothing it says is a record's fault (``fault == SIDECAR``)."""
+
+    default_fault = SIDECAR
 
 
 class RecordTooLargeError(ValueError):
@@ -66,21 +108,36 @@ class RecordTooLargeError(ValueError):
 
 
 class DecodeError(ValueError):
-    """An image could not be decoded."""
+    """An image could not be decoded. ``fault``: ``DECODE`` when the record's bytes are at
+    fault (the whole image does not decode), ``SETTINGS`` when a setting refused it
+    (``LimitError``) or only this way of decoding it fails, None when not known (a decoder's
+    own error before the loader classified it); ``detector``: what found it."""
 
-    def __init__(self, message, *, path=None, record=None):
+    default_fault: Optional[str] = None
+
+    def __init__(self, message, *, path=None, record=None, fault=None, detector=None):
         self.reason = message
         self.path = path
         self.record = record
+        self.fault = _check_fault(fault or self.default_fault)
+        self.detector = detector
         prefix = f"{path}: " if path else ""
         super().__init__(f"{prefix}{message}{_where(path, None, record)}")
 
     def __reduce__(self):
-        return _rebuild_decode_error, (self.reason, self.path, self.record)
+        return _rebuild_decode_error, (type(self), self.reason, self.path, self.record,
+                                       self.fault, self.detector)
 
 
-def _rebuild_decode_error(message, path, record):
-    return DecodeError(message, path=path, record=record)
+def _rebuild_decode_error(cls, message, path, record, fault=None, detector=None):
+    return cls(message, path=path, record=record, fault=fault, detector=detector)
+
+
+class LimitError(DecodeError):
+    """An image refused by a limit of the settings (``max_pixels``, ``max_scans``) before it
+    was decoded: the bytes may be sound (``fault == SETTINGS``), never quarantined."""
+
+    default_fault = SETTINGS
 
 
 class RemoteReadError(OSError):

@@ -11,7 +11,7 @@ from typing import NamedTuple, Tuple
 import numpy as np
 
 from .._optional import extension
-from ..errors import DecodeError
+from ..errors import DecodeError, LimitError
 from ..image.jpeg import SOF_MARKERS, JpegHeaderError, count_scans, segments
 from ..image.opencv import DEFAULT_MAX_PIXELS, imdecode, load_cv2
 
@@ -195,9 +195,9 @@ class Decoder:
 
     def _check_pixels(self, height, width):
         if self.max_pixels is not None and height * width > self.max_pixels:
-            raise DecodeError(f"image of {width}x{height} = {height * width} pixels is over the "
-                              f"max_pixels limit of {self.max_pixels} (a decompression bomb?); "
-                              "raise max_pixels to decode it")
+            raise LimitError(f"image of {width}x{height} = {height * width} pixels is over the "
+                             f"max_pixels limit of {self.max_pixels} (a decompression bomb?); "
+                             "raise max_pixels to decode it", detector="max_pixels")
 
     def _check_declared(self, data):
         """Refuse a JPEG/PNG whose header declares more than ``max_pixels`` (before decoding)."""
@@ -207,9 +207,18 @@ class Decoder:
     def _check_scans(self, data):
         """Refuse a JPEG of more than ``max_scans`` scans, counted without decoding (for the
         backends whose library cannot be told to stop)."""
-        if self.max_scans is not None and count_scans(data, self.max_scans) > self.max_scans:
-            raise DecodeError(f"JPEG has more than {self.max_scans} scans (a progressive scan "
-                              "bomb?); raise max_scans to decode it")
+        error = self.scans_error(data)
+        if error is not None:
+            raise error
+
+    def scans_error(self, data):
+        """The ``LimitError`` of a JPEG of more than ``max_scans`` scans (counted without
+        decoding), or None: also how a failed libjpeg decode, which stops at ``max_scans`` by
+        itself, is told from damaged bytes."""
+        if self.max_scans is None or count_scans(data, self.max_scans) <= self.max_scans:
+            return None
+        return LimitError(f"JPEG has more than {self.max_scans} scans (a progressive scan "
+                          "bomb?); raise max_scans to decode it", detector="max_scans")
 
     def decode(self, data, *, scale=(1, 1), channels=3):
         """RGB (``channels=3``) or gray (``channels=1``) uint8 array ``(H, W, channels)``."""
@@ -257,7 +266,7 @@ def roi_decode(decoder, data, box, scale, channels):
             decoder.fast_upsample, decoder.strict, MAX_REGION_BYTES, decoder.check_rest,
             decoder.max_scans or 0)
     except ValueError as e:
-        raise DecodeError(f"libjpeg: {e}") from None
+        raise decoder.scans_error(data) or DecodeError(f"libjpeg: {e}") from None
     img = np.frombuffer(buf, dtype=np.uint8).reshape(height, width, depth)
     if depth == 4:
         img = cmyk_to_rgb(img)

@@ -3,7 +3,7 @@ of its header (``IdLabels``: an imglist's)."""
 
 import numpy as np
 
-from ..errors import LabelError, RecordFormatError
+from ..errors import LabelError
 
 __all__ = ["IdLabels", "header_labels"]
 
@@ -41,15 +41,18 @@ def header_labels(header, label_width, *, path=None, record=None):
     """A float32 scalar when ``label_width == 1``, else the first ``label_width`` packed labels.
 
     A flag-0 header has one label; packed labels (flag > 0) must number at least
-    ``label_width`` (MXNet requires exactly; extra trailing labels are ignored here).
+    ``label_width`` (MXNet requires exactly; extra trailing labels are ignored here). A record
+    that has fewer raises ``LabelError``: the setting does not fit the record, whose bytes are
+    sound (it is never quarantined).
     """
     if header.flag == 0:
         if label_width != 1:
-            raise RecordFormatError(f"record has a single label but label_width={label_width}",
-                                    path=path, record=record)
+            raise LabelError(f"record has a single label but label_width={label_width}",
+                             path=path, record=record, detector="label_width")
         return np.float32(header.label)
     if header.flag < label_width:
-        raise RecordFormatError(f"record has {header.flag} packed labels but "
-                                f"label_width={label_width}", path=path, record=record)
+        raise LabelError(f"record has {header.flag} packed labels but "
+                         f"label_width={label_width}", path=path, record=record,
+                         detector="label_width")
     labels = np.asarray(header.label, dtype=np.float32)
     return labels[0] if label_width == 1 else labels[:label_width].copy()

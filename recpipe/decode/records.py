@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..errors import DecodeError, LabelError, RecordFormatError
+from ..errors import DECODE, SETTINGS, DecodeError, LabelError, RecordFormatError
 from ..io.header import unpack_header
 from .labels import IdLabels, header_labels
 from .native import native_module, run_options
@@ -106,7 +106,7 @@ class RecordDecoder:
             img, window = augmenter.decode(self.decoder, data, plan)
             c2 = time.thread_time()
         except DecodeError as exc:
-            raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
+            raise self._decode_error(exc, data, position) from exc
         t2 = time.perf_counter()
         augmenter.apply(img, plan, out, window=window)
         if clock is not None:
@@ -118,6 +118,31 @@ class RecordDecoder:
             clock.samples += 1
         return label
 
+    @property
+    def _whole_decode(self):
+        return f"{self.decoder.name} decode of the whole image"
+
+    def _decode_error(self, exc, data, position):
+        """The DecodeError of record ``position`` whose image ``data`` failed ``exc`` as the
+        augmentation decodes it (a region, a DCT scale): whose fault it is, found here. A
+        limit of the settings (``LimitError``) stays the settings'; else the whole image is
+        decoded once more, with this loader's decoder: only when that fails too are the bytes
+        at fault (``DECODE``, quarantined), otherwise the failure belongs to the way it was
+        decoded (``SETTINGS``: never quarantined, the error says so)."""
+        fault, detector, reason = exc.fault, exc.detector, exc.reason
+        if fault is None:
+            try:
+                self.decoder.decode(data)
+            except DecodeError as whole:
+                fault = whole.fault or DECODE
+                detector = whole.detector or self._whole_decode
+            else:
+                fault, detector = SETTINGS, f"{self.decoder.name} region/scaled decode"
+                reason += (" (the whole image decodes: this crop or scale fails, the bytes "
+                           "are not quarantined)")
+        return DecodeError(reason, path=self.reader.url, record=position, fault=fault,
+                           detector=detector)
+
     def decode(self, position, sample, epoch):
         """``(image, label)`` of one record: augmented into a new array, or the whole image
         (``channels``) without an augmenter."""
@@ -126,8 +151,10 @@ class RecordDecoder:
             label = self.label(header, position)
             try:
                 return self.decoder.decode(data, channels=self.channels), label
-            except DecodeError as exc:
-                raise DecodeError(exc.reason, path=self.reader.url, record=position) from exc
+            except DecodeError as exc:  # a whole decode: the bytes' fault unless a limit's
+                raise DecodeError(exc.reason, path=self.reader.url, record=position,
+                                  fault=exc.fault or DECODE,
+                                  detector=exc.detector or self._whole_decode) from exc
         out = np.empty(self.augmenter.out_shape, dtype=self.augmenter.dtype)
         if self._native is None:
             return out, self.decode_into(out, position, sample, epoch)

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import FORMAT, RecordFormatError
 from ..image.opencv import imdecode, load_cv2
 
 __all__ = ["IRHeader", "HEADER_SIZE", "pack", "unpack", "unpack_header", "pack_img", "unpack_img"]
@@ -46,7 +46,7 @@ def unpack_header(s: bytes, *, path: Optional[str] = None,
     if len(s) < HEADER_SIZE:
         raise RecordFormatError(
             f"payload of {len(s)} bytes is shorter than the {HEADER_SIZE}-byte image header",
-            path=path, record=record)
+            path=path, record=record, fault=FORMAT, detector="IRHeader")
     header = IRHeader(*_IR_FORMAT.unpack_from(s))
     if header.flag == 0:
         return header, HEADER_SIZE
@@ -54,7 +54,7 @@ def unpack_header(s: bytes, *, path: Optional[str] = None,
     if end > len(s):
         raise RecordFormatError(
             f"header says {header.flag} labels but the payload has {len(s)} bytes",
-            path=path, record=record)
+            path=path, record=record, fault=FORMAT, detector="IRHeader")
     label = np.frombuffer(s, np.float32, header.flag, HEADER_SIZE)
     return header._replace(label=label), end
 

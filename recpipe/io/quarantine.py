@@ -9,12 +9,20 @@ lists them and removes the entries whose record now passes what it failed.
 
 Files live in ``$RECPIPE_QUARANTINE_DIR``, else ``$XDG_CACHE_HOME/recpipe/quarantine``, else
 ``~/.cache/recpipe/quarantine``, one per dataset version (``<sha256 of the identity>.txt``),
-shared by the ranks of a node. Each entry is one line, ``offset<TAB>record<TAB>kind<TAB>reason``,
-written with a single ``write`` on an ``O_APPEND`` descriptor and shorter than PIPE_BUF, so
-concurrent writers never interleave. The folder must be a real folder owned by this user and
-the files regular files owned by this user, opened without following symlinks; anything else
-is ignored with a warning (a shared or hostile cache never decides what is skipped). Errors
-that depend on settings (the ``max_pixels`` limit) are not quarantined.
+shared by the ranks of a node. Each entry is one line,
+``offset<TAB>record<TAB>kind<TAB>basis<TAB>detector<TAB>reason``, written with a single ``write``
+on an ``O_APPEND`` descriptor and shorter than PIPE_BUF, so concurrent writers never interleave
+(lines of another layout, e.g. an older recpipe's, are ignored: those records are checked
+again). The folder must be a real folder owned by this user and the files regular files owned
+by this user, opened without following symlinks; anything else is ignored with a warning (a
+shared or hostile cache never decides what is skipped).
+
+Only faults of a record's own bytes are quarantined, as the error says where it is raised
+(``recpipe.errors``: ``fault`` in ``BYTES_FAULTS``): a checksum mismatch against a sidecar that
+describes the file (kind ``sum``), broken framing or IRHeader (``format``), an image that does
+not decode whole (``decode``). Errors of the settings (``label_width``, a ``label_rule``,
+``max_pixels``, ``max_scans``, a crop that fails where the whole image decodes), of a stale
+sidecar or of I/O never are. Each entry names what found it (``detector``).
 """
 
 import hashlib
@@ -26,7 +34,7 @@ from typing import Dict, NamedTuple, Optional
 
 import numpy as np
 
-from ..errors import DecodeError, LabelError, RecordFormatError
+from ..errors import CHECKSUM, DECODE, FORMAT, DecodeError, RecordFormatError
 from .sources import open_source, source_identity
 
 __all__ = ["QUARANTINE_ENV", "QuarantineEntry", "QuarantineFile", "RecordQuarantine",
@@ -36,6 +44,9 @@ log = logging.getLogger(__name__)
 
 QUARANTINE_ENV = "RECPIPE_QUARANTINE_DIR"
 KINDS = ("sum", "format", "decode")
+_KIND_OF_FAULT = {CHECKSUM: "sum", FORMAT: "format", DECODE: "decode"}
+_FAULT_OF_KIND = {kind: fault for fault, kind in _KIND_OF_FAULT.items()}
+_FIELD_CHARS = 120  # detector and basis
 _REASON_CHARS = 400  # a line stays far below PIPE_BUF (4096)
 _MAX_FILE = 64 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -52,26 +63,34 @@ def quarantine_dir():
 
 
 class QuarantineEntry(NamedTuple):
+    """One quarantined record: where (``offset``, ``record``), what failed (``kind``: 'sum',
+    'format' or 'decode'), why (``reason``), what found it (``detector``: the sidecar and its
+    digest, the framing check, the decoder) and on what it depends (``basis``, see
+    ``RecordQuarantine``: the entry is void when it no longer holds)."""
+
     offset: int
     record: int
-    kind: str  # 'sum' | 'format' | 'decode'
+    kind: str
     reason: str
+    detector: str = ""
+    basis: str = ""
 
     def line(self):
-        reason = " ".join(self.reason.split())[:_REASON_CHARS]
-        return f"{self.offset}\t{self.record}\t{self.kind}\t{reason}\n".encode("utf-8", "replace")
+        reason = _field(self.reason)[:_REASON_CHARS]
+        detector, basis = _field(self.detector)[:_FIELD_CHARS], _field(self.basis)[:_FIELD_CHARS]
+        return (f"{self.offset}\t{self.record}\t{self.kind}\t{basis}\t{detector}\t{reason}\n"
+                .encode("utf-8", "replace"))
+
+
+def _field(text):
+    return " ".join(str(text).split())  # no tab or newline inside a field
 
 
 def error_kind(exc):
-    """The quarantine kind of a record's error, or None for errors not to quarantine."""
-    reason = getattr(exc, "reason", "")
-    if reason.startswith(QUARANTINED) or "max_pixels" in reason or isinstance(exc, LabelError):
-        return None  # not the record's fault (a label rule without its label: LabelError)
-    if isinstance(exc, RecordFormatError):
-        return "sum" if "checksum" in reason else "format"
-    if isinstance(exc, DecodeError):
-        return "decode"
-    return None
+    """The quarantine kind of a record's error ('sum', 'format', 'decode'), or None for an
+    error that is not a fault of the record's bytes (``exc.fault``, set where it was raised)."""
+    fault = getattr(exc, "fault", None)
+    return _KIND_OF_FAULT.get(fault) if isinstance(fault, str) else None
 
 
 def _own(st, want):
@@ -180,11 +199,12 @@ def quarantine_of(url, storage_options=None):
 
 
 def _parse(line):
-    parts = line.split("\t", 3)
-    if len(parts) != 4 or parts[2] not in KINDS:
+    parts = line.split("\t", 5)
+    if len(parts) != 6 or parts[2] not in KINDS:
         return None
+    offset, record, kind, basis, detector, reason = parts
     try:
-        return QuarantineEntry(int(parts[0]), int(parts[1]), parts[2], parts[3])
+        return QuarantineEntry(int(offset), int(record), kind, reason, detector, basis)
     except ValueError:
         return None
 
@@ -213,13 +233,18 @@ class RecordQuarantine:
         decode, else a RecordFormatError (the types its first failure had)."""
         offset = int(self.reader.offsets[position])
         entry = self.entries.get(offset)
-        why = f"{entry.kind}: {entry.reason}" if entry else "found bad in this run"
+        why = (f"{entry.kind}: {entry.reason}; found by {entry.detector or '?'}" if entry
+               else "found bad in this run")
         message = (f"{QUARANTINED} (found bad earlier at byte offset {offset}, {why}); not read "
                    f"again: `recpipe verify` re-checks it and clears the entry when it passes "
                    f"(quarantine {self.file_path})")
+        detector = f"quarantine {self.file_path}"
         if entry is not None and entry.kind == "decode":
-            return DecodeError(message, path=self.reader.url, record=position)
-        return RecordFormatError(message, path=self.reader.url, offset=offset, record=position)
+            return DecodeError(message, path=self.reader.url, record=position, fault=DECODE,
+                               detector=detector)
+        fault = _FAULT_OF_KIND[entry.kind] if entry is not None else None
+        return RecordFormatError(message, path=self.reader.url, offset=offset, record=position,
+                                 fault=fault, detector=detector)
 
     @property
     def file_path(self):
@@ -235,7 +260,9 @@ class RecordQuarantine:
             return
         self.bad[position] = True
         offset = int(self.reader.offsets[position])
-        entry = QuarantineEntry(offset, position, kind, getattr(exc, "reason", str(exc)))
+        entry = QuarantineEntry(offset, position, kind, getattr(exc, "reason", str(exc)),
+                                getattr(exc, "detector", None) or kind)
         self.entries[offset] = entry
         if self.file is not None and self.file.add(entry):
-            log.warning("quarantined record %d of %s (%s)", position, self.reader.url, kind)
+            log.warning("quarantined record %d of %s (%s, found by %s)", position,
+                        self.reader.url, kind, entry.detector)

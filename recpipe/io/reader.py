@@ -7,7 +7,7 @@ from typing import Any, Hashable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import FORMAT, RecordFormatError
 from .format import HEAD_SIZE, MAGIC, decode_head
 from .index import resolve_index_url
 from .index_cache import load_index_table
@@ -19,6 +19,9 @@ from .sums import RecordSums, checks_sums, load_sums
 __all__ = ["RecordReader"]
 
 log = logging.getLogger(__name__)
+
+# a record whose framing disagrees with the .idx: a fault of the bytes of the pair (recpipe.errors)
+_AGAINST_INDEX = {"fault": FORMAT, "detector": "RecordIO framing against the .idx"}
 
 
 class RecordReader:
@@ -143,12 +146,13 @@ class RecordReader:
         if next_pos > end:
             raise RecordFormatError(
                 f"record runs to byte {next_pos}, past the next indexed record at {end}: "
-                f"the index does not match the file", path=self.url, offset=start, record=position)
+                f"the index does not match the file", path=self.url, offset=start, record=position,
+                **_AGAINST_INDEX)
         if next_pos < end and not _is_head(window, next_pos):
             raise RecordFormatError(
                 f"record ends at byte {next_pos} but no record head follows there (the next "
                 f"indexed record is at {end}): a corrupt length field?", path=self.url,
-                offset=start, record=position)
+                offset=start, record=position, **_AGAINST_INDEX)
         if checked:
             self.check_sum(payload, start, position)
         return payload
@@ -254,7 +258,8 @@ class RecordReader:
             elif pos > expected:
                 raise RecordFormatError(
                     "indexed offset is not at a record head (the file's records are at "
-                    f"{pos} and before)", path=self.url, offset=expected, record=position)
+                    f"{pos} and before)", path=self.url, offset=expected, record=position,
+                    **_AGAINST_INDEX)
 
     def close(self) -> None:
         self._closer()

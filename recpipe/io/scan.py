@@ -10,7 +10,7 @@ byte range instead of stopping.
 
 from typing import NamedTuple, Optional
 
-from ..errors import RecordFormatError
+from ..errors import FORMAT, RecordFormatError
 from .format import HEAD_SIZE, MAGIC, MAGIC_BYTES, decode_head, padded
 from .sniff import not_recordio_error
 
@@ -27,6 +27,8 @@ __all__ = [
 
 DEFAULT_BLOCK_SIZE = 4 << 20
 _PROGRESS_BYTES = 4 << 20  # how often scan_with_progress reports
+# a broken record head or length: a fault of the record's bytes (recpipe.errors)
+_FRAMING = {"fault": FORMAT, "detector": "RecordIO framing"}
 
 
 class SlidingBuffer:
@@ -68,29 +70,29 @@ def read_record(window, pos, *, record=None, keep_payload=True):
         if pos + HEAD_SIZE > size:
             raise RecordFormatError(
                 f"truncated record: {size - pos} bytes left where an 8-byte part head is needed",
-                path=path, offset=pos, record=record)
+                path=path, offset=pos, record=record, **_FRAMING)
         magic, cflag, length = decode_head(window.get(pos, HEAD_SIZE), 0)
         if magic != MAGIC and pos == 0:  # every RecordIO file starts with the magic
             raise not_recordio_error(path, window.get(0, min(size, 512)))
         if magic != MAGIC:
             what = "bad magic" if first else "bad magic in a continuation part"
             raise RecordFormatError(f"{what}: expected 0x{MAGIC:08x}, found 0x{magic:08x}",
-                                    path=path, offset=pos, record=record)
+                                    path=path, offset=pos, record=record, **_FRAMING)
         if first and cflag not in (0, 1):
             raise RecordFormatError(
                 f"not at a record head: part has cflag {cflag} (a head has 0 or 1)",
-                path=path, offset=pos, record=record)
+                path=path, offset=pos, record=record, **_FRAMING)
         if not first and cflag not in (2, 3):
             raise RecordFormatError(
                 f"multi-part record interrupted: expected a continuation part (cflag 2 or 3), "
-                f"found cflag {cflag}", path=path, offset=pos, record=record)
+                f"found cflag {cflag}", path=path, offset=pos, record=record, **_FRAMING)
         body = pos + HEAD_SIZE
         if body + padded(length) > size:
             what = "its zero padding" if body + length <= size else "its bytes"
             raise RecordFormatError(
                 f"truncated record: length field says {length} bytes (padded to "
                 f"{padded(length)}) but only {size - body} remain in the file; {what} are missing",
-                path=path, offset=pos, record=record)
+                path=path, offset=pos, record=record, **_FRAMING)
         if keep_payload:
             pieces.append(window.get(body, length))
         pos = body + padded(length)

@@ -28,7 +28,7 @@ import struct
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import CHECKSUM, SIDECAR, RecordFormatError, StaleSumsError
 from .crc32c import crc32c
 from .index import read_index_bytes
 
@@ -57,11 +57,23 @@ def checks_sums(integrity):
 class RecordSums:
     """The checksums of one ``.rec``: ``offsets`` (int64, sorted) -> ``crcs`` (uint32)."""
 
-    def __init__(self, rec_size, offsets, crcs, *, path=None):
+    def __init__(self, rec_size, offsets, crcs, *, path=None, digest=None):
         self.rec_size = int(rec_size)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.crcs = np.asarray(crcs, dtype=np.uint32)
         self.path = path
+        self.digest = digest  # the sidecar's own CRC32C as read (None: built, not read)
+
+    @property
+    def token(self):
+        """A short name of this very sidecar (its own CRC32C): quarantine entries found with it
+        are void once it is replaced or removed."""
+        return f"sums:{self.digest:08x}" if self.digest is not None else "sums:unsaved"
+
+    @property
+    def detector(self):
+        """What checks records with this sidecar, for errors and quarantine entries."""
+        return f"CRC32C of {self.path} ({self.token})"
 
     def __len__(self):
         return len(self.offsets)
@@ -76,7 +88,7 @@ class RecordSums:
         """Parse a sidecar; a malformed one raises RecordFormatError naming ``path``."""
         def bad(why, offset=None):
             return RecordFormatError(f"not a valid checksum sidecar: {why}", path=path,
-                                     offset=offset)
+                                     offset=offset, fault=SIDECAR)
 
         if len(data) < _HEAD.size + 4:
             raise bad(f"{len(data)} bytes is shorter than its header")
@@ -96,12 +108,12 @@ class RecordSums:
         crcs = np.frombuffer(data, "<u4", count, _HEAD.size + 8 * count)
         if count and (offsets[0] < 0 or np.any(np.diff(offsets) <= 0) or offsets[-1] >= rec_size):
             raise bad("record offsets are not increasing within the .rec")
-        return cls(rec_size, offsets, crcs, path=path)
+        return cls(rec_size, offsets, crcs, path=path, digest=stored)
 
     def bind(self, rec_url, rec_size):
         """Check that this sidecar describes ``rec_url`` of ``rec_size`` bytes."""
         if self.rec_size != rec_size:
-            raise RecordFormatError(
+            raise StaleSumsError(
                 f"checksum sidecar {self.path} describes a .rec of {self.rec_size} bytes but "
                 f"{rec_url} has {rec_size}: it belongs to another file or the .rec changed "
                 f"after it was written (rewrite it: recpipe verify --decode --write-sums)",
@@ -123,13 +135,15 @@ class RecordSums:
         if not known[0]:
             raise RecordFormatError(
                 f"checksum sidecar {self.path} lists no record at this offset",
-                path=rec_url, offset=offset, record=record)
+                path=rec_url, offset=offset, record=record, fault=SIDECAR,
+                detector=self.detector)
         actual = crc32c(payload)
         if actual != int(crcs[0]):
             raise RecordFormatError(
                 f"checksum mismatch: CRC32C 0x{actual:08x}, the sidecar {self.path} says "
                 f"0x{int(crcs[0]):08x} (the record is damaged)",
-                path=rec_url, offset=offset, record=record)
+                path=rec_url, offset=offset, record=record, fault=CHECKSUM,
+                detector=self.detector)
 
 
 class SumsBuilder:

@@ -213,3 +213,87 @@ def test_decode_entries_are_cleared_only_by_a_decoding_verify(tmp_path):
     assert report.counts == {"quarantined": 1} and report.quarantine_cleared == 0
     report = verify(rec, decoder=get_decoder("auto"))
     assert report.ok and report.quarantine_cleared == 1
+
+
+# -- only faults of the bytes are quarantined -----------------------------------------------------
+
+
+def _progressive_pack(path, count=8):
+    """``count`` progressive JPEG records (several scans each), labels ``0..count-1``."""
+    import cv2
+    import numpy as np
+
+    with recpipe.RecordWriter(str(path)) as writer:
+        for i in range(count):
+            rng = np.random.default_rng(i)
+            img = cv2.GaussianBlur(rng.integers(0, 256, (64, 80, 3), dtype=np.uint8), (3, 3), 0)
+            jpeg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), jpeg))
+    return str(path)
+
+
+def _served(rec, **keywords):
+    with ImageLoader(rec, 4, (3, 32, 32), on_error="skip", threads=1, last_batch="partial",
+                     **keywords) as loader:
+        return sum(len(labels) for _, labels in loader)
+
+
+@pytest.mark.parametrize("wrong", [{"label_width": 2}, {"max_scans": 2},
+                                   {"max_pixels": 100}],
+                         ids=["label_width", "max_scans", "max_pixels"])
+@pytest.mark.parametrize("integrity", ["auto", "strict"])
+def test_a_run_with_wrong_settings_quarantines_nothing(tmp_path, wrong, integrity):
+    rec = _progressive_pack(tmp_path / "p.rec")
+    assert _served(rec, integrity=integrity, **wrong) == 0
+    assert quarantine_of(rec).entries() == {}
+    assert _served(rec, integrity=integrity) == 8
+
+
+def test_settings_errors_say_they_are_the_settings_fault(tmp_path):
+    rec = _progressive_pack(tmp_path / "p.rec")
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1, label_width=2) as loader:
+        with pytest.raises(recpipe.errors.LabelError) as info:
+            list(loader)
+    assert info.value.fault == "settings" and "label_width=2" in str(info.value)
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1, max_scans=2) as loader:
+        with pytest.raises(recpipe.DecodeError) as info:
+            list(loader)
+    assert info.value.fault == "settings" and "max_scans" in str(info.value)
+
+
+def test_a_crop_that_fails_where_the_whole_image_decodes_is_not_quarantined(tmp_path,
+                                                                               monkeypatch):
+    """A decode that fails only for the crop or scale asked (a decoder's bug, as in region
+    decodes with fast_upsample) is the settings' fault: confirmed by a whole decode."""
+    from recpipe.decode import native as native_module
+    from recpipe.decode.decoder_base import Decoder
+
+    real = native_module.extension
+    monkeypatch.setattr(native_module, "extension",
+                        lambda name: None if name == "_batch" else real(name))
+
+    def broken_region(self, data, box, **keywords):
+        raise recpipe.DecodeError("Corrupt JPEG data: premature end of data segment")
+
+    monkeypatch.setattr(Decoder, "decode_region", broken_region)
+    rec = write_pack(tmp_path / "d.rec", 8)
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1, rand_crop=True) as loader:
+        with pytest.raises(recpipe.DecodeError) as info:
+            list(loader)
+    assert info.value.fault == "settings" and "whole image decodes" in str(info.value)
+    assert _served(rec, rand_crop=True) == 0
+    assert quarantine_of(rec).entries() == {}
+
+
+def test_entries_name_what_found_them(tmp_path):
+    rec = str(tmp_path / "d.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(6):
+            body = b"\xff\xd8 not a jpeg" if i == 3 else textured_jpeg(i)
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), body))
+    _damaged_in_place(rec, 1)
+    assert _served(rec) == 4
+    entries = sorted(quarantine_of(rec).entries().values())
+    assert [(e.record, e.kind) for e in entries] == [(1, "sum"), (3, "decode")]
+    assert "CRC32C of" in entries[0].detector and "d.sums" in entries[0].detector
+    assert "decode of the whole image" in entries[1].detector
