@@ -14,14 +14,17 @@ from typing import Optional
 
 import numpy as np
 
+from ..io.header import unpack_header
 from .augment import Augmenter
-from .decoders import get_decoder
+from .decoders import available_decoders
 from .epoch import Batch
-from .provenance import (decode_indices, file_fingerprint, fingerprint_digest,
+from .labels import IdLabels, header_labels
+from .loader import record_decoder
+from .options import decoder_for
+from .provenance import (decode_indices, decode_labels, file_fingerprint, fingerprint_digest,
                          options_from_json)
-from .records import RecordDecoder
 
-__all__ = ["replay", "find_batch"]
+__all__ = ["batch_records", "find_batch", "replay"]
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +90,28 @@ def replay(path, batch: int, epoch: Optional[int] = None, *, options: Optional[s
     """The images and labels of batch ``batch`` of ``epoch`` as the loader delivered them, from
     provenance log ``path``: a ``Batch`` (``images, labels``, ``pad``, ``positions``).
 
-    ``epoch`` None: the last epoch that logged that batch; ``options``: the options digest of
-    one loader when several logged it; ``storage_options`` for a remote file (never logged).
-    Raises ValueError when the file changed since (unless ``check_file=False``) and any
-    decode error as the loader would have."""
+    Every option the loader line records is applied as the loader applied it: the
+    augmentation, the decoder backend (``"auto"`` as it resolved then), its pixel and scan
+    limits, ``integrity``, ``label_width``; labels the loader took from a ``label_rule`` come
+    from the batch line. ``epoch`` None: the last epoch that logged that batch; ``options``:
+    the options digest of one loader when several logged it; ``storage_options`` for a remote
+    file (never logged). Raises ValueError when the file changed since (unless
+    ``check_file=False``) or the line is damaged, and any decode error as the loader would
+    have."""
     from ..io.reader import RecordReader
 
     loader_line, entry = find_batch(path, batch, epoch, options)
     if check_file:
         _check_file(loader_line, storage_options)
     o = options_from_json(loader_line["loader_options"])
-    positions = decode_indices(entry["positions"])
-    samples = decode_indices(entry["samples"]) if "samples" in entry else positions
+    positions, samples = batch_records(entry, path)
     augmenter = Augmenter(o.augment)
-    decoder = get_decoder(o.decoder, fast_dct=o.fast_dct, fast_upsample=o.fast_upsample,
-                          max_pixels=o.max_pixels)
-    with RecordReader(loader_line["url"], loader_line["index_url"] or False,
-                      storage_options) as reader:
-        records = RecordDecoder(reader, decoder, augmenter, label_width=o.label_width,
-                                seed=o.augment_seed)
+    decoder = decoder_for(o.replace(decoder=_backend(o, loader_line)))
+    with RecordReader(loader_line["url"], loader_line["index_url"] or False, storage_options,
+                      integrity=o.integrity) as reader:
+        logged = _logged_labels(loader_line, entry, len(positions), o.label_width, path)
+        rule = _replay_rule(loader_line, logged is not None, reader, positions, o.label_width)
+        records = record_decoder(o, reader, decoder, augmenter, label_rule=rule)
         images = np.empty((len(positions),) + augmenter.out_shape, dtype=augmenter.dtype)
         labels = np.zeros((len(positions),) if o.label_width == 1
                           else (len(positions), o.label_width), dtype=np.float32)
@@ -113,4 +119,85 @@ def replay(path, batch: int, epoch: Optional[int] = None, *, options: Optional[s
                                 entry["epoch"])
     if failures:
         raise failures[0][1]
-    return Batch(images, labels, entry["pad"], positions)
+    return Batch(images, labels if logged is None else logged, entry["pad"], positions)
+
+
+def batch_records(entry, path="the log"):
+    """``(positions, samples)`` of a batch line, checked: ValueError naming the line when they
+    are not valid index arrays of the same length as the batch."""
+    where = f"{path}: epoch {entry.get('epoch')} batch {entry.get('batch')}"
+    try:
+        positions = decode_indices(entry["positions"])
+        samples = decode_indices(entry["samples"]) if "samples" in entry else positions
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: damaged record list ({exc})") from None
+    if len(samples) != len(positions):
+        raise ValueError(f"{where}: {len(samples)} sample numbers for {len(positions)} records")
+    return positions, samples
+
+
+def _backend(o, loader_line):
+    """The decoder backend to replay with: ``"auto"`` as it resolved for the loader when that
+    backend is available here (another one may differ in the last bit of a pixel)."""
+    resolved = loader_line.get("decoder")
+    if o.decoder != "auto" or resolved is None:
+        return o.decoder
+    if resolved in available_decoders():
+        return resolved
+    log.warning("the loader decoded with %s, not available here: replaying with %s (pixels "
+                "may differ slightly)", resolved, available_decoders()[0])
+    return "auto"
+
+
+def _logged_labels(loader_line, entry, count, label_width, path):
+    """The labels a batch line carries (the loader had a ``label_rule``), else None."""
+    if loader_line.get("label_rule") is None:
+        return None
+    where = f"{path}: epoch {entry.get('epoch')} batch {entry.get('batch')}"
+    if "labels" not in entry:
+        raise ValueError(f"{where}: the loader took its labels from {loader_line['label_rule']}"
+                         " but the line does not hold them")
+    try:
+        return decode_labels(entry["labels"], count, label_width)
+    except ValueError as exc:
+        raise ValueError(f"{where}: damaged labels ({exc})") from None
+
+
+def _replay_rule(loader_line, labels_logged, reader, positions, label_width):
+    """The ``label_rule`` to decode with. Labels from the line: a rule that only lets the
+    records through (an id table when the loader's runs went to ``recpipe._batch``, which takes
+    id tables, so that the pixels come from the same path). Labels from the headers: none, or
+    the header rule itself when the loader decoded in Python (to stay on that path)."""
+    native = loader_line.get("native")
+    if labels_logged:
+        if native:
+            ids = {unpack_header(reader[int(p)], path=reader.url, record=int(p))[0].id
+                   for p in np.unique(positions)}
+            zero = np.float32(0) if label_width == 1 else np.zeros(label_width, np.float32)
+            return IdLabels(dict.fromkeys(ids, zero), label_width, source="the provenance log",
+                            path=reader.url)
+        return _AnyLabel(label_width)
+    if native is False:
+        return _HeaderLabels(label_width, reader.url)
+    return None
+
+
+class _AnyLabel:
+    """A label rule giving zeros (the real labels come from the provenance line)."""
+
+    def __init__(self, label_width):
+        self.zero = np.float32(0) if label_width == 1 else np.zeros(label_width, np.float32)
+
+    def __call__(self, header, position):
+        return self.zero
+
+
+class _HeaderLabels:
+    """ImageRecordIter's header labels as a label rule (keeps ``fill`` on the Python path)."""
+
+    def __init__(self, label_width, url):
+        self.label_width = label_width
+        self.url = url
+
+    def __call__(self, header, position):
+        return header_labels(header, self.label_width, path=self.url, record=position)
