@@ -32,7 +32,7 @@ from .records import RecordDecoder
 from .stats import PipelineStats, traced
 from .tuning_window import AutoTuner, TunerOptions, initial_threads
 
-__all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR", "record_decoder"]
+__all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR", "not_picklable", "record_decoder"]
 
 
 class ImageLoader:
@@ -357,6 +357,20 @@ class ImageLoader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce__(self):
+        raise TypeError(not_picklable("an ImageLoader"))
+
+
+def not_picklable(what):
+    """Why ``what`` (a loader running decode threads) cannot be pickled, and what to do."""
+    return (f"{what} cannot be sent to another process (pickled for spawn or forkserver "
+            "workers, mp.spawn, a DataLoader's dataset): its decode threads and open file "
+            "belong to the process that made it. It is a batch loader already: iterate it "
+            "directly (num_workers is its threads=), not through a DataLoader, and create it "
+            "in the process that iterates it (in each rank, after init_process_group); for "
+            "DataLoader workers use recpipe.torch.RecordDataset, which pickles its arguments "
+            "and opens the file in each worker")
 
 
 def record_decoder(options, reader, decoder, augmenter, label_rule=...):

@@ -113,14 +113,29 @@ def _b64decode(text, what):
 
 
 def decode_indices(encoded):
-    """The int64 array ``encode_indices`` encoded."""
+    """The int64 array ``encode_indices`` encoded; ValueError saying what is wrong when
+    ``encoded`` is not such an encoding (bad base64, a length that is no whole number of
+    values, a run that is not ``[start, stop]`` with ``0 <= start < stop``)."""
     if isinstance(encoded, str):
         kind, _, text = encoded.partition(":")
         if kind not in ("u4", "u8"):
             raise ValueError(f"not an encoded index array: {encoded[:20]!r}")
-        return np.frombuffer(base64.b64decode(text), dtype="<" + kind).astype(np.int64)
+        raw = _b64decode(text, "index array")
+        size = int(kind[1])
+        if len(raw) == 0 or len(raw) % size:
+            raise ValueError(f"index array: {len(raw)} bytes is not a whole number of "
+                             f"{size}-byte values")
+        return np.frombuffer(raw, dtype="<" + kind).astype(np.int64)
+    if not isinstance(encoded, list):
+        raise ValueError(f"not an index array: {str(encoded)[:40]!r}")
     if not encoded:
         return np.zeros(0, dtype=np.int64)
+    for run in encoded:
+        if not (isinstance(run, list) and len(run) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in run)
+                and 0 <= run[0] < run[1]):
+            raise ValueError(f"index run {run!r}: expected [start, stop] with "
+                             "0 <= start < stop")
     return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in encoded])
 
 

@@ -41,11 +41,19 @@ def _read_lines(path):
             except ValueError:
                 log.warning("%s: line %d is not JSON (a write cut short?), ignored", path, number)
                 continue
-            if entry.get("kind") == "loader":
+            if not isinstance(entry, dict) or not _has_keys(entry):
+                log.warning("%s: line %d is not a provenance line, ignored", path, number)
+            elif entry.get("kind") == "loader":
                 loaders[(entry["options"], entry["file"])] = entry
             else:
                 batches.append(entry)
     return loaders, batches
+
+
+def _has_keys(entry):
+    needed = ("options", "file", "url", "loader_options") if entry.get("kind") == "loader" \
+        else ("options", "file", "epoch", "batch", "positions")
+    return all(key in entry for key in needed)
 
 
 def find_batch(path, batch, epoch=None, options=None):
@@ -109,6 +117,7 @@ def replay(path, batch: int, epoch: Optional[int] = None, *, options: Optional[s
     decoder = decoder_for(o.replace(decoder=_backend(o, loader_line)))
     with RecordReader(loader_line["url"], loader_line["index_url"] or False, storage_options,
                       integrity=o.integrity) as reader:
+        _check_positions(positions, reader, f"{path}: epoch {entry['epoch']} batch {batch}")
         logged = _logged_labels(loader_line, entry, len(positions), o.label_width, path)
         rule = _replay_rule(loader_line, logged is not None, reader, positions, o.label_width)
         records = record_decoder(o, reader, decoder, augmenter, label_rule=rule)
@@ -133,7 +142,17 @@ def batch_records(entry, path="the log"):
         raise ValueError(f"{where}: damaged record list ({exc})") from None
     if len(samples) != len(positions):
         raise ValueError(f"{where}: {len(samples)} sample numbers for {len(positions)} records")
+    pad = entry.get("pad", 0)
+    if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad <= len(positions):
+        raise ValueError(f"{where}: pad={pad!r} for a batch of {len(positions)} records")
     return positions, samples
+
+
+def _check_positions(positions, reader, where):
+    """ValueError naming the first position past the file's last record."""
+    if len(positions) and positions.max() >= len(reader):
+        raise ValueError(f"{where}: record {int(positions.max())} is past the last record of "
+                         f"{reader.url} ({len(reader)} records)")
 
 
 def _backend(o, loader_line):
