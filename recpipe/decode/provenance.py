@@ -2,13 +2,16 @@
 
 ``ImageLoader(..., provenance=PATH)`` appends to PATH (JSON lines, one ``write`` each, flushed):
 
-- once per loader, before its first batch, a ``"loader"`` line: the ``.rec``/``.idx`` URLs, the
-  options (``LoaderOptions`` as JSON, without ``keys``), ``decoder`` (the backend ``"auto"``
-  resolved to), ``native`` (whether runs went to ``recpipe._batch``), ``label_rule`` (a
-  description of the loader's label rule, or null), ``options`` (a digest of what changes
-  pixels, labels or record selection: threads, prefetch, timeout... are left out) and ``file``
-  (a digest of the size, modification time and a hash of the first 64 KiB of the ``.rec`` and
-  of the ``.idx``, with the parts themselves under ``file_parts``);
+- once per loader, before its first batch, a ``"loader"`` line: the ``.rec``/``.idx`` URLs
+  (a local path made absolute; ``url_given`` keeps it as typed), the options
+  (``LoaderOptions`` as JSON, without ``keys``), ``decoder`` (the backend ``"auto"`` resolved
+  to), ``native`` (whether runs went to ``recpipe._batch``), ``label_rule`` (a description
+  of the loader's label rule, or null), ``options`` (a digest of what changes pixels, labels
+  or record selection: threads, prefetch, timeout... are left out) and ``file`` (a digest of
+  the files' identity, the parts themselves under ``file_parts``: for the ``.rec`` and the
+  ``.idx`` the size and hashes of the first and last 64 KiB, for the ``.rec`` also a digest
+  of its ``.sums`` sidecar when there is one; a few range reads, never the whole file, and
+  the same for a copy: ``recpipe.replay(..., rec=)`` takes a moved file);
 - per batch handed out: ``epoch``, ``batch`` (its index in the epoch), ``positions`` (the record
   positions of its samples), ``samples`` (their sample numbers, which key the augmentation's
   random stream, ``recpipe.decode.augment.rng``; only when they differ from the positions, e.g.
@@ -36,16 +39,17 @@ import os
 
 import numpy as np
 
-from ..io.sources import url_to_fs
+from ..io.sources import local_path, url_to_fs
+from ..io.sums import sums_url_for
 
-__all__ = ["NO_EFFECT_FIELDS", "PER_BATCH_FIELDS", "ProvenanceLog", "decode_indices",
-           "decode_labels", "describe_label_rule", "encode_indices", "encode_labels",
-           "file_fingerprint", "fingerprint_digest", "options_digest", "options_from_json",
-           "options_to_json", "recorded_fields"]
+__all__ = ["NO_EFFECT_FIELDS", "PER_BATCH_FIELDS", "ProvenanceLog", "absolute_url",
+           "decode_indices", "decode_labels", "describe_label_rule", "encode_indices",
+           "encode_labels", "file_fingerprint", "fingerprint_digest", "identity_changes",
+           "options_digest", "options_from_json", "options_to_json", "recorded_fields"]
 
 log = logging.getLogger(__name__)
 
-HEAD_BYTES = 64 << 10
+EDGE_BYTES = 64 << 10  # hashed at each end of a file for its identity
 # LoaderOptions fields that change neither which records a batch holds, nor its pixels, nor
 # its labels (left out of the options digest)
 NO_EFFECT_FIELDS = {
@@ -198,21 +202,56 @@ def options_digest(options, decoder=None):
     return _digest(data)
 
 
-def _one_file(url, storage_options):
+def absolute_url(url, storage_options=None):
+    """``url`` for the log: a local path made absolute (replay works from any folder), any
+    other URL as given."""
+    path = local_path(url, storage_options)
+    return os.path.abspath(path) if path is not None else str(url)
+
+
+def _hash(data):
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _edges(fs, path, size):
+    """Hashes of the first and the last ``EDGE_BYTES`` of a file of ``size`` bytes (two range
+    reads, never the whole file)."""
+    head = fs.cat_file(path, 0, min(size, EDGE_BYTES)) if size else b""
+    tail = fs.cat_file(path, size - EDGE_BYTES, size) if size > EDGE_BYTES else head
+    return _hash(head), _hash(tail)
+
+
+def _one_file(url, storage_options, sums_url=None):
     fs, path = url_to_fs(url, storage_options)
-    info = fs.info(path)
-    mtime = info.get("mtime", info.get("LastModified", info.get("created")))
-    if hasattr(mtime, "isoformat"):
-        mtime = mtime.isoformat()
-    size = int(info.get("size") or 0)
-    head = fs.cat_file(path, 0, min(size, HEAD_BYTES)) if size else b""
-    return {"url": str(url), "size": size, "mtime": None if mtime is None else str(mtime),
-            "head": hashlib.sha256(head).hexdigest()[:16]}
+    size = int(fs.info(path).get("size") or 0)
+    head, tail = _edges(fs, path, size)
+    part = {"url": absolute_url(url, storage_options), "size": size, "head": head,
+            "tail": tail}
+    sums = _sums_digest(sums_url, storage_options) if sums_url else None
+    if sums is not None:
+        part["sums"] = sums
+    return part
+
+
+def _sums_digest(url, storage_options):
+    """A digest of the ``.sums`` sidecar at ``url`` (None when there is none): its size and
+    edges, which hold the record count and the sidecar's own CRC32C over all of it, so the
+    CRC of every record. Two range reads."""
+    fs, path = url_to_fs(url, storage_options)
+    try:
+        size = int(fs.info(path).get("size") or 0)
+    except FileNotFoundError:
+        return None
+    head, tail = _edges(fs, path, size)
+    return f"{size}:{_hash((head + tail).encode())}"
 
 
 def file_fingerprint(url, index_url=None, storage_options=None):
-    """Size, modification time and a hash of the first 64 KiB of the ``.rec`` (and ``.idx``)."""
-    parts = {"rec": _one_file(url, storage_options)}
+    """The identity of the ``.rec`` (and its ``.idx``): absolute URL, size, hashes of the first
+    and last 64 KiB and, for the ``.rec``, the digest of its ``.sums`` sidecar when there is
+    one. Cheap on any size of file (a few range reads); a copy or a moved file has the same
+    identity (the URL aside), a rewritten one almost never."""
+    parts = {"rec": _one_file(url, storage_options, sums_url_for(url))}
     if index_url:
         parts["idx"] = _one_file(index_url, storage_options)
     return parts
@@ -222,6 +261,26 @@ def fingerprint_digest(parts):
     """The digest of ``file_fingerprint`` parts (URLs left out: a moved file is the same file)."""
     return _digest({name: {k: v for k, v in part.items() if k != "url"}
                     for name, part in parts.items()})
+
+
+def identity_changes(then, now):
+    """What differs between two ``file_fingerprint`` results (URLs aside): a list of
+    ``"rec size: 10 then, 12 now"`` strings, empty when ``now`` is the file ``then`` was. A
+    sidecar digest counts only when both have one; logs written before the tail hash was kept
+    compare size and head (their modification time is ignored: a copy has another)."""
+    changes = []
+    for name in sorted(set(then) | set(now)):
+        if name not in then or name not in now:
+            changes.append(f"{name}: {'one' if name in then else 'none'} then, "
+                           f"{'one' if name in now else 'none'} now")
+            continue
+        fields = ["size", "head", "tail"]
+        if "sums" in then[name] and "sums" in now[name]:
+            fields.append("sums")
+        changes += [f"{name} {field}: {then[name][field]!r} then, {now[name].get(field)!r} now"
+                    for field in fields
+                    if field in then[name] and then[name][field] != now[name].get(field)]
+    return changes
 
 
 class ProvenanceLog:
@@ -252,8 +311,9 @@ class ProvenanceLog:
         self._fixed = {"seed": o.seed, "aug_seed": o.augment_seed,
                        "options": self.options_digest, "file": self.file_digest}
         self._file = open(self.path, "a", encoding="utf-8")
-        self._write({"kind": "loader", "url": self.reader.url,
-                     "index_url": self.reader.index_url, "pid": os.getpid(),
+        self._write({"kind": "loader", "url": self.file_parts["rec"]["url"],
+                     "index_url": self.file_parts["idx"]["url"] if "idx" in self.file_parts
+                     else None, "url_given": str(self.reader.url), "pid": os.getpid(),
                      "options": self.options_digest, "file": self.file_digest,
                      "file_parts": self.file_parts, "loader_options": options_to_json(o),
                      "decoder": self.decoder, "native": self.native,

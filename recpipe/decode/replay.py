@@ -4,27 +4,32 @@ The loader's line (``recpipe.decode.provenance``) names the file, the options, a
 and sample numbers of the batch; the augmentation's random stream is keyed by the seed, the
 sample number and the epoch (``recpipe.decode.augment.rng``), so decoding those records again
 with those options gives the same pixels, bit for bit, whatever the thread count was. The file
-is checked first (size, modification time, hash of its first 64 KiB): a changed file raises
-``ValueError`` naming what changed (``check_file=False`` replays anyway).
+is found by its logged absolute URL (from any working folder), or given as ``rec=`` (a moved or
+copied file; ``recpipe replay --rec``), and checked first to be the logged file (size, hashes
+of its first and last 64 KiB, digest of its ``.sums``): another or a changed file raises
+``ValueError`` naming what differs (``check_file=False`` replays anyway).
 """
 
 import json
 import logging
+import os
 from typing import Optional
 
 import numpy as np
 
 from ..io.header import unpack_header
+from ..io.index import resolve_index_url
+from ..io.sources import exists
 from .augment import Augmenter
 from .decoders import available_decoders
 from .epoch import Batch
 from .labels import IdLabels, header_labels
 from .loader import record_decoder
 from .options import decoder_for
-from .provenance import (decode_indices, decode_labels, file_fingerprint, fingerprint_digest,
-                         options_from_json)
+from .provenance import (absolute_url, decode_indices, decode_labels, file_fingerprint,
+                         identity_changes, options_from_json)
 
-__all__ = ["batch_records", "find_batch", "replay"]
+__all__ = ["batch_records", "check_identity", "find_batch", "locate_files", "replay"]
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +85,61 @@ def find_batch(path, batch, epoch=None, options=None):
     return loaders[key], entry
 
 
-def _check_file(loader_line, storage_options):
-    now = file_fingerprint(loader_line["url"], loader_line["index_url"], storage_options)
-    if fingerprint_digest(now) == loader_line["file"]:
-        return
+def locate_files(loader_line, log_path, rec=None, index=None, storage_options=None):
+    """``(rec_url, index_url or None)`` to replay a loader line from: ``rec``/``index`` when
+    given (a moved or copied file; its ``.idx`` beside it unless ``index`` is given), else the
+    logged URLs (absolute; a log written before they were, with a relative path, is also
+    looked up from the log's folder). FileNotFoundError saying to pass ``rec=`` when the file
+    is not there."""
+    logged_index = loader_line.get("index_url")
+    if rec is not None:
+        rec_url = str(rec)
+        index_url = resolve_index_url(rec_url, index, storage_options)
+        if logged_index and not index_url:
+            raise FileNotFoundError(
+                f"the batch was logged with the index {logged_index}; there is none beside "
+                f"{rec_url}: pass index= (--idx) with its .idx")
+        return rec_url, index_url if logged_index else None
+    rec_url = _logged_path(loader_line["url"], log_path, storage_options)
+    index_url = index if index is not None else logged_index
+    if index_url and index is None:
+        index_url = _logged_path(index_url, log_path, storage_options)
+    if not exists(rec_url, storage_options):
+        raise FileNotFoundError(
+            f"{rec_url} (logged by {log_path}) is not there: pass rec= (recpipe replay --rec) "
+            "with where the file is now; it is checked to be the same file")
+    return rec_url, index_url or None
+
+
+def _logged_path(url, log_path, storage_options):
+    """A logged URL; a relative local path (logs written before URLs were made absolute) that
+    does not exist from here is taken from the log's folder when it exists there."""
+    if "://" in url or os.path.isabs(url) or exists(url, storage_options):
+        return url
+    beside = os.path.join(os.path.dirname(os.path.abspath(log_path)), url)
+    return beside if os.path.exists(beside) else url
+
+
+def check_identity(loader_line, rec_url, index_url, storage_options=None):
+    """ValueError unless ``rec_url`` (and ``index_url``) are the files the loader line was
+    logged from: same size, same first and last 64 KiB, same ``.sums`` digest when both have
+    one (``provenance.file_fingerprint``)."""
+    now = file_fingerprint(rec_url, index_url, storage_options)
     then = loader_line["file_parts"]
-    changes = [f"{name} {field}: {then[name][field]!r} then, {now[name][field]!r} now"
-               for name in then for field in ("size", "mtime", "head")
-               if name in now and then[name][field] != now[name][field]]
-    raise ValueError(f"{loader_line['url']} changed since the batch was logged ("
-                     f"{'; '.join(changes) or 'index added or removed'}): the replay would not "
-                     "be that batch (check_file=False replays anyway)")
+    changes = identity_changes(then, now)
+    if not changes:
+        return
+    logged = then["rec"]["url"]
+    moved = now["rec"]["url"] != absolute_url(logged, storage_options)
+    what = (f"{rec_url} is not the file the batch was logged from ({logged})" if moved
+            else f"{rec_url} changed since the batch was logged")
+    raise ValueError(f"{what}: {'; '.join(changes)}. The replay would not be that batch "
+                     "(check_file=False / --no-check replays anyway)")
 
 
 def replay(path, batch: int, epoch: Optional[int] = None, *, options: Optional[str] = None,
-           storage_options: Optional[dict] = None, check_file: bool = True) -> Batch:
+           storage_options: Optional[dict] = None, check_file: bool = True,
+           rec: Optional[str] = None, index: Optional[str] = None) -> Batch:
     """The images and labels of batch ``batch`` of ``epoch`` as the loader delivered them, from
     provenance log ``path``: a ``Batch`` (``images, labels``, ``pad``, ``positions``).
 
@@ -103,19 +148,23 @@ def replay(path, batch: int, epoch: Optional[int] = None, *, options: Optional[s
     limits, ``integrity``, ``label_width``; labels the loader took from a ``label_rule`` come
     from the batch line. ``epoch`` None: the last epoch that logged that batch; ``options``:
     the options digest of one loader when several logged it; ``storage_options`` for a remote
-    file (never logged). Raises ValueError when the file changed since (unless
-    ``check_file=False``) or the line is damaged, and any decode error as the loader would
+    file (never logged). The file is the logged one (an absolute URL: any working folder
+    will do) or ``rec`` (a moved or copied ``.rec``; its ``.idx`` beside it, or ``index``),
+    checked to be the same file (size, first and last 64 KiB, ``.sums`` digest). Raises
+    ValueError when it is not (unless ``check_file=False``) or the line is damaged,
+    FileNotFoundError when the file is not there, and any decode error as the loader would
     have."""
     from ..io.reader import RecordReader
 
     loader_line, entry = find_batch(path, batch, epoch, options)
+    rec_url, index_url = locate_files(loader_line, path, rec, index, storage_options)
     if check_file:
-        _check_file(loader_line, storage_options)
+        check_identity(loader_line, rec_url, index_url, storage_options)
     o = options_from_json(loader_line["loader_options"])
     positions, samples = batch_records(entry, path)
     augmenter = Augmenter(o.augment)
     decoder = decoder_for(o.replace(decoder=_backend(o, loader_line)))
-    with RecordReader(loader_line["url"], loader_line["index_url"] or False, storage_options,
+    with RecordReader(rec_url, index_url or False, storage_options,
                       integrity=o.integrity) as reader:
         _check_positions(positions, reader, f"{path}: epoch {entry['epoch']} batch {batch}")
         logged = _logged_labels(loader_line, entry, len(positions), o.label_width, path)
