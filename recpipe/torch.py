@@ -436,6 +436,12 @@ class TorchLoader:
     short (``last_batch='partial'``; ``drop_last=True`` or ``last_batch='drop'`` drops it,
     ``last_batch='pad'`` fills it from the start, counted in ``last_pad``); ``num_workers=N``
     is taken as ``threads=N``.
+
+    A TorchLoader is the DataLoader: iterate it directly. It is not picklable (its threads
+    belong to its process): handing it to DataLoader workers or ``mp.spawn`` is a TypeError
+    saying so; a copy rebuilt in each worker would serve the whole part once per worker, and
+    a fork without ``exec`` is a RuntimeError at the first batch. Create one in each rank;
+    for DataLoader workers use ``RecordDataset``.
     """
 
     def __init__(self, url: str, batch_size: int, data_shape: Sequence[int],
@@ -515,3 +521,10 @@ class TorchLoader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce__(self):
+        # spawn/forkserver workers would get "cannot pickle 'module' object" from deep inside;
+        # a copy rebuilt there would serve every record once per worker: say what to do instead
+        from .decode.loader import not_picklable
+
+        raise TypeError(not_picklable("a TorchLoader"))

@@ -25,8 +25,15 @@ def register(subparsers):
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--image-format", choices=("png", "jpg"), default="png",
                    help="file format of the per-sample images (default: png)")
+    p.add_argument("--rec", default=None, metavar="REC",
+                   help="the .rec where it is now, when it moved or was copied since the log "
+                        "was written (default: the absolute path the log keeps); it must be "
+                        "the same file: size, first and last 64 KiB and .sums digest are "
+                        "checked")
+    p.add_argument("--idx", default=None, metavar="IDX",
+                   help="its .idx, when not beside --rec")
     p.add_argument("--no-check", action="store_true",
-                   help="replay even when the file changed since the log was written")
+                   help="replay even when the file is not the one the log was written from")
     add_storage_options(p)
     p.set_defaults(func=run)
 
@@ -50,7 +57,8 @@ def run(args):
     from ..decode.replay import replay
 
     batch = replay(args.log, args.batch, args.epoch, options=args.options,
-                   storage_options=storage_options(args), check_file=not args.no_check)
+                   storage_options=storage_options(args), check_file=not args.no_check,
+                   rec=args.rec, index=args.idx)
     os.makedirs(args.out, exist_ok=True)
     np.save(os.path.join(args.out, "images.npy"), batch.images)
     np.save(os.path.join(args.out, "labels.npy"), batch.labels)

@@ -237,7 +237,7 @@ class Epoch:
         positions = self.parts.record_positions(samples)
         if self.parts.provenance is not None:
             self.parts.provenance.record(self.epoch, self.next_index - 1, positions, samples,
-                                         pad)
+                                         pad, labels)
         return Batch(images, labels, pad, positions)
 
     def _account(self, batch, delivered, waited):

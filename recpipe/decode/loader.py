@@ -33,7 +33,7 @@ from .records import RecordDecoder
 from .stats import PipelineStats, traced
 from .tuning_window import AutoTuner, TunerOptions, initial_threads
 
-__all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR"]
+__all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR", "not_picklable", "record_decoder"]
 
 
 class ImageLoader:
@@ -87,8 +87,9 @@ class ImageLoader:
     ``on_error`` but never quarantines the (sound) record. It runs on the decode threads, and
     the native batch path is not used with it.
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
-    record positions, seeds, digests of the options and the file): ``recpipe.replay`` rebuilds
-    any logged batch from it (``recpipe.decode.provenance``).
+    record positions, seeds, digests of the options and the file; the labels too under a
+    ``label_rule``): ``recpipe.replay`` rebuilds any logged batch from it with every option
+    that decides records, pixels or labels (``recpipe.decode.provenance``).
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -122,9 +123,7 @@ class ImageLoader:
         o = self.options
         self._records = image_positions(self.reader, o.keys)
         self.quarantine = RecordQuarantine.of(self.reader, enabled=o.integrity != "off")
-        self.records = RecordDecoder(self.reader, self.decoder, self.augmenter,
-                                     label_width=o.label_width, seed=o.augment_seed,
-                                     label_rule=o.label_rule)
+        self.records = record_decoder(o, self.reader, self.decoder, self.augmenter)
         self.shuffle = self._shuffle_mode(o.shuffle)
         self._runs = self._byte_runs(o.run_bytes)
         self.epoch = -1
@@ -153,7 +152,8 @@ class ImageLoader:
 
     def _epoch_parts(self, storage_options):
         o = self.options
-        provenance = ProvenanceLog(o.provenance, o, self.reader, storage_options) \
+        provenance = ProvenanceLog(o.provenance, o, self.reader, storage_options,
+                                   decoder=self.decoder.name, native=self.records.native) \
             if o.provenance else None
         return EpochParts(
             pool=self._pool, buffers=self._buffers, stats=self._stats, observers=[],
@@ -359,6 +359,29 @@ class ImageLoader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce__(self):
+        raise TypeError(not_picklable("an ImageLoader"))
+
+
+def not_picklable(what):
+    """Why ``what`` (a loader running decode threads) cannot be pickled, and what to do."""
+    return (f"{what} cannot be sent to another process (pickled for spawn or forkserver "
+            "workers, mp.spawn, a DataLoader's dataset): its decode threads and open file "
+            "belong to the process that made it. It is a batch loader already: iterate it "
+            "directly (num_workers is its threads=), not through a DataLoader, and create it "
+            "in the process that iterates it (in each rank, after init_process_group); for "
+            "DataLoader workers use recpipe.torch.RecordDataset, which pickles its arguments "
+            "and opens the file in each worker")
+
+
+def record_decoder(options, reader, decoder, augmenter, label_rule=...):
+    """The ``RecordDecoder`` ``options`` ask for over ``reader`` (``label_rule``: the options'
+    unless given): the loader's and ``recpipe.replay``'s, so that both apply the same
+    settings."""
+    rule = options.label_rule if label_rule is ... else label_rule
+    return RecordDecoder(reader, decoder, augmenter, label_width=options.label_width,
+                         seed=options.augment_seed, label_rule=rule)
 
 
 def _loader_options(batch_size, data_shape, options, keywords):
