@@ -65,23 +65,30 @@ def test_demo_packs_and_measures(tmp_path, capsys):
     assert result["configs"]["train"]["images_per_s"] > 0
 
 
-def test_bench_plot_without_matplotlib_prints_the_results_then_the_hint(rec, tmp_path, capsys,
-                                                                        monkeypatch):
+def test_bench_plot_without_matplotlib_stops_before_measuring(rec, tmp_path, capsys,
+                                                              monkeypatch):
+    """--plot's requirement is checked first: no 20 s run lost to a missing extra."""
     import sys
 
+    from recpipe.decode import bench
+
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    monkeypatch.setattr(bench, "measure", lambda *a, **k: pytest.fail("measured anyway"))
     plot = tmp_path / "sweep.png"
     status = main(["bench", rec, "--seconds", "0.1", "--batch-size", "8", "--configs", "val",
                    "--max-threads", "1", "--plot", str(plot)])
     out, err = capsys.readouterr()
-    assert status == 1 and not plot.exists()
-    assert "bare decode" in out and "thread sweep" in out and "peak RSS" in out
-    assert err.rstrip().endswith(f"recpipe bench: no plot written to {plot}: matplotlib is "
-                                 "needed for this feature: pip install 'recpipe[plot]'")
+    assert status == 2 and not plot.exists() and out == ""
+    assert err.strip() == (f"recpipe bench: --plot {plot}: matplotlib is needed for this "
+                           "feature: pip install 'recpipe[plot]' (nothing was measured)")
+    monkeypatch.delitem(sys.modules, "matplotlib")
+    pytest.importorskip("matplotlib")
+    status = main(["bench", rec, "--plot", str(tmp_path / "no" / "such" / "dir.png")])
+    assert status == 2 and "no folder" in capsys.readouterr().err
 
 
-def test_tune_plot_without_matplotlib_prints_the_report_then_the_hint(rec, tmp_path, capsys,
-                                                                      monkeypatch):
+def test_tune_plot_without_matplotlib_stops_before_running(rec, tmp_path, capsys,
+                                                           monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
@@ -89,9 +96,55 @@ def test_tune_plot_without_matplotlib_prints_the_report_then_the_hint(rec, tmp_p
     status = main(["tune", rec, "--step-ms", "1", "--seconds", "0.5", "--batch-size", "4",
                    "--plot", str(plot)])
     out, err = capsys.readouterr()
-    assert status == 1 and not plot.exists()
-    assert "consumer wait" in out and "windows" in out
-    assert "no plot written" in err and "recpipe[plot]" in err
+    assert status == 2 and not plot.exists() and out == ""
+    assert "--plot" in err and "recpipe[plot]" in err and "nothing was run" in err
+
+
+def test_bench_gives_one_figure_per_configuration_with_its_spread_and_cpu(rec, capsys):
+    """The sweep's point at the table's thread count is the table's figure (they were two
+    single samples taken at different moments, 1.8x apart on a busy machine); each figure is
+    the median of its runs with their range, the cores the runs got and CPU ms per image."""
+    assert main(["bench", rec, "--seconds", "0.2", "--batch-size", "8", "--json", "--sweep",
+                 "--max-threads", "2", "--threads", "2", "--repeats", "3",
+                 "--configs", "train,val"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    train = result["configs"]["train"]
+    at_two = next(p for p in result["sweep"] if p["threads"] == 2)
+    assert at_two == train and result["sweep_config"] == "train"
+    for figure in [result["bare_decode"], *result["configs"].values(), *result["sweep"]]:
+        runs = figure["images_per_s_runs"]
+        assert len(runs) == figure["runs"] == 3
+        low, high = figure["images_per_s_spread"]
+        assert low == min(runs) <= figure["images_per_s"] == sorted(runs)[1] <= high == max(runs)
+        assert 0 < figure["cores_used"] and 0 < figure["cpu_ms_per_image"]
+    machine = result["machine"]
+    assert machine["cores"] >= 1 and "busy" in machine
+    assert result["repeats"] == 3 and result["seconds_per_run"] == 0.2
+
+
+def test_bench_warns_when_other_processes_take_the_cores(rec, capsys):
+    """Busy-loop processes on every core while bench runs: the table says the machine is busy
+    and what showed it (our threads waiting for a CPU, the load)."""
+    import os
+    import subprocess
+    import sys
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 120\n"
+                              "while time.time() < end: pass"])
+            for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        status = main(["bench", rec, "--seconds", "0.5", "--batch-size", "8", "--configs",
+                       "val", "--repeats", "2"])
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(timeout=30)
+    out = capsys.readouterr().out
+    assert status == 0
+    text = " ".join(out.split())
+    assert "warning: the machine is busy: other processes took the cores" in text, out
+    assert "waited for a CPU" in text and "core(s) their threads could use" in text
 
 
 def test_tune_report_times_each_decision_for_the_chart(rec, tmp_path, capsys):

@@ -9,7 +9,7 @@ import json
 import sys
 import time
 
-from .bench import write_plot
+from .bench import plot_problem, write_plot
 from .options import (BATCH_HELP, DECODER_HELP, DECODERS, DTYPE_HELP, add_storage_options,
                       storage_options)
 
@@ -51,6 +51,10 @@ def run(args):
 
     if args.step_ms < 0 or args.seconds <= 0:
         print("recpipe tune: --step-ms must be >= 0 and --seconds > 0", file=sys.stderr)
+        return 2
+    problem = plot_problem(args.plot) if args.plot else None
+    if problem:
+        print(f"recpipe tune: --plot {args.plot}: {problem} (nothing was run)", file=sys.stderr)
         return 2
     settings = dict(CONFIGS[args.config])
     data_shape = settings.pop("data_shape")
@@ -117,12 +121,10 @@ def _saturation_note(report):
     util = report.get("cpu_util")
     if report.get("reason") != "CPU_SATURATED" or util is None or util >= 0.75:
         return []
-    evidence = []
-    if report.get("run_queue_share") is not None:
-        evidence.append(f"this process's threads waited for a CPU "
-                        f"{report['run_queue_share']:.0%} of their runnable time")
-    if report.get("cpu_pressure_some_avg10") is not None:
-        evidence.append(f"CPU pressure {report['cpu_pressure_some_avg10']:.0f}%")
+    from ..decode.cpu_meter import busy_evidence
+
+    evidence = busy_evidence(report.get("run_queue_share"),
+                             report.get("cpu_pressure_some_avg10"))
     why = f" ({'; '.join(evidence)})" if evidence else ""
     return [f"  CPU_SATURATED at process CPU {util:.0%}: other processes hold the cores{why}; "
             "more decode threads would not help"]

@@ -16,7 +16,7 @@ from typing import Optional
 
 from .._optional import require
 
-__all__ = ["plot_bench", "plot_tune"]
+__all__ = ["bench_caption", "bench_figure", "plot_bench", "plot_tune"]
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +32,46 @@ def _pyplot():
     return plt
 
 
-def plot_bench(results: dict, path: str, title: Optional[str] = None) -> str:
-    """Write ``recpipe bench``'s ``results`` (with a ``sweep``) as a PNG (or any format
-    matplotlib infers from ``path``); returns ``path``."""
+def bench_caption(results: dict) -> str:
+    """What the chart was measured with: threads, usable cores, batch, dtype, decoder, the runs
+    per point and the load the runs saw (and the busy-machine warning, when there is one)."""
+    machine = results.get("machine") or {}
+    parts = [f"{results.get('threads')} threads"]
+    if machine.get("cores"):
+        parts.append(f"{machine['cores']} usable cores")
+    parts += [f"batch {results.get('batch_size')}", str(results.get("dtype")),
+              f"decoder {results.get('decoder')}"]
+    if results.get("repeats"):
+        parts.append(f"median of {results['repeats']} runs of "
+                     f"{results.get('seconds_per_run', 0):g} s (bars: slowest-fastest)")
+    load = machine.get("load_average")
+    parts.append(f"load average {load[0]:.1f}-{load[1]:.1f}" if load else "load not measured")
+    caption = ", ".join(parts)
+    if machine.get("busy"):
+        caption += "\nBUSY MACHINE: other processes took the cores; rates are low and noisy"
+    return caption
+
+
+def bench_figure(results: dict, title: Optional[str] = None):
+    """The matplotlib figure of ``plot_bench`` (the caller closes it)."""
     plt = _pyplot()
     configs = results.get("configs") or {}
-    fig, (scaling, stages) = plt.subplots(1, 2, figsize=(11, 4.8),
+    fig, (scaling, stages) = plt.subplots(1, 2, figsize=(11, 5.2),
                                           gridspec_kw={"width_ratios": [3, 2]})
     draw_scaling(scaling, results)
     draw_stages(stages, configs)
     fig.suptitle(title or f"recpipe bench: {results.get('file', '')}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.text(0.01, 0.01, bench_caption(results), fontsize=8, color="0.25", va="bottom")
+    return fig
+
+
+def plot_bench(results: dict, path: str, title: Optional[str] = None) -> str:
+    """Write ``recpipe bench``'s ``results`` (with a ``sweep``) as a PNG (or any format
+    matplotlib infers from ``path``), captioned with what it was measured with
+    (``bench_caption``); returns ``path``."""
+    plt = _pyplot()
+    fig = bench_figure(results, title)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     log.info("wrote %s", path)
@@ -60,6 +89,12 @@ def draw_scaling(axes, results):
         one = rates[threads.index(1)] if 1 in threads else rates[0] / threads[0]
         ideal = [one * t for t in threads]
         axes.plot(threads, rates, "o-", color="#4c72b0", label="pipeline", zorder=3)
+        spreads = [p.get("images_per_s_spread") for p in sweep]
+        if all(spreads):
+            axes.errorbar(threads, rates, yerr=[[r - low for r, (low, _) in zip(rates, spreads)],
+                                                [high - r for r, (_, high) in zip(rates, spreads)]],
+                          fmt="none", ecolor="#4c72b0", capsize=3, zorder=3)
+            tops += [high for _, high in spreads]
         axes.plot(threads, ideal, "--", color="0.55", label="ideal (linear from 1 thread)")
         for t, r in zip(threads, rates):
             axes.annotate(f"{r:.0f}", (t, r), textcoords="offset points", xytext=(0, 7),

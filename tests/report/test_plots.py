@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the plot extra: pip install 'recpipe[plot]'")
 
-from recpipe.report.plots import plot_bench, plot_tune  # noqa: E402
+from recpipe.report.plots import bench_caption, bench_figure, plot_bench, plot_tune  # noqa: E402
 
 RESULTS = {
     "file": "x.rec", "threads": 4, "bare_decode_images_per_s": 2500.0,
@@ -145,3 +145,23 @@ def test_the_tune_chart_from_a_real_autotune_run(tmp_path):
     path = tmp_path / "tune.png"
     plot_tune(report, str(path))
     assert _image(path).std() > 20
+
+
+def test_bench_chart_says_what_it_was_measured_with():
+    """Threads, usable cores, batch, dtype, decoder, the runs per point and the load the runs
+    saw are written on the chart; a busy machine is flagged on it."""
+    results = dict(RESULTS, batch_size=64, dtype="float32", decoder="libjpeg", repeats=3,
+                   seconds_per_run=1.0,
+                   machine={"cores": 2, "load_average": [0.4, 1.2], "busy": None})
+    caption = bench_caption(results)
+    assert caption == ("4 threads, 2 usable cores, batch 64, float32, decoder libjpeg, median "
+                       "of 3 runs of 1 s (bars: slowest-fastest), load average 0.4-1.2")
+    fig = bench_figure(results)
+    try:
+        assert caption in [text.get_text() for text in fig.texts]
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    busy = bench_caption(dict(results, machine={**results["machine"], "busy": "the machine..."}))
+    assert busy.endswith("BUSY MACHINE: other processes took the cores; rates are low and noisy")
