@@ -105,6 +105,7 @@ class HttpRanges:
         self._proven = False  # a request of ours succeeded
         self._fs_inherited = False  # set in a forked child: fsspec's event loop is the parent's
         self.version = None  # pinned by ``pin``
+        self.scheme = self.SCHEME  # the URL's (open_ranges sets it: "abfs" for abfs:// URLs)
         self.fell_back = False
         self.presigned = 0
         self.connections = 0
@@ -115,7 +116,7 @@ class HttpRanges:
 
     @property
     def url(self):
-        return f"{self.SCHEME}://{self.path}"
+        return f"{self.scheme}://{self.path}"
 
     def _forget_parent(self):
         """In a forked child: the connections and fsspec's event loop are the parent's."""
