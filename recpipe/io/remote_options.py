@@ -13,12 +13,18 @@ out before they reach fsspec and tunes recpipe's remote layer:
 - ``cache_dir`` (None: off), ``cache_bytes`` (None: ``min(10 GiB, half of the free space beside
   the cache plus what it holds)``, taken again at every write), ``cache_block`` (8 MiB): local
   block cache (best-effort: a full disk never fails a read, ``recpipe.io.cache``).
-- ``s3_ranges`` ("auto"): how ``s3://`` range requests are sent. "auto": recpipe's own HTTP range
-  reader (``recpipe.io.ranges.s3.S3HttpRanges``: presigned GETs read straight into one buffer,
-  without aiohttp's event loop) unless the client configuration needs s3fs (proxies, client
-  certificates, requester-pays or other extra request arguments), then s3fs; "http": always the
-  former (an error when it cannot be used); "fsspec": always s3fs's client (``get_object``). All
-  three pin the object's ETag at open (``If-Match``, and each response's ETag compared).
+- ``ranges`` ("auto"): how range requests to object stores are sent: "auto" recpipe's own range
+  reader (``recpipe.io.ranges.http.HttpRanges``: GETs on keep-alive connections of its own, bodies
+  read straight into one buffer) unless the store's client configuration needs the client's own
+  requests, then the client's (s3fs, gcsfs, azure-storage-blob); "http" always the former (an
+  error when it cannot be used); "fsspec" always the client's. For ``gs://`` and ``az://``/
+  ``abfs://``; ``s3://`` too unless ``s3_ranges`` is given.
+- ``s3_ranges`` (None: as ``ranges``): how ``s3://`` range requests are sent. "auto": recpipe's
+  own (``recpipe.io.ranges.s3.S3HttpRanges``: presigned GETs) unless the client configuration
+  needs s3fs (proxies, client certificates, requester-pays or other extra request arguments),
+  then s3fs; "http": always the former; "fsspec": always s3fs's client (``get_object``). Every
+  reader of every store pins the object's version at open (ETag with ``If-Match``, GCS's
+  generation with ``ifGenerationMatch``, and each response's compared).
 - ``hdfs`` ("arrow" or "native"; default ``$RECPIPE_HDFS_IMPL`` or "arrow"): which HDFS client
   serves ``hdfs://`` URLs.
 """
@@ -49,7 +55,8 @@ class RemoteOptions(NamedTuple):
     cache_bytes: Optional[int] = None
     cache_block: int = 8 * _MIB
     hdfs: Optional[str] = None
-    s3_ranges: str = "auto"
+    ranges: str = "auto"
+    s3_ranges: Optional[str] = None
 
     @classmethod
     def from_mapping(cls, mapping):

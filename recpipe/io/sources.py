@@ -69,6 +69,10 @@ def url_to_fs(url, storage_options=None):
         return hdfs_url_to_fs(str(url), hdfs_impl(options), fs_options)
     if protocol in ("s3", "s3a"):
         fs_options = _with_s3_defaults(fs_options)
+    if protocol in ("gs", "gcs") and "::" not in str(url):
+        from .gcs import gcs_url_to_fs  # gcsfs without its 60 s gRPC bucket probe
+
+        return gcs_url_to_fs(str(url), fs_options)
     return fsspec.core.url_to_fs(str(url), **fs_options)
 
 

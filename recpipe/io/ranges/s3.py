@@ -19,17 +19,13 @@ raises for them (503 SlowDown -> ``OSError(EBUSY)``, 404 -> ``FileNotFoundError`
 """
 
 import errno
-import http.client
 import logging
 import re
-import threading
-import time
 import urllib.parse
 
 from ...system.fork import after_fork_in_child
-from ..buffers import shared_pool
-from ..retry import ShortReadError
 from .fsspec import FsspecRanges, ObjectChangedError
+from .http import HttpRanges, SignedUrl, StatusError, _unquoted
 
 __all__ = ["S3_RANGES", "S3FsspecRanges", "S3HttpRanges", "StatusError", "s3_http_context",
            "s3_ranges", "status_error"]
@@ -37,270 +33,50 @@ __all__ = ["S3_RANGES", "S3FsspecRanges", "S3HttpRanges", "StatusError", "s3_htt
 log = logging.getLogger(__name__)
 
 
-_READ_STEP = 1 << 20  # body bytes per readinto call: the deadline is checked between calls
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
-          ConnectionAbortedError)
-
-
-class _Presigned:
-    """One presigned GET URL: where to connect and what to ask."""
-
-    __slots__ = ("scheme", "host", "port", "target", "made")
-
-    def __init__(self, url):
-        parts = urllib.parse.urlsplit(url)
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port
-        self.target = parts.path + ("?" + parts.query if parts.query else "")
-        self.made = time.monotonic()
-
-
-class S3HttpRanges:
-    """Ranged GETs of one S3 object on connections of its own; see the module docstring.
+class S3HttpRanges(HttpRanges):
+    """Ranged GETs of one S3 object on connections of its own (``HttpRanges``), by presigned
+    URL; see the module docstring.
 
     ``fs`` is the ``s3fs.S3FileSystem`` that opened ``path``: its client presigns the URL
     (``Params`` holds ``VersionId`` for versioned paths) and its HTTP session's TLS settings make
-    the SSL context. ``fetch`` returns a memoryview of exactly ``end - start`` bytes (of a buffer
-    from ``buffers``: a ``RequestBufferPool``, by default the process's ``shared_pool()``) or raises.
-
-    ``fallback`` (a range reader, e.g. ``FsspecRanges``): used from then on when the server
-    refuses the presigned URL (400, 401, 403, 405, 501) before any request of ours succeeded;
-    a server that takes s3fs's signed headers but not query authentication still works.
-    Counters for tests and diagnostics: ``presigned`` (URLs signed), ``connections`` (opened),
-    ``resent`` (requests sent again on a new connection after a kept-alive one turned out closed),
-    ``buffers_reused`` and ``buffers_new`` (bodies read into a reused or a new buffer).
+    the SSL context. ``fallback`` (e.g. ``S3FsspecRanges``): used from then on when the server
+    refuses the presigned URL (400, 401, 403, 405, 501) before any request of ours succeeded; a
+    server that takes s3fs's signed headers but not query authentication still works.
     """
 
-    URL_REFRESH_S = 300.0  # re-sign this often (the URL itself is valid for URL_EXPIRES_S)
     URL_EXPIRES_S = 3600
-    ERROR_BODY_LIMIT = 64 << 10
-    REFUSED = (400, 401, 403, 405, 501)
+    SCHEME = "s3"
 
     def __init__(self, fs, path, *, ssl_context=None, buffers=None, fallback=None):
-        self.fs = fs
-        self.path = path
-        self.buffers = buffers if buffers is not None else shared_pool()
-        self.fallback = fallback
+        super().__init__(fs, path, ssl_context=ssl_context, buffers=buffers, fallback=fallback)
         bucket, key, version = fs.split_path(path)
         self._params = {"Bucket": bucket, "Key": key}
         if version:
             self._params["VersionId"] = version
-        self._ssl_context = ssl_context
-        self._lock = threading.Lock()
-        self._url = None
-        self._local = threading.local()
-        self._open = set()
-        self._proven = False  # a request of ours succeeded
-        self._fs_inherited = False  # set in a forked child: fsspec's event loop is the parent's
-        self.etag = None  # pinned by ``pin``: every GET carries If-Match
-        self.fell_back = False
-        self.presigned = 0
-        self.connections = 0
-        self.resent = 0
-        self.buffers_reused = 0
-        self.buffers_new = 0
         self._presign()  # fail now (in open_source) rather than in the first read
-        after_fork_in_child(self, S3HttpRanges._forget_parent)
 
-    def _forget_parent(self):
-        """In a forked child: the connections and fsspec's event loop are the parent's."""
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        self._open = set()
-        self._fs_inherited = True
+    @property
+    def etag(self):
+        """The ETag pinned by ``pin``: every ranged GET carries ``If-Match``, and a changed
+        object (412, or another ETag in a response) raises ``ObjectChangedError``."""
+        return self.version
 
-    def pin(self, info):
-        """Read only the version of the object that ``info`` (``fs.info`` at open) describes:
-        every ranged GET carries ``If-Match: <ETag>``, and a changed object (412, or another
-        ETag in a response) raises ``ObjectChangedError`` naming the URL."""
-        self.etag = info.get("ETag") or info.get("etag") or None
-        if self.fallback is not None and hasattr(self.fallback, "pin"):
-            self.fallback.pin(info)
-
-    # -- URL and connections -----------------------------------------------------------------
-
-    def _presign(self):
+    def _sign(self):
         from fsspec.asyn import sync
 
-        if self._fs_inherited:
-            with self._lock:
-                if self._fs_inherited:
-                    self.fs = type(self.fs)(**self.fs.storage_options, skip_instance_cache=True)
-                    self._fs_inherited = False
+        fs = self._own_fs()
 
         async def sign():
-            await self.fs.set_session()
-            client = await self.fs.get_s3(self._params["Bucket"])
+            await fs.set_session()
+            client = await fs.get_s3(self._params["Bucket"])
             url = await client.generate_presigned_url("get_object", Params=self._params,
                                                       ExpiresIn=self.URL_EXPIRES_S)
             return await _as_sigv4(client, url, self.URL_EXPIRES_S)
 
-        url = _Presigned(sync(self.fs.loop, sign))
-        if url.scheme not in ("http", "https"):
-            raise ValueError(f"cannot send range requests to {url.scheme}:// endpoints")
-        with self._lock:
-            self._url = url
-            self.presigned += 1
-        return url
+        return SignedUrl(sync(fs.loop, sign))
 
-    def _current_url(self):
-        url = self._url
-        if url is None or time.monotonic() - url.made > self.URL_REFRESH_S:
-            url = self._presign()
-        return url
-
-    def _connection(self, url, timeout):
-        """This thread's connection to ``url``'s host and whether it served a request before."""
-        held = getattr(self._local, "held", None)
-        if held is not None and held[1] == (url.scheme, url.host, url.port):
-            return held[0], True
-        self._drop()
-        conn: http.client.HTTPConnection
-        if url.scheme == "https":
-            conn = http.client.HTTPSConnection(url.host, url.port, timeout=timeout,
-                                               context=self._ssl_context)
-        else:
-            conn = http.client.HTTPConnection(url.host, url.port, timeout=timeout)
-        self._local.held = (conn, (url.scheme, url.host, url.port))
-        with self._lock:
-            self._open.add(conn)
-            self.connections += 1
-        return conn, False
-
-    def _drop(self):
-        """Close this thread's connection (after an error, or when its state is unknown)."""
-        held = getattr(self._local, "held", None)
-        self._local.held = None
-        if held is not None:
-            held[0].close()
-            with self._lock:
-                self._open.discard(held[0])
-
-    # -- requests ----------------------------------------------------------------------------
-
-    def fetch(self, start, end, timeout):
-        if end <= start:
-            return memoryview(bytearray())
-        deadline = time.monotonic() + timeout
-        if self.fell_back:
-            return self.fallback.fetch(start, end, timeout)
-        resent = refreshed = False
-        while True:
-            url = self._current_url()
-            conn, reused = self._connection(url, max(0.001, deadline - time.monotonic()))
-            try:
-                data = self._get(conn, url, start, end, deadline)
-                self._proven = True
-                return data
-            except StatusError as exc:
-                if exc.status == 403 and not refreshed and time.monotonic() - url.made > 1.0:
-                    refreshed = True  # the URL (or the credentials it was signed with) expired
-                    self._presign()
-                    continue
-                if exc.status in self.REFUSED and self.fallback is not None and not self._proven:
-                    log.warning("%s refused a presigned range request (%s); reading %s through "
-                                "s3fs from now on", url.host, exc.error, self.path)
-                    self.fell_back = True
-                    return self.fallback.fetch(start, end, max(0.001, deadline - time.monotonic()))
-                raise exc.error from None
-            except _STALE as exc:
-                self._drop()
-                if reused and not resent and not getattr(exc, "after_status", False):
-                    resent = True  # a kept-alive connection the server had closed: send again
-                    with self._lock:
-                        self.resent += 1
-                    continue
-                raise
-            except BaseException:
-                self._drop()
-                raise
-
-    def _get(self, conn, url, start, end, deadline):
-        def left():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"range request [{start}, {end}) of {self.path} timed out")
-            return remaining
-
-        if conn.sock is not None:
-            conn.sock.settimeout(left())
-        else:
-            conn.timeout = left()
-        headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
-        if self.etag:
-            headers["If-Match"] = self.etag
-        conn.request("GET", url.target, headers=headers)
-        sock = conn.sock  # the response keeps it when the server closes the connection after it
-        sock.settimeout(left())
-        response = conn.getresponse()
-        try:
-            return self._body(sock, response, start, end, left)
-        except _STALE as exc:
-            # the request was answered: not a stale connection (read back with getattr)
-            setattr(exc, "after_status", True)
-            raise
-
-    def _changed(self, response, start):
-        """``ObjectChangedError`` when the response says the object is not the pinned one."""
-        etag = response.getheader("ETag")
-        if response.status == 412 or (etag and _unquoted(etag) != _unquoted(self.etag)):
-            if not response.isclosed():
-                response.read(self.ERROR_BODY_LIMIT)
-            return ObjectChangedError(
-                f"s3://{self.path} changed after it was opened (ETag {self.etag} at open, "
-                f"{etag or 'another'} now): reading on would mix two versions of it; open it "
-                f"again", url=f"s3://{self.path}", offset=start)
-        return None
-
-    def _body(self, sock, response, start, end, left):
-        length = end - start
-        if self.etag:
-            changed = self._changed(response, start)
-            if changed is not None:
-                self._drop()
-                raise changed
-        if response.status == 206:
-            expected = f"bytes {start}-{end - 1}/"
-            if not (response.getheader("Content-Range") or "").startswith(expected):
-                raise ShortReadError(f"asked for bytes {start}-{end - 1} of {self.path}, got "
-                                     f"Content-Range {response.getheader('Content-Range')!r}")
-        elif response.status == 200 and start == 0 and response.length == length:
-            pass  # the whole object, sent without Content-Range
-        elif response.status == 200:
-            raise OSError(errno.EPROTO, f"the server ignored the Range header of {self.path} "
-                                        "(200 instead of 206)")
-        else:
-            body = response.read(self.ERROR_BODY_LIMIT)
-            if not response.isclosed():
-                self._drop()
-            raise StatusError(response.status, status_error(response.status, body, self.path))
-        view, reused = self.buffers.get(length)
-        with self._lock:
-            if reused:
-                self.buffers_reused += 1
-            else:
-                self.buffers_new += 1
-        got = 0
-        while got < length:
-            sock.settimeout(left())
-            n = response.readinto(view[got:got + _READ_STEP])
-            if not n:
-                break
-            got += n
-        if got < length:
-            raise ShortReadError(f"asked for {length} bytes at {start}, got {got}")
-        if not response.isclosed():
-            self._drop()  # more body than asked for: the connection's state is unknown
-        return view
-
-    def close(self):
-        with self._lock:
-            connections, self._open = self._open, set()
-        for conn in connections:
-            conn.close()
-        if self.fallback is not None:
-            self.fallback.close()
+    def _status_error(self, status, body):
+        return status_error(status, body, self.path)
 
 
 _SIGV2_PARAMS = ("AWSAccessKeyId", "Signature", "Expires", "x-amz-security-token")
@@ -331,19 +107,6 @@ async def _as_sigv4(client, url, expires):
     except Exception as exc:  # botocore internals changed: SigV2 it is
         log.debug("cannot sign %s for SigV4, keeping SigV2: %r", parts.path, exc)
         return url
-
-
-def _unquoted(etag):
-    return (etag or "").strip().strip('"')
-
-
-class StatusError(Exception):
-    """An error status (the exception to raise is ``error``)."""
-
-    def __init__(self, status, error):
-        super().__init__(status)
-        self.status = status
-        self.error = error
 
 
 _CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
