@@ -3,6 +3,7 @@
 import json
 import sys
 
+from .dask_options import WholeFileJob, add_dask_options
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
 
@@ -26,9 +27,12 @@ def register(subparsers):
                    help="folder per label (default) or WebDataset-style tar shards")
     p.add_argument("--shard-size", default="256MB", metavar="SIZE",
                    help="bytes of images per tar shard / resumable chunk (default 256MB)")
-    p.add_argument("--workers", type=int, default=8, help="chunks extracted at once (default 8)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="chunks extracted at once (default 8); with --dask local, the "
+                        "cluster's worker processes (default: one per core)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_dask_options(p, "extract the chunks (of the .idx)", workers=False, chunks=False)
     p.set_defaults(func=run)
 
 
@@ -37,10 +41,12 @@ def run(args):
     from ..packing.packer import parse_size
 
     shard_size = parse_size(args.shard_size)
+    job = WholeFileJob(args)  # --dask: the chunks extracted by tasks on a cluster
+    workers = {} if args.dask else {"workers": 8 if args.workers is None else args.workers}
     with byte_progress(not (args.no_progress or args.json), "extract") as progress:
-        summary = extract_records(args.src, args.out, index_url=args.index, format=args.format,
-                                  shard_size=shard_size, workers=args.workers,
-                                  storage_options=storage_options(args), progress=progress)
+        summary = job.call(extract_records, "extract_on_cluster", args.src, args.out,
+                           index_url=args.index, format=args.format, shard_size=shard_size,
+                           storage_options=storage_options(args), progress=progress, **workers)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0
@@ -54,4 +60,5 @@ def run(args):
         print(f"  list: {summary.list_file}")
     if summary.shards:
         print(f"  shards: {summary.shards[0]}{' ...' if len(summary.shards) > 1 else ''}")
+    job.print_run()
     return 0

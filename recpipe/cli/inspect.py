@@ -1,19 +1,18 @@
-"""``recpipe inspect``, ``verify`` and ``index``: look at, check and re-index a ``.rec``."""
+"""``recpipe inspect`` and ``verify``: look at and check a ``.rec`` (``index``: ``cli/index.py``)."""
 
 import json
 import sys
 
-from ..io.index import index_url_for
 from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
-from ..io.sources import exists, open_source
+from ..io.sources import open_source
 from ..io.contents import inspect
-from ..io.rebuild import rebuild_index
 from ..io.verify import PROBLEM_KINDS, verify
+from .dask_options import WholeFileJob, add_dask_options
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
 
-__all__ = ["register", "run_inspect", "run_verify", "run_index"]
+__all__ = ["register", "run_inspect", "run_verify"]
 
 def register(subparsers):
     p = subparsers.add_parser("inspect", help="summarise a .rec: records, labels, image formats",
@@ -45,22 +44,8 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_storage_options(p)
+    add_dask_options(p, "check the records")
     p.set_defaults(func=run_verify)
-
-    p = subparsers.add_parser("index", help="rebuild a lost or broken .idx",
-                              description="Write a fresh .idx for a RecordIO file. Keys are the "
-                                          "IRHeader ids when every record has one and they are "
-                                          "unique, else positions 0..N-1.")
-    p.add_argument("file", help=".rec file (path or fsspec URL)")
-    p.add_argument("-o", "--output", metavar="OUT.idx", help="index to write (default: beside FILE)")
-    p.add_argument("--positions", action="store_true",
-                   help="key by position 0..N-1 like mxnet's tools/rec2idx.py")
-    p.add_argument("--skip-bad", action="store_true",
-                   help="index only the readable records of a corrupt file")
-    p.add_argument("--force", action="store_true", help="replace an existing index")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_storage_options(p, short=False)  # -o is --output here
-    p.set_defaults(func=run_index)
 
 
 def run_inspect(args):
@@ -145,15 +130,18 @@ def run_verify(args):
     if args.write_sums and not args.decode:
         print("recpipe verify: error: --write-sums needs --decode", file=sys.stderr)
         return 2
+    job = WholeFileJob(args)  # --dask: the same checks in chunk tasks on a cluster
     with byte_progress(not args.no_progress, "verify") as progress:
-        report = verify(args.file, index_url, decoder=_default_decoder() if args.decode else None,
-                        progress=progress,
-                        storage_options=storage_options(args), sums=not args.no_sums,
-                        write_sums=args.write_sums)
+        report = job.call(verify, "verify_on_cluster", args.file, index_url,
+                          decoder=_default_decoder() if args.decode else None,
+                          progress=progress,
+                          storage_options=storage_options(args), sums=not args.no_sums,
+                          write_sums=args.write_sums)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         _print_report(report)
+    job.print_run(to_stderr=args.json)
     return 0 if report.ok else 1
 
 
@@ -183,19 +171,3 @@ def _print_report(report):
     else:
         total = sum(report.counts.values())
         print(f"  {total} problem(s); {report.skipped_bytes} bytes unreadable")
-
-
-def run_index(args):
-    output = args.output or index_url_for(args.file)
-    if exists(output, storage_options(args)) and not args.force:
-        print(f"recpipe index: {output} exists; pass --force to replace it", file=sys.stderr)
-        return 1
-    with byte_progress(not args.no_progress, "index") as progress:
-        result = rebuild_index(args.file, output, positions=args.positions,
-                               skip_bad=args.skip_bad, progress=progress,
-                               storage_options=storage_options(args))
-    print(f"wrote {result.index_url}: {result.records} entries keyed by {result.keys} "
-          f"({result.reason})")
-    if result.skipped:
-        print(f"  skipped {result.skipped} unreadable byte range(s)", file=sys.stderr)
-    return 0

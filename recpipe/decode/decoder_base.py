@@ -142,6 +142,10 @@ class Window(NamedTuple):
     full_width: int
 
 
+def _remake_decoder(cls, options):
+    return cls(**options)
+
+
 class Decoder:
     """One decoding backend. ``name``, ``scales``, ``roi``; ``size(data)``; ``decode(data, ...)``;
     ``decode_region(data, box, ...)``."""
@@ -169,6 +173,17 @@ class Decoder:
         self.check_rest = integrity == "strict"
         self.max_pixels = max_pixels
         self.max_scans = max_scans
+
+    def options(self):
+        """The keyword arguments that make this decoder again."""
+        return dict(fast_dct=self.fast_dct, fast_upsample=self.fast_upsample, strict=self.strict,
+                    max_pixels=self.max_pixels, integrity=self.integrity,
+                    max_scans=self.max_scans)
+
+    def __reduce__(self):
+        # pickled as its class and options (a cluster task ships it): the library handles are
+        # made again where it is unpickled
+        return _remake_decoder, (type(self), self.options())
 
     def __repr__(self):
         return (f"{type(self).__name__}(fast_dct={self.fast_dct}, "

@@ -6,7 +6,10 @@ anything, and at the end clears the quarantine entries of records that now pass 
 the sidecar when every record passed.
 """
 
+import copy
 import logging
+
+import numpy as np
 
 from ..errors import RecordFormatError
 from .atomic import publish
@@ -69,6 +72,27 @@ class IntegrityCheck:
             self.failed.add(item.offset)
         else:
             self.report.sums_checked += 1
+
+    def part(self, report, start, stop):
+        """An empty copy checking the records of bytes ``[start, stop)`` into ``report`` (a
+        byte-range task of ``verify``, ``verify.SpanChecks``): the sidecar's sums of those
+        records only, no quarantine (this run's ``finish`` does that)."""
+        part = copy.copy(self)
+        part.report, part.failed, part.quarantine = report, set(), None
+        part.builder = SumsBuilder() if self.builder is not None else None
+        if self.sums is not None:
+            low, high = np.searchsorted(self.sums.offsets, [start, stop])
+            part.sums = copy.copy(self.sums)
+            part.sums.offsets = self.sums.offsets[low:high]
+            part.sums.crcs = self.sums.crcs[low:high]
+        return part
+
+    def merge(self, failed, sums_offsets=None, sums_crcs=None):
+        """Add what a ``part`` found (the next span in file order): the offsets of its records
+        that failed a check, and the sums it collected."""
+        self.failed.update(np.asarray(failed).tolist())
+        if self.builder is not None:
+            self.builder.extend(sums_offsets, sums_crcs)
 
     def fail(self, offset):
         """Note that the record at ``offset`` failed another check (framing, decoding)."""

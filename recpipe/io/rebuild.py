@@ -14,7 +14,7 @@ from .index import format_index_line, index_url_for
 from .scan import scan_with_progress
 from .sources import open_source
 
-__all__ = ["IndexRebuild", "rebuild_index"]
+__all__ = ["IndexRebuild", "index_target", "rebuild_index", "record_id", "write_index"]
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,28 @@ def rebuild_index(url: str, index_url: Optional[str] = None, *, positions: bool 
     records only. ``index_url=None`` writes beside the ``.rec`` (``x.rec`` -> ``x.idx``).
     """
     url = str(url)
+    index_url = index_target(url, index_url)
+    offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions,
+                                           progress=progress)
+    return write_index(index_url, offsets, ids, positions=positions, skipped=skipped,
+                       storage_options=storage_options)
+
+
+def index_target(url, index_url=None):
+    """Where ``rebuild_index`` writes: ``index_url``, else beside the ``.rec``; never the
+    ``.rec`` itself."""
+    url = str(url)
     index_url = str(index_url) if index_url else index_url_for(url)
     if index_url == url:
         raise ValueError(f"the index would overwrite the record file {url}")
-    offsets, ids, skipped = _collect_heads(url, skip_bad, storage_options, need_ids=not positions,
-                                           progress=progress)
+    return index_url
+
+
+def write_index(index_url: str, offsets, ids, *, positions: bool = False, skipped: int = 0,
+                storage_options: Optional[dict] = None) -> "IndexRebuild":
+    """Write the ``.idx`` of the readable records at ``offsets`` (int64 array, file order)
+    atomically, keyed as ``rebuild_index`` says from their header ``ids`` (int64 array of
+    ``record_id``; unused with ``positions``). ``skipped``: bad ranges left out (reported)."""
     keys, kind, reason = _choose_keys(offsets, ids, positions)
     with AtomicOutput(index_url, storage_options) as output:
         for start in range(0, len(offsets), 1 << 16):  # in slices: no 17M-line string
@@ -70,11 +87,12 @@ def _collect_heads(url, skip_bad, storage_options, *, need_ids, progress=None):
                 continue
             offsets.append(item.offset)
             if need_ids:
-                ids.append(_header_id(item.payload))
+                ids.append(record_id(item.payload))
     return np.frombuffer(offsets, np.int64), np.frombuffer(ids, np.int64), skipped
 
 
-def _header_id(payload):
+def record_id(payload):
+    """The ``IRHeader.id`` of a record's payload, or -1 when it has no readable header."""
     try:
         header, _ = unpack_header(payload)
     except RecordFormatError:

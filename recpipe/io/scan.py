@@ -156,12 +156,21 @@ class ScanItem(NamedTuple):
     error: Optional[RecordFormatError]
 
 
-def scan_records(source, *, keep_payload=True, block_size=DEFAULT_BLOCK_SIZE):
-    """Yield a ``ScanItem`` for every record and every unreadable byte range, in file order."""
-    window = SlidingBuffer(source, block_size)
-    pos = 0
+def scan_records(source, *, keep_payload=True, block_size=DEFAULT_BLOCK_SIZE, start=0,
+                 stop=None):
+    """Yield a ``ScanItem`` for every record and every unreadable byte range, in file order.
+
+    ``start``/``stop``: walk from byte ``start`` (a record head) and stop at the first step that
+    begins at or after ``stop`` (default: the whole file). Steps are those of a walk from 0:
+    when that walk passes through ``start``, the items are exactly its items in
+    ``[start, stop)``, with ``record`` counted from 0 at ``start``; the last item's ``end`` is
+    where that walk goes on (a record may extend past ``stop``). Byte-range tasks of one file
+    (``recpipe.packing.chunks``) rely on this."""
+    window = SlidingBuffer(source, block_size, start)
+    pos = start
     record = 0
-    while pos < source.size:
+    stop = source.size if stop is None else min(stop, source.size)
+    while pos < stop:
         try:
             payload, next_pos = read_record(window, pos, record=record, keep_payload=keep_payload)
         except RecordFormatError as error:
@@ -175,14 +184,16 @@ def scan_records(source, *, keep_payload=True, block_size=DEFAULT_BLOCK_SIZE):
         record += 1
 
 
-def scan_with_progress(source, *, keep_payload, progress):
-    """``scan_records`` reporting the bytes scanned to ``progress(bytes)`` (every 4 MiB)."""
-    reported = 0
-    for item in scan_records(source, keep_payload=keep_payload):
+def scan_with_progress(source, *, keep_payload, progress, start=0, stop=None):
+    """``scan_records`` (of bytes ``start``..``stop``) reporting the bytes scanned to
+    ``progress(bytes)`` (every 4 MiB)."""
+    reported = start
+    last = source.size if stop is None else min(stop, source.size)
+    for item in scan_records(source, keep_payload=keep_payload, start=start, stop=stop):
         end = item.end if item.error is not None else item.offset
         if progress is not None and end - reported >= _PROGRESS_BYTES:
             progress(end - reported)
             reported = end
         yield item
-    if progress is not None and source.size > reported:
-        progress(source.size - reported)
+    if progress is not None and last > reported:
+        progress(last - reported)

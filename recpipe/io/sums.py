@@ -157,6 +157,11 @@ class SumsBuilder:
         self.offsets.append(offset)
         self.crcs.append(crc32c(payload))
 
+    def extend(self, offsets, crcs):
+        """Add records summed elsewhere (a byte-range task's ``SumsBuilder``), in file order."""
+        self.offsets.extend(np.asarray(offsets, dtype=np.int64).tolist())
+        self.crcs.extend(np.asarray(crcs, dtype=np.uint32).tolist())
+
     def __len__(self):
         return len(self.offsets)
 

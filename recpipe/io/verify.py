@@ -11,6 +11,7 @@ quarantined and clears the entries whose record now passes (``integrity_check``)
 import array
 import bisect
 import collections
+import copy
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, NamedTuple, Optional, Protocol, Union
@@ -23,7 +24,8 @@ from .index import resolve_index_url
 from .index_cache import load_index_table
 from .integrity_check import IntegrityCheck
 from .layout import face_layout_of
-from .scan import scan_with_progress
+from .crc32c import crc32c
+from .scan import scan_records, scan_with_progress
 from .sources import open_source
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "Problem",
     "VerifyReport",
     "ImageDecoder",
+    "SpanChecks",
     "verify",
 ]
 
@@ -139,7 +142,7 @@ class VerifyReport:
 def verify(url: str, index_url: Union[str, None, bool] = None, *,
            decoder: Optional[ImageDecoder] = None, storage_options: Optional[dict] = None,
            limit: int = 1000, progress: Optional[Callable[[int], None]] = None, sums: bool = True,
-           write_sums: bool = False) -> VerifyReport:
+           write_sums: bool = False, spans: Optional[Callable] = None) -> VerifyReport:
     """Check every record of ``url``, its index, its checksums and (given a ``decoder``) every
     image.
 
@@ -153,6 +156,8 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
     passed are removed. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
     ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays, 12 more to
     write sums), whatever the size; ``progress(bytes)`` is called as the scan advances.
+    ``spans``: walk the file as byte-range tasks instead (``spans(checks, source, progress)``
+    with a ``SpanChecks``, returning the heads: ``recpipe.packing.wholefile`` on a cluster).
     """
     if decoder is True or decoder is False:
         raise TypeError("decoder: pass a decoder object (recpipe.decode.get_decoder('auto')), "
@@ -167,7 +172,10 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
                                    write_sums=write_sums, decoded=decoder is not None)
         checker = _ImageChecker(report, decoder) if decoder is not None else None
-        heads = _scan_records(report, source, checker, integrity, progress)
+        if spans is None:
+            heads, _ = _scan_records(report, source, checker, integrity, progress)
+        else:  # the same checks in byte-range tasks, merged in file order
+            heads = spans(SpanChecks(report, checker, integrity), source, progress)
         report.records = len(heads)
     heads = np.frombuffer(heads, dtype=np.int64)
     integrity.finish(heads, report.size)
@@ -179,11 +187,15 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
     return report
 
 
-def _scan_records(report, source, checker, integrity, progress):
-    """Walk every record: framing, checksum, decode. Returns the record heads (array 'q')."""
+def _scan_records(report, source, checker, integrity, progress, start=0, stop=None):
+    """Walk every record (of bytes ``start``..``stop``): framing, checksum, decode. Returns
+    the record heads (array 'q') and the byte where the walk goes on."""
     heads = array.array("q")
+    end = start
     keep = checker is not None or integrity.needs_payload
-    for item in scan_with_progress(source, keep_payload=keep, progress=progress):
+    for item in scan_with_progress(source, keep_payload=keep, progress=progress, start=start,
+                                   stop=stop):
+        end = item.end
         if item.error is not None:
             report.bad_ranges.append((item.offset, item.end))
             report.skipped_bytes += item.end - item.offset
@@ -195,7 +207,7 @@ def _scan_records(report, source, checker, integrity, progress):
         integrity.record(item)
         if checker is not None and not checker.check(item):
             integrity.fail(item.offset)
-    return heads
+    return heads, end
 
 
 class _ImageChecker:
@@ -209,6 +221,7 @@ class _ImageChecker:
         self.decoded = 0
         self.failures = 0
         self.face_layout = None
+        self.finds_layout = True  # False in a span after the first (SpanChecks.part)
 
     def check(self, item):
         """True when the record's image decodes (or it is a layout's non-image record)."""
@@ -218,7 +231,7 @@ class _ImageChecker:
             self.failures += 1
             self.report.add("bad-header", item.offset, item.record, e.reason)
             return False
-        if item.record == 0:
+        if item.record == 0 and self.finds_layout:
             self.face_layout = face_layout_of(item.payload, None)
         image = memoryview(item.payload)[start:]
         if self.face_layout is not None and not len(image):
@@ -340,3 +353,93 @@ def _where_in_file(offset, heads, bad_ranges):
     if j < 0:
         return "before the first readable record"
     return f"inside record {j}, which starts at offset {int(heads[j])}"
+
+
+class SpanChecks:
+    """The record-level checks of one ``verify`` run (framing, checksums, decoding) for byte
+    ranges of the file: on a cluster (``recpipe.packing.wholefile``) each task walks its span
+    with ``part(start, stop)``, an empty copy, and sends back its ``state``; ``merge`` adds
+    the states to this run's report, checksums and counts in file order, so that ``verify``
+    ends as after one walk of the whole file."""
+
+    def __init__(self, report, checker, integrity):
+        self.report = report
+        self.checker = checker
+        self.integrity = integrity
+        self.listed = None  # problems listed per kind, while merging
+
+    def prepare(self, source):
+        """Before any ``part``: the layout a checker finds at record 0 (the first readable
+        record), for the spans that do not start the file."""
+        if self.checker is None:
+            return
+        for item in scan_records(source):
+            if item.error is None:
+                self.checker.face_layout = face_layout_of(item.payload, None)
+                return
+
+    def key(self):
+        """What the checks depend on besides the file (JSON): a task's result is kept for a
+        later run only while this is the same."""
+        sums = self.integrity.sums
+        return {"limit": self.report.limit,
+                "decoder": repr(self.checker.decoder) if self.checker else None,
+                "layout": list(self.checker.face_layout or ()) if self.checker else None,
+                "sums": None if sums is None else [len(sums), crc32c(sums.offsets.tobytes()),
+                                                   crc32c(sums.crcs.tobytes())],
+                "write_sums": self.integrity.builder is not None}
+
+    def part(self, start, stop):
+        """Empty checks for the records of bytes ``[start, stop)`` (picklable: a task's)."""
+        report = VerifyReport(self.report.url, None, self.report.size, limit=self.report.limit,
+                              sums_checked=None if self.report.sums_checked is None else 0)
+        checker = None
+        if self.checker is not None:
+            checker = copy.copy(self.checker)
+            checker.report, checker.decoded, checker.failures = report, 0, 0
+            checker.finds_layout = start == 0
+        return SpanChecks(report, checker, self.integrity.part(report, start, stop))
+
+    def walk(self, source, start, stop):
+        """Check the records of ``[start, stop)`` (in a task): returns the ``state``."""
+        heads, end = _scan_records(self.report, source, self.checker, self.integrity, None,
+                                   start, stop)
+        return self.state(np.frombuffer(heads, dtype=np.int64), end)
+
+    def state(self, heads, end):
+        """``(facts, arrays)``: what this part found, as JSON and numpy arrays."""
+        report, integrity = self.report, self.integrity
+        facts = {"end": end, "records": len(heads), "problems": [list(p) for p in report.problems],
+                 "counts": dict(report.counts), "skipped_bytes": report.skipped_bytes,
+                 "bad_ranges": [list(r) for r in report.bad_ranges],
+                 "sums_checked": report.sums_checked,
+                 "decoded": self.checker.decoded if self.checker else 0,
+                 "decode_failures": self.checker.failures if self.checker else 0}
+        arrays = {"heads": heads, "failed": np.array(sorted(integrity.failed), dtype=np.int64)}
+        if integrity.builder is not None:
+            arrays["sums_offsets"] = np.asarray(integrity.builder.offsets, dtype=np.int64)
+            arrays["sums_crcs"] = np.asarray(integrity.builder.crcs, dtype=np.uint32)
+        return facts, arrays
+
+    def merge(self, facts, arrays, first_record):
+        """Add a part's ``state`` (the next span in file order; its records numbered from
+        ``first_record``); returns its heads."""
+        report = self.report
+        if self.listed is None:
+            self.listed = collections.Counter(p.kind for p in report.problems)
+        for kind, offset, record, reason, end in facts["problems"]:
+            if self.listed[kind] < report.limit:
+                self.listed[kind] += 1
+                report.problems.append(Problem(kind, offset, None if record is None else
+                                               record + first_record, reason, end))
+        report.counts.update(facts["counts"])
+        report.skipped_bytes += facts["skipped_bytes"]
+        report.bad_ranges.extend(tuple(r) for r in facts["bad_ranges"])
+        if report.sums_checked is not None:
+            report.sums_checked += facts["sums_checked"]
+        if self.checker is not None:
+            self.checker.decoded += facts["decoded"]
+            self.checker.failures += facts["decode_failures"]
+        self.integrity.merge(arrays["failed"], arrays.get("sums_offsets"),
+                             arrays.get("sums_crcs"))
+        return arrays["heads"]

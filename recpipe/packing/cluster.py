@@ -33,8 +33,8 @@ from .plan import split_counts
 from .runners import item_results
 from .transform import ItemProcessor
 
-__all__ = ["DaskRunner", "dask_client", "dask_runner", "default_shard_count", "pack_shard",
-           "SHARDS_PER_THREAD"]
+__all__ = ["DaskRunner", "absolute_url", "cluster_info", "dask_client", "dask_runner",
+           "default_shard_count", "pack_shard", "run_tasks", "SHARDS_PER_THREAD"]
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,9 @@ def dask_client(dask, workers=None, timeout=CONNECT_TIMEOUT):
         yield client
 
 
-def _cluster_info(client, timeout):
+def cluster_info(client, timeout=CONNECT_TIMEOUT):
+    """Scheduler, workers, threads and dashboard of ``client``'s cluster, once a first worker
+    is there."""
     client.wait_for_workers(1, timeout=timeout)
     threads = client.nthreads()
     return {"scheduler": client.scheduler_info().get("address"), "workers": len(threads),
@@ -112,7 +114,7 @@ def default_shard_count(threads, items, val_ratio=0.0):
     return max(1, min(SHARDS_PER_THREAD * threads, smallest))
 
 
-def _absolute(url):
+def absolute_url(url):
     """A local path made absolute (a worker's working folder may differ from ours)."""
     url = str(url)
     return url if "://" in url else os.path.abspath(url)
@@ -139,7 +141,7 @@ class DaskRunner:
         return shards
 
     def locate(self, url):
-        return _absolute(url)
+        return absolute_url(url)
 
     def run(self, tasks, progress):
         self.cluster["shards"] = len(tasks)
@@ -151,7 +153,7 @@ def dask_runner(dask, workers=None, item_timeout=60.0, pass_through=False):
     """A ``DaskRunner`` on ``dask`` (see ``dask_client``), connected and with a first worker;
     the workers of a cluster it starts decode with one OpenCV thread each."""
     with dask_client(dask, workers) as client:
-        info = _cluster_info(client, CONNECT_TIMEOUT)
+        info = cluster_info(client, CONNECT_TIMEOUT)
         log.info("Dask cluster %s: %d workers, %d threads; dashboard: %s", info["scheduler"],
                  info["workers"], info["threads"], info["dashboard"])
         if workers and str(dask) != "local":
@@ -161,27 +163,42 @@ def dask_runner(dask, workers=None, item_timeout=60.0, pass_through=False):
         yield DaskRunner(client, info, item_timeout)
 
 
-def _collect(future, task, deadline):
-    """``(outcome, None)`` of a finished task, or ``(None, failure)`` when it raised."""
-    try:
-        return future.result(timeout=deadline), None
-    except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - reported per shard
-        log.error("shard %s: task failed: %s: %s", task.shard.rec, type(e).__name__, e)
-        return None, {"shard": file_name(task.shard.rec), "error": f"{type(e).__name__}: {e}"}
-
-
 def _run_tasks(client, tasks, progress, item_timeout):
     """Outcomes of ``tasks`` in order (None where a task failed) and the failures. Each wait
     for the next task to finish is bounded by the largest shard's deadline."""
-    distributed = require("distributed", "dask")
-    token = uuid.uuid4().hex[:8]
-    futures = [client.submit(pack_shard, task, key=f"recpipe-pack-{token}-{i:05d}", retries=0)
-               for i, task in enumerate(tasks)]
-    position = {future.key: i for i, future in enumerate(futures)}
     deadline = item_timeout * max(len(task.items) for task in tasks) + _SLACK
     total = sum(len(task.items) for task in tasks)
-    outcomes, failures = [None] * len(tasks), []
-    pending, done_items, input_bytes = set(futures), 0, 0
+    done = {"items": 0, "bytes": 0}
+
+    def finished(i, outcome):
+        done["items"] += len(tasks[i].items)
+        done["bytes"] += outcome.input_bytes if outcome else 0
+        if progress is not None:
+            progress(done["items"], total, done["bytes"])
+
+    outcomes, failures = run_tasks(client, pack_shard, tasks, name="pack", deadline=deadline,
+                                   on_done=finished, what="shard")
+    return outcomes, [{"shard": file_name(tasks[i].shard.rec), "error": error}
+                      for i, error in failures]
+
+
+def run_tasks(client, function, tasks, *, name, deadline, on_done=None, retries=0,
+              what="task"):
+    """``function(task)`` for each of ``tasks`` as Dask tasks: the results in task order (None
+    where a task raised) and the failures ``[(position, "Type: message")]``. Each wait for the
+    next task to finish is bounded by ``deadline`` seconds (TimeoutError, naming ``what``);
+    ``on_done(position, result)`` is called here as each finishes (None when it failed), in
+    task order among those finishing together. Any error here (``on_done`` raising, Ctrl-C)
+    cancels the tasks not finished. ``retries``: times Dask runs a task again after it raised
+    (only for tasks that may run twice)."""
+    distributed = require("distributed", "dask")
+    token = uuid.uuid4().hex[:8]
+    futures = [client.submit(function, task, key=f"recpipe-{name}-{token}-{i:05d}",
+                             retries=retries)
+               for i, task in enumerate(tasks)]
+    position = {future.key: i for i, future in enumerate(futures)}
+    results, failures = [None] * len(tasks), []
+    pending = set(futures)
     try:
         while pending:
             try:
@@ -189,20 +206,25 @@ def _run_tasks(client, tasks, progress, item_timeout):
                                                      return_when="FIRST_COMPLETED")
             except distributed.TimeoutError:  # asyncio's before Python 3.11
                 raise TimeoutError(
-                    f"no shard finished within {deadline:.0f}s ({len(pending)} still queued or "
+                    f"no {what} finished within {deadline:.0f}s ({len(pending)} still queued or "
                     f"running): is a worker stuck or gone?") from None
             for future in sorted(finished, key=lambda f: position[f.key]):
                 i = position[future.key]
-                outcomes[i], failure = _collect(future, tasks[i], deadline)
-                if failure:
-                    failures.append(failure)
-                done_items += len(tasks[i].items)
-                input_bytes += outcomes[i].input_bytes if outcomes[i] else 0
-                if progress is not None:
-                    progress(done_items, total, input_bytes)
+                results[i], error = _collect(future, deadline)
+                if error:
+                    log.error("%s %d: task failed: %s", what, i, error)
+                    failures.append((i, error))
+                if on_done is not None:
+                    on_done(i, results[i])
     except BaseException:
         client.cancel(list(pending))
         raise
-    return outcomes, failures
+    return results, failures
 
 
+def _collect(future, deadline):
+    """``(result, None)`` of a finished task, or ``(None, "Type: message")`` when it raised."""
+    try:
+        return future.result(timeout=deadline), None
+    except (Exception, asyncio.CancelledError) as e:  # noqa: BLE001 - reported per task
+        return None, f"{type(e).__name__}: {e}"

@@ -46,8 +46,9 @@ from ..io.reader import RecordReader
 from ..io.sources import url_to_fs
 from .inputs import check_inside
 
-__all__ = ["EXTRACT_FORMATS", "ExtractSummary", "content_identity", "extract_records",
-           "label_folder", "record_name", "image_extension", "plan_chunks"]
+__all__ = ["EXTRACT_FORMATS", "ExtractSummary", "content_identity", "extract_chunk",
+           "extract_positions", "extract_records", "label_folder", "record_name",
+           "image_extension", "plan_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -419,13 +420,15 @@ def _run_all(extractor, tasks, workers):
 def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
                     format: str = "folder", shard_size: int = DEFAULT_SHARD_BYTES,
                     workers: int = 4, storage_options: Optional[dict] = None,
-                    progress=None) -> ExtractSummary:
+                    progress=None, chunk_runner=None) -> ExtractSummary:
     """Write every image record of ``src`` once into ``out`` (see the module docstring).
 
     ``format``: 'folder' (a folder per label, plus ``OUT/<stem>.lst``) or 'tar' (WebDataset
     shards of about ``shard_size`` bytes); ``workers``: chunks extracted at once;
     ``storage_options`` are used on both sides; ``progress(bytes)`` is called per image.
-    Running it again after an interruption continues where it stopped."""
+    Running it again after an interruption continues where it stopped. ``chunk_runner(todo)``:
+    runs the chunk tasks ``(number, start, stop)`` elsewhere, each with ``extract_chunk``
+    (``recpipe.packing.wholefile``: on a Dask cluster)."""
     if format not in EXTRACT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {EXTRACT_FORMATS}")
     if shard_size < 1 or workers < 1:
@@ -433,8 +436,7 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
     started = time.perf_counter()
     summary = ExtractSummary(str(src), str(out), format)
     with RecordReader(src, index_url, storage_options) as reader:
-        chosen = image_positions(reader)
-        positions = np.arange(len(reader), dtype=np.int64) if chosen is None else chosen
+        positions = extract_positions(reader)
         summary.skipped_records = len(reader) - len(positions)
         starts, ends = reader.spans(positions)
         chunks = plan_chunks(ends - starts, shard_size,
@@ -452,10 +454,29 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
         extractor = _Extractor(reader, positions, output, format, progress)
         todo = [(n, a, b) for n, (a, b) in enumerate(chunks) if n not in done]
         summary.chunks, summary.resumed_chunks = len(chunks), len(chunks) - len(todo)
-        _run_all(extractor, todo, workers)
+        if chunk_runner is None:
+            _run_all(extractor, todo, workers)
+        else:
+            chunk_runner(todo)
     stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
     _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
     summary.seconds = time.perf_counter() - started
     log.info("extracted %d images (%d bytes) of %s into %s", summary.images, summary.bytes,
              src, out)
     return summary
+
+
+def extract_positions(reader):
+    """The positions of the records ``extract_records`` writes: every record, or the images
+    of an InsightFace layout."""
+    chosen = image_positions(reader)
+    return np.arange(len(reader), dtype=np.int64) if chosen is None else chosen
+
+
+def extract_chunk(reader, positions, out, number, start, stop, *, format="folder",
+                  storage_options=None):
+    """Extract chunk ``number`` of an ``extract_records`` plan (the records
+    ``positions[start:stop]`` of ``reader``) into ``out`` and publish its marker, as
+    ``extract_records`` does: what a cluster task runs. Returns ``(images, bytes)``."""
+    return _Extractor(reader, positions, _Output(out, storage_options), format, None).run(
+        number, start, stop)
