@@ -342,7 +342,11 @@ class App:
         try:
             _, data = self.dataset.image_bytes(position)
             with self._slot():
-                return thumbnail(self.decoder, data, box)
+                try:
+                    return thumbnail(self.decoder, data, box)
+                except DecodeError as exc:  # say which record, as the loaders do
+                    raise DecodeError(exc.reason, path=self.dataset.url,
+                                      record=position) from exc
         except _RECORD_ERRORS as exc:
             error = record_error(exc)
             if not isinstance(exc, NotAnImage):

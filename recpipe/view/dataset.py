@@ -141,7 +141,10 @@ class Dataset:
         if start >= len(payload):
             raise NotAnImage(f"record {position} holds no image bytes (header only)",
                              record=position)
-        return header, memoryview(payload)[start:]
+        image = memoryview(payload)[start:]
+        if sniff(image).format == "unknown":
+            raise _not_recognised(position, len(image))
+        return header, image
 
     def _role_text(self, role, position):
         layout = self.layout
@@ -173,10 +176,13 @@ class Dataset:
                             "exif_orientation": info.exif_orientation,
                             "bytes": len(payload) - image_start}
             if info.format == "unknown":
-                out["error"] = record_error(NotAnImage(
-                    f"record {position}: its {len(payload) - image_start} payload bytes are "
-                    "not a recognised image", record=position))
+                out["error"] = record_error(_not_recognised(position, len(payload) - image_start))
         return out
+
+
+def _not_recognised(position, size):
+    return NotAnImage(f"record {position}: its {size} image bytes are not a recognised image "
+                      "(JPEG, PNG, GIF, BMP, WebP)", record=position)
 
 
 def _labels(header):
