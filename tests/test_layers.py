@@ -17,7 +17,7 @@ FLOORS = {
     "io": 3,  # RecordIO files, indexes, sources, integrity
     "recordio": 4, "decode": 4,  # mx.recordio; decoding and augmenting into batches
     "mxnet_keywords": 5, "plan": 5, "torch": 5, "__init__": 5,
-    "mxnet": 6, "packing": 6, "report": 6,
+    "mxnet": 6, "packing": 6, "report": 6, "view": 6,
     "mx": 7, "cli": 7,
     "__main__": 8,
 }
