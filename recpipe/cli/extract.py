@@ -15,9 +15,12 @@ def register(subparsers):
         description="Write every image record of REC once, bytes unchanged, into OUT (any "
                     "fsspec URL): OUT/<label>/<key>.<ext> and OUT/<stem>.lst (all labels; "
                     "'recpipe pack OUT/<stem>.lst NEW --pass-through --pack-label' packs it "
-                    "back), or WebDataset tar shards with --format tar. InsightFace's header "
-                    "and identity records are left out. Run the same command again to "
-                    "continue an interrupted extract.")
+                    "back), or WebDataset tar shards with --format tar. The folders take the "
+                    "class names of the label map 'recpipe pack' wrote beside the .rec "
+                    "(X.labels.json) when there is one. InsightFace's header and identity "
+                    "records are left out. Run the same command again to continue an "
+                    "interrupted extract; a complete one leaves only the images and the list "
+                    "(or the shards) in OUT.")
     p.add_argument("src", metavar="REC", help="the .rec file or URL")
     p.add_argument("out", metavar="OUT", help="output folder or URL")
     add_storage_options(p)
@@ -27,6 +30,15 @@ def register(subparsers):
     p.add_argument("--shard-size", default="256MB", metavar="SIZE",
                    help="bytes of images per tar shard / resumable chunk (default 256MB)")
     p.add_argument("--workers", type=int, default=8, help="chunks extracted at once (default 8)")
+    names = p.add_mutually_exclusive_group()
+    names.add_argument("--numeric-folders", action="store_true",
+                       help="name the folders by label number even when a label map names "
+                            "the classes")
+    names.add_argument("--label-map", default=None, metavar="FILE",
+                       help="the label map to take the class names from (default: the "
+                            "X.labels.json of 'recpipe pack' beside the .rec, when it lists it)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into an OUT that already holds files (e.g. a complete extract)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -40,7 +52,9 @@ def run(args):
     with byte_progress(not (args.no_progress or args.json), "extract") as progress:
         summary = extract_records(args.src, args.out, index_url=args.index, format=args.format,
                                   shard_size=shard_size, workers=args.workers,
-                                  storage_options=storage_options(args), progress=progress)
+                                  storage_options=storage_options(args), progress=progress,
+                                  label_map=False if args.numeric_folders else args.label_map,
+                                  overwrite=args.overwrite)
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0
@@ -50,6 +64,9 @@ def run(args):
     if summary.skipped_records:
         print(f"  {summary.skipped_records} structure records left out (InsightFace header and "
               "identities)")
+    if summary.label_map:
+        print(f"  folders named by the classes of {summary.label_map} (--numeric-folders: "
+              "by label number)")
     if summary.list_file:
         print(f"  list: {summary.list_file}")
     if summary.shards:
