@@ -25,7 +25,7 @@ from ..system.fork import after_fork_in_child
 from .source import Source
 
 __all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
-           "local_path", "open_source", "source_identity", "url_to_fs"]
+           "local_path", "open_source", "read_small_file", "source_identity", "url_to_fs"]
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +224,16 @@ def open_source(url, storage_options=None):
                         int(info["size"]),
                         options, identity=_identity(url, info), storage_options=storage_options,
                         reopen=open_source)
+
+
+def read_small_file(url, storage_options=None, *, limit=64 << 20):
+    """The whole of a small file (a sidecar: JSON, a label map), through ``open_source``: a
+    FIFO or device in its place raises OSError instead of blocking, one over ``limit`` bytes
+    raises ValueError, a missing one FileNotFoundError."""
+    with open_source(url, storage_options) as source:
+        if source.size > limit:
+            raise ValueError(f"{url}: {source.size} bytes, more than the {limit} expected of it")
+        data = bytes(source.read(0, source.size))
+    if len(data) != source.size:
+        raise OSError(f"{url}: read {len(data)} of {source.size} bytes")
+    return data

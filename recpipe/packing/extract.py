@@ -1,7 +1,9 @@
 """Leaving a ``.rec``: every image record once, its bytes unchanged, into files or tar shards.
 
 ``extract_records(src, out)`` writes ``OUT/<label>/<key>.<ext>`` (the folder is the record's
-first label; the image bytes are the record's, never re-encoded) and ``OUT/<stem>.lst``, an
+first label, named by its class when the label map ``recpipe pack`` wrote beside the ``.rec``
+is there: ``ClassFolders``; the image bytes are the record's, never re-encoded) and
+``OUT/<stem>.lst``, an
 im2rec list with all labels that ``recpipe pack OUT/<stem>.lst NEW --pass-through --pack-label``
 packs back into an equivalent ``.rec`` (its labels written exactly: ``index.exact_label_text``,
 where im2rec's ``%f`` would round them). ``format="tar"`` writes WebDataset-style shards
@@ -12,7 +14,9 @@ Structure is not an image: a file in InsightFace's layout (``recpipe.io.layout``
 record and identity records left out. The records are cut into chunks (a tar shard each) of
 about ``shard_size`` bytes, extracted in parallel; a chunk is done when its marker
 ``OUT/.recpipe-extract/chunk-NNNNNN.json`` is published (atomically), so a run that stops is
-continued by running it again. The plan of a run (``OUT/.recpipe-extract/plan.json``) names the
+continued by running it again; after a complete run the state folder is removed (OUT holds
+only the images and the list, or the shards). A new extract into an OUT that already holds
+files is refused unless ``overwrite``. The plan of a run (``OUT/.recpipe-extract/plan.json``) names the
 source by its content (``content_identity``: its index, size and checksum sidecar, or without
 a sidecar the version of the file): a different or rewritten source (a relabelled re-pack of
 the same size) is refused, never taken for the one that was extracted. A chunk whose marker
@@ -34,21 +38,22 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import numpy as np
 
 from ..io.atomic import AtomicOutput, publish, temporary_name
 from ..io.header import unpack_header
 from ..io.index import format_list_line
+from ..io.label_map import find_label_map, read_label_map
 from ..io.layout import image_positions
 from ..io.reader import RecordReader
 from ..io.sources import url_to_fs
 from .inputs import check_inside
 
-__all__ = ["EXTRACT_FORMATS", "ExtractSummary", "content_identity", "extract_chunk",
-           "extract_positions", "extract_records", "label_folder", "record_name",
-           "image_extension", "plan_chunks"]
+__all__ = ["EXTRACT_FORMATS", "ClassFolders", "ExtractSummary", "content_identity",
+           "extract_chunk", "extract_positions", "extract_records", "label_folder",
+           "record_name", "image_extension", "plan_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +80,7 @@ class ExtractSummary:
     resumed_chunks: int = 0
     skipped_records: int = 0  # header and identity records of an InsightFace layout
     list_file: Optional[str] = None
+    label_map: Optional[str] = None  # the label map whose class names name the folders
     shards: List[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -100,6 +106,49 @@ def label_folder(label):
     if value.is_integer():
         return "%d" % value
     return repr(value)
+
+
+_UNSAFE_CLASS = re.compile(r"[/\\\x00-\x1f\x7f]")
+
+
+class ClassFolders:
+    """The folder of each label: its class name from a label map (``recpipe.io.label_map``)
+    when the map names it, else ``label_folder``. A map is used only when every name is a
+    plain single folder name (no separator or control character, not hidden, no surrounding
+    spaces, at most 255 bytes) that cannot be taken for another label's number; else the
+    folders are numbers (logged)."""
+
+    def __init__(self, label_map=None):
+        self.url = None
+        self.names = {}
+        if label_map is None:
+            return
+        names = {float(label): name for label, name in label_map.names().items()}
+        unsafe = [name for label, name in names.items() if not _usable_class(name, label)]
+        if unsafe:
+            log.warning("label map %s not used for folder names: %r cannot name a folder",
+                        label_map.url, unsafe[0])
+            return
+        self.url = label_map.url
+        self.names = names
+
+    def folder(self, label):
+        name = self.names.get(float(label))
+        return name if name is not None else label_folder(label)
+
+    def to_dict(self):
+        """For the plan: the names in use, by label text."""
+        return {label_folder(label): name for label, name in sorted(self.names.items())}
+
+
+def _usable_class(name, label):
+    if not name or name in (".", "..") or name.startswith(".") or name != name.strip() or \
+            _UNSAFE_CLASS.search(name) or len(name.encode("utf-8")) > 255:
+        return False
+    try:  # a name that reads as a number must be its own label's
+        return float(name) == label
+    except ValueError:
+        return True
 
 
 def record_name(key, position):
@@ -182,6 +231,22 @@ class _Output:
     def exists(self, relpath):
         return self.fs.exists(self.path_of(relpath))
 
+    def first_file(self):
+        """The path of one file under OUT, or None when it holds none."""
+        if not self.fs.exists(self.root):
+            return None
+        for folder, _, files in self.fs.walk(self.root):
+            if files:
+                return f"{str(folder).rstrip('/')}/{sorted(files)[0]}"
+        return None
+
+    def remove_state(self):
+        """Remove the state folder (the plan and the markers) of a complete run."""
+        try:
+            self.fs.rm(self.path_of(STATE_FOLDER), recursive=True)
+        except FileNotFoundError:
+            pass
+
     def file_hashes(self):
         """``_path_hash`` of every file under OUT, sorted: one listing, 8 bytes a file."""
         hashes = array.array("Q")
@@ -224,8 +289,9 @@ def _read_record(reader, position, key):
 class _Extractor:
     """Writes chunks of records to OUT, one ``run(chunk)`` per worker task."""
 
-    def __init__(self, reader, positions, out, fmt, progress):
+    def __init__(self, reader, positions, out, fmt, progress, folders=None):
         self.reader = reader
+        self.folders = folders or ClassFolders()
         self.positions = positions
         self.keys = reader.keys
         # repeated keys would give two records one name: then every name is by position
@@ -264,7 +330,7 @@ class _Extractor:
     def _folder(self, start, stop):
         lines, nbytes = [], 0
         for record in self.records(start, stop):
-            relpath = (f"{label_folder(record.labels[0])}/{record.stem(self.by_key)}"
+            relpath = (f"{self.folders.folder(record.labels[0])}/{record.stem(self.by_key)}"
                        f"{image_extension(record.image)}")
             self.out.write(relpath, record.image)
             lines.append(format_list_line(record.index, record.labels, relpath, exact=True))
@@ -283,6 +349,9 @@ class _Extractor:
                 stem = record.stem(self.by_key)
                 meta = {"key": str(record.key), "id": record.index, "position": record.position,
                         "labels": list(record.labels)}
+                name = self.folders.names.get(record.labels[0])
+                if name is not None:
+                    meta["class"] = name
                 members = ((image_extension(record.image), record.image),
                            (".cls", label_folder(record.labels[0]).encode("ascii")),
                            (".json", json.dumps(meta).encode("utf-8")))
@@ -368,8 +437,9 @@ def _marker(number):
     return f"{STATE_FOLDER}/chunk-{number:06d}.json"
 
 
-def _check_plan(out, plan):
-    """Record the plan on a first run; on a later one, refuse a different source or plan."""
+def _check_plan(out, plan, overwrite):
+    """Record the plan on a first run; on a later one, refuse a different source or plan.
+    A first run into an OUT that already holds files is refused unless ``overwrite``."""
     relpath = f"{STATE_FOLDER}/plan.json"
     if out.exists(relpath):
         earlier = json.loads(out.read_text(relpath))
@@ -377,6 +447,13 @@ def _check_plan(out, plan):
             raise ValueError(f"{out.url} holds an extract of another file or with other "
                              f"options ({earlier}); use an empty OUT or the same command")
         return True
+    if not overwrite:
+        held = out.first_file()
+        if held is not None:
+            raise ValueError(f"{out.url} already holds files ({held}...), e.g. a complete "
+                             "extract: extract into an empty folder, or overwrite=True "
+                             "(--overwrite) to write over them (files this extract does not "
+                             "write are left as they are)")
     out.publish(relpath, json.dumps(plan).encode("utf-8"))
     return False
 
@@ -406,6 +483,14 @@ def _collect(output, chunks, summary, list_name):
         summary.list_file = listing.url
 
 
+def _class_folders(src, size, label_map, storage_options):
+    if label_map is False:
+        return ClassFolders()
+    if label_map is None or label_map is True:
+        return ClassFolders(find_label_map(src, size, storage_options))
+    return ClassFolders(read_label_map(label_map, storage_options))
+
+
 def _run_all(extractor, tasks, workers):
     """Run the chunk tasks on ``workers`` threads; the first failure cancels what has not
     started and is raised (its chunk, and those not run, have no marker)."""
@@ -420,15 +505,19 @@ def _run_all(extractor, tasks, workers):
 def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
                     format: str = "folder", shard_size: int = DEFAULT_SHARD_BYTES,
                     workers: int = 4, storage_options: Optional[dict] = None,
-                    progress=None, chunk_runner=None) -> ExtractSummary:
+                    progress=None, label_map: Union[None, bool, str] = None,
+                    overwrite: bool = False, chunk_runner=None) -> ExtractSummary:
     """Write every image record of ``src`` once into ``out`` (see the module docstring).
 
     ``format``: 'folder' (a folder per label, plus ``OUT/<stem>.lst``) or 'tar' (WebDataset
     shards of about ``shard_size`` bytes); ``workers``: chunks extracted at once;
     ``storage_options`` are used on both sides; ``progress(bytes)`` is called per image.
-    Running it again after an interruption continues where it stopped. ``chunk_runner(todo)``:
-    runs the chunk tasks ``(number, start, stop)`` elsewhere, each with ``extract_chunk``
-    (``recpipe.packing.wholefile``: on a Dask cluster)."""
+    ``label_map``: None finds the map ``recpipe pack`` wrote beside ``src``
+    (``recpipe.io.label_map``) and names the folders by class; False names them by number; a
+    URL names the map to use. ``overwrite``: a new extract may write into an OUT that already
+    holds files. Running it again after an interruption continues where it stopped.
+    ``chunk_runner(todo, folders)``: runs the chunk tasks ``(number, start, stop)`` elsewhere,
+    each with ``extract_chunk`` and the ``ClassFolders`` given (``recpipe.packing.wholefile``: on a Dask cluster)."""
     if format not in EXTRACT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {EXTRACT_FORMATS}")
     if shard_size < 1 or workers < 1:
@@ -441,25 +530,28 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
         starts, ends = reader.spans(positions)
         chunks = plan_chunks(ends - starts, shard_size,
                              _MAX_CHUNK_RECORDS if format == "folder" else None)
+        folders = _class_folders(src, reader.size, label_map, storage_options)
+        summary.label_map = folders.url
         output = _Output(out, storage_options)
         output.makedirs("")
         plan = {"source_bytes": reader.size, "records": len(reader), "images": len(positions),
                 "format": format, "chunks": [list(c) for c in chunks],
-                "source": content_identity(reader)}
-        resumed = _check_plan(output, plan)
+                "source": content_identity(reader), "classes": folders.to_dict()}
+        resumed = _check_plan(output, plan, overwrite)
         done = set()
         if resumed:
             output.remove_leftovers()
             done = _done_chunks(output, len(chunks))
-        extractor = _Extractor(reader, positions, output, format, progress)
+        extractor = _Extractor(reader, positions, output, format, progress, folders)
         todo = [(n, a, b) for n, (a, b) in enumerate(chunks) if n not in done]
         summary.chunks, summary.resumed_chunks = len(chunks), len(chunks) - len(todo)
         if chunk_runner is None:
             _run_all(extractor, todo, workers)
         else:
-            chunk_runner(todo)
+            chunk_runner(todo, folders)
     stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
     _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
+    output.remove_state()  # complete: OUT holds the images and the list, or the shards
     summary.seconds = time.perf_counter() - started
     log.info("extracted %d images (%d bytes) of %s into %s", summary.images, summary.bytes,
              src, out)
@@ -474,9 +566,10 @@ def extract_positions(reader):
 
 
 def extract_chunk(reader, positions, out, number, start, stop, *, format="folder",
-                  storage_options=None):
+                  storage_options=None, folders=None):
     """Extract chunk ``number`` of an ``extract_records`` plan (the records
     ``positions[start:stop]`` of ``reader``) into ``out`` and publish its marker, as
-    ``extract_records`` does: what a cluster task runs. Returns ``(images, bytes)``."""
-    return _Extractor(reader, positions, _Output(out, storage_options), format, None).run(
-        number, start, stop)
+    ``extract_records`` does, into the class ``folders`` of its plan (``ClassFolders``): what a
+    cluster task runs. Returns ``(images, bytes)``."""
+    return _Extractor(reader, positions, _Output(out, storage_options), format, None,
+                      folders).run(number, start, stop)

@@ -274,6 +274,7 @@ class _ExtractTask:
     storage_options: Optional[dict]
     version: str
     chunk: tuple  # (number, start, stop) of extract_records' plan
+    folders: object = None  # the plan's ClassFolders
 
 
 def _extract_task(task):
@@ -283,11 +284,12 @@ def _extract_task(task):
                                           task.version)
     number, start, stop = task.chunk
     return extract_chunk(reader, positions, task.out, number, start, stop, format=task.format,
-                         storage_options=task.storage_options)
+                         storage_options=task.storage_options, folders=task.folders)
 
 
 def extract_on_cluster(src, out, *, cluster=None, index_url=None, format="folder",
-                       shard_size=None, storage_options=None, progress=None):
+                       shard_size=None, storage_options=None, progress=None, label_map=None,
+                       overwrite=False):
     """``extract_records`` (same arguments, same files, markers and list) with its chunks
     extracted by Dask tasks on ``cluster`` (``ClusterOptions``; ``dask`` must be set): the
     ``.idx`` (every worker reads it) plans the chunks. Returns ``(ExtractSummary,
@@ -310,9 +312,9 @@ def extract_on_cluster(src, out, *, cluster=None, index_url=None, format="folder
         if str(options.dask) == "local":
             client.run(single_thread_opencv)
 
-        def run_chunks(todo):
+        def run_chunks(todo, folders):
             tasks = [_ExtractTask(absolute_url(src), absolute_url(index_path), absolute_url(out),
-                                  format, storage_options, version, tuple(chunk))
+                                  format, storage_options, version, tuple(chunk), folders)
                      for chunk in todo]
 
             def done(i, result):
@@ -333,6 +335,7 @@ def extract_on_cluster(src, out, *, cluster=None, index_url=None, format="folder
         summary = extract_records(src, out, index_url=index_path, format=format,
                                   shard_size=shard_size or DEFAULT_SHARD_BYTES,
                                   storage_options=storage_options, progress=None,
+                                  label_map=label_map, overwrite=overwrite,
                                   chunk_runner=run_chunks)
     run.resumed = summary.resumed_chunks
     run.chunks = summary.chunks

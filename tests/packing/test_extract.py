@@ -107,8 +107,7 @@ def test_insightface_structure_is_left_out(tmp_path):
     assert summary.images == len(images) and summary.skipped_records == 1 + 3
     for key, identity, image in images:
         assert (tmp_path / "out" / str(identity) / f"{key}.jpg").read_bytes() == image
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        ".recpipe-extract", "0", "1", "2", "faces.lst"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["0", "1", "2", "faces.lst"]
 
 
 def test_tar_shards_on_memory_urls(tmp_path):
@@ -138,20 +137,20 @@ def test_tar_shards_on_memory_urls(tmp_path):
 def test_resume_skips_done_chunks_and_refuses_another_file(tmp_path):
     write_labelled(str(tmp_path / "data.rec"), count=12)
     out = tmp_path / "out"
-    first = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500)
-    markers = sorted((out / ".recpipe-extract").glob("chunk-*.json"))
-    markers[-1].unlink()  # as if the run stopped before the last chunk finished
-    assert first.chunks > 1
+    _interrupted(str(tmp_path / "data.rec"), str(out))
+    done = len(list((out / ".recpipe-extract").glob("chunk-*.json")))
     victim = out / "0" / "0.jpg"  # record 0: in chunk 0, which is done
     stamp = victim.stat().st_mtime_ns
     (out / "2" / ".5.jpg.0123abcd.tmp").write_bytes(b"half an image")  # the stopped run's
     again = extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500)
     assert not list(out.rglob("*.tmp"))
-    assert again.resumed_chunks == first.chunks - 1 and again.images == first.images
+    assert again.chunks > done > 0
+    assert again.resumed_chunks == done and again.images == 12
     assert victim.stat().st_mtime_ns == stamp
     write_labelled(str(tmp_path / "other.rec"), count=5)
+    _interrupted(str(tmp_path / "data.rec"), str(tmp_path / "out2"))
     with pytest.raises(ValueError, match="another file"):
-        extract_records(str(tmp_path / "other.rec"), str(out))
+        extract_records(str(tmp_path / "other.rec"), str(tmp_path / "out2"))
 
 
 def test_symlinked_label_folder_cannot_lead_outside(tmp_path):
@@ -162,7 +161,7 @@ def test_symlinked_label_folder_cannot_lead_outside(tmp_path):
     out.mkdir()
     os.symlink(outside, out / "1")  # a label folder pointing out of OUT
     with pytest.raises(UnsafeInput, match="outside"):
-        extract_records(str(tmp_path / "data.rec"), str(out), workers=1)
+        extract_records(str(tmp_path / "data.rec"), str(out), workers=1, overwrite=True)
     assert list(outside.iterdir()) == []
 
 
@@ -309,3 +308,90 @@ def test_list_lines_stay_im2rec_unless_exact_is_asked():
     values = values.astype(np.uint32).view(np.float32)
     for value in values[np.isfinite(values)]:
         assert np.float32(float(exact_label_text(value))) == value
+
+
+def _packed(tmp_path, **options):
+    """SRC/cat|dog|eel/*.jpg packed by ``pack_dataset`` into ``tmp_path/packed/o``."""
+    from recpipe.packing.packer import pack_dataset
+
+    from .test_packer import CLASSES, PER_CLASS
+    from .test_packer import _jpeg as class_jpeg
+
+    src = tmp_path / "src"
+    for label, name in enumerate(CLASSES):
+        (src / name).mkdir(parents=True)
+        for i in range(PER_CLASS):
+            (src / name / f"img{i}.jpg").write_bytes(class_jpeg(20, 24 + i, 10 * label + i))
+    pack_dataset(str(src), str(tmp_path / "packed" / "o"), pass_through=True, workers=0,
+                 **options)
+    return src
+
+
+def test_folders_take_the_class_names_of_the_label_map(tmp_path):
+    src = _packed(tmp_path)
+    out = tmp_path / "out"
+    summary = extract_records(str(tmp_path / "packed" / "o.rec"), str(out))
+    assert summary.label_map == str(tmp_path / "packed" / "o.labels.json")
+    assert sorted(p.name for p in out.iterdir()) == ["cat", "dog", "eel", "o.lst"]
+    for name in ("cat", "dog", "eel"):  # each image in the folder of its class
+        theirs = sorted(p.read_bytes() for p in (src / name).iterdir())
+        assert sorted(p.read_bytes() for p in (out / name).iterdir()) == theirs
+    assert main(["pack", str(out / "o.lst"), str(tmp_path / "again"), "--pass-through",
+                 "--no-progress", "--workers", "1", "--no-shuffle"]) == 0
+    with RecordReader(str(tmp_path / "packed" / "o.rec")) as a, \
+            RecordReader(str(tmp_path / "again.rec")) as b:
+        assert list(a) == list(b)
+    numeric = extract_records(str(tmp_path / "packed" / "o.rec"), str(tmp_path / "num"),
+                              label_map=False)
+    assert numeric.label_map is None
+    assert sorted(p.name for p in (tmp_path / "num").iterdir()) == ["0", "1", "2", "o.lst"]
+
+
+def test_shards_and_splits_find_their_label_map(tmp_path):
+    _packed(tmp_path, shards=2, val_ratio=0.25)
+    shard = tmp_path / "packed" / "o_val-00001-of-00002.rec"
+    assert shard.exists()
+    summary = extract_records(str(shard), str(tmp_path / "out"), format="tar")
+    assert summary.label_map == str(tmp_path / "packed" / "o.labels.json")
+    with tarfile.open(summary.shards[0]) as tar:
+        metas = [json.loads(tar.extractfile(n).read()) for n in tar.getnames()
+                 if n.endswith(".json")]
+    assert metas and all(m["class"] == ("cat", "dog", "eel")[int(m["labels"][0])] for m in metas)
+    assert not (tmp_path / "out" / ".recpipe-extract").exists()
+
+
+@pytest.mark.parametrize("classes", [{"../up": 0, "dog": 1, "eel": 2},
+                                     {".hidden": 0, "dog": 1, "eel": 2},
+                                     {"a/b": 0, "dog": 1, "eel": 2},
+                                     {"2": 0, "dog": 1, "eel": 2}])
+def test_a_label_map_with_unusable_names_leaves_numbers(tmp_path, classes):
+    _packed(tmp_path)
+    path = tmp_path / "packed" / "o.labels.json"
+    data = json.loads(path.read_text())
+    data["classes"] = classes
+    path.write_text(json.dumps(data))
+    summary = extract_records(str(tmp_path / "packed" / "o.rec"), str(tmp_path / "out"))
+    assert summary.label_map is None
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["0", "1", "2", "o.lst"]
+
+
+def test_a_label_map_of_another_file_is_not_used(tmp_path):
+    _packed(tmp_path)
+    path = tmp_path / "packed" / "o.labels.json"
+    data = json.loads(path.read_text())
+    data["splits"]["all"]["shards"][0]["bytes"] += 1  # the .rec changed since the pack
+    path.write_text(json.dumps(data))
+    summary = extract_records(str(tmp_path / "packed" / "o.rec"), str(tmp_path / "out"))
+    assert summary.label_map is None and (tmp_path / "out" / "0").is_dir()
+
+
+def test_a_complete_extract_leaves_no_state_and_is_not_mixed_with_another(tmp_path):
+    write_labelled(str(tmp_path / "data.rec"), count=6)
+    out = tmp_path / "out"
+    extract_records(str(tmp_path / "data.rec"), str(out), shard_size=1500)
+    assert not (out / ".recpipe-extract").exists()
+    assert not [p for p in out.rglob("*") if p.name.startswith(".")]
+    with pytest.raises(ValueError, match="already holds files"):
+        extract_records(str(tmp_path / "data.rec"), str(out))
+    again = extract_records(str(tmp_path / "data.rec"), str(out), overwrite=True)
+    assert again.images == 6 and not (out / ".recpipe-extract").exists()
