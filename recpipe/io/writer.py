@@ -4,7 +4,7 @@ published atomically."""
 import logging
 from typing import Hashable, Optional, Union
 
-from .atomic import AtomicOutput, commit_group
+from .atomic import AtomicOutput, Removal, commit_group
 from .format import frame
 from .index import format_index_line, index_url_for
 from .sums import SumsBuilder, sums_url_for
@@ -19,7 +19,9 @@ class RecordWriter:
 
     ``index_url=None`` writes the conventional ``.idx`` beside the ``.rec``; ``index_url=False``
     writes no index. ``sums=True`` (default) also writes the checksum sidecar (``x.sums``, a
-    CRC32C of every record: ``recpipe.io.sums``), which readers check; MXNet ignores it. All
+    CRC32C of every record: ``recpipe.io.sums``), which readers check; MXNet ignores it;
+    ``sums=False`` removes an old sidecar there when it publishes (it would not describe the
+    new file). All
     files are written under temporary names and appear only when the writer is closed without
     error, as one commit (never a new ``.rec`` beside an old ``.idx`` or ``.sums``); if the
     ``with`` body raises, nothing is published. Keys default to the record's position.
@@ -34,8 +36,13 @@ class RecordWriter:
         if index_url is None:
             index_url = index_url_for(self.url)
         self.index_url = str(index_url) if index_url else None
-        self.sums_url = sums_url_for(self.url) if sums else None
+        self.sums_url = sums_url_for(self.url)
         if self.sums_url in (self.url, self.index_url):
+            self.sums_url = None
+        # without sums, an old sidecar goes when this file is published
+        self._old_sums = Removal(self.sums_url, storage_options) \
+            if self.sums_url and not sums else None
+        if not sums:
             self.sums_url = None
         self._storage_options = storage_options
         self._rec = AtomicOutput(self.url, storage_options)
@@ -84,7 +91,7 @@ class RecordWriter:
         (``atomic.commit_group``): an error while finishing them (a full disk) leaves any
         earlier files as they were."""
         try:
-            sums = self._sums_output()
+            sums = self._sums_output() or self._old_sums
             commit_group(self._rec, [self._idx, sums])
         except BaseException:
             self.abort()
