@@ -76,7 +76,8 @@ class MXRecordIO:
         elif self.flag == "r":
             self._source = open_source(self.uri)
             try:
-                self._sums = load_sums(self.uri, self._source.size, integrity=self.integrity)
+                self._sums = load_sums(self.uri, self._source.size, integrity=self.integrity,
+                                       source=self._source)
             except BaseException:
                 self._source.close()
                 raise

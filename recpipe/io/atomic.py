@@ -8,7 +8,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .sources import url_to_fs
 
-__all__ = ["AtomicOutput", "commit_group", "commit_pair", "publish", "temporary_name"]
+__all__ = ["AtomicOutput", "Removal", "commit_group", "commit_pair", "publish", "temporary_name"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,39 @@ class AtomicOutput:
             self.commit()
         else:
             self.discard()
+
+
+class Removal:
+    """A companion for ``commit_group`` that publishes nothing: whatever is at ``url`` is
+    removed with the old companions, before the new data file takes its name (a sidecar of
+    the old data file that the new one has none of). Its filesystem is resolved here, when
+    made, so that removing needs no import (a writer closed at interpreter exit)."""
+
+    def __init__(self, url, storage_options=None):
+        self.url = str(url)
+        self.fs, self.path = url_to_fs(url, storage_options)
+        self.local = isinstance(self.fs, LocalFileSystem)
+
+    def prepare(self):
+        pass
+
+    def remove_target(self):
+        try:
+            if self.local:  # through ``os`` only, as ``AtomicOutput``
+                os.remove(self.path)
+            else:
+                self.fs.rm(self.path)
+        except FileNotFoundError:
+            pass
+
+    def commit(self):
+        pass
+
+    def discard(self):
+        pass
+
+    def disown(self):
+        pass
 
 
 def commit_pair(data, index):

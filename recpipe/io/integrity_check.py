@@ -11,11 +11,11 @@ import logging
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import CHECKSUM, RecordFormatError, StaleSumsError
 from .atomic import publish
-from .quarantine import QuarantineFile
+from .quarantine import QuarantineFile, entry_holds
 from .sources import source_identity
-from .sums import SumsBuilder, load_sums, sums_url_for
+from .sums import RecordSums, SumsBuilder, load_sums, sums_url_for
 
 __all__ = ["IntegrityCheck", "RECORD_PROBLEMS"]
 
@@ -41,7 +41,8 @@ class IntegrityCheck:
         self.storage_options = storage_options
         self.decoded = decoded
         self.failed = set()
-        self.sums = self._load(source.size) if check_sums and not write_sums else None
+        self.checked_sums = check_sums and not write_sums
+        self.sums = self._load(source) if self.checked_sums else None
         self.builder = SumsBuilder() if write_sums else None
         self.quarantine = QuarantineFile(source_identity(source))
         report.quarantined = sorted(self.quarantine.entries().values())
@@ -51,12 +52,21 @@ class IntegrityCheck:
     def needs_payload(self):
         return self.sums is not None or self.builder is not None
 
-    def _load(self, size):
+    def _load(self, source):
+        """The sidecar bound to the file (``report.sums_state``: 'bound', 'absent', 'stale' or
+        'unusable'), else None."""
         try:
-            return load_sums(self.url, size, self.storage_options)
-        except RecordFormatError as exc:
-            self.report.add("sums-unusable", None, None, exc.reason)
+            sums = load_sums(self.url, source.size, self.storage_options, source=source)
+        except StaleSumsError as exc:
+            self.report.sums_state = "stale"
+            self.report.add("sums-stale", None, None, exc.reason)
             return None
+        except (RecordFormatError, OSError) as exc:
+            self.report.sums_state = "unusable"
+            self.report.add("sums-unusable", None, None, getattr(exc, "reason", str(exc)))
+            return None
+        self.report.sums_state = "absent" if sums is None else "bound"
+        return sums
 
     def record(self, item):
         """Check and collect one readable record (a ``ScanItem``)."""
@@ -66,8 +76,13 @@ class IntegrityCheck:
             return
         try:
             self.sums.check(item.payload, item.offset, rec_url=self.url, record=item.record)
+        except StaleSumsError as exc:  # found at the first record that differs: not used
+            self.sums = None
+            self.report.sums_state = "stale"
+            self.report.sums_checked = None
+            self.report.add("sums-stale", None, None, exc.reason)
         except RecordFormatError as exc:
-            kind = "checksum-mismatch" if "mismatch" in exc.reason else "not-in-sums"
+            kind = "checksum-mismatch" if exc.fault == CHECKSUM else "not-in-sums"
             self.report.add(kind, item.offset, item.record, exc.reason)
             self.failed.add(item.offset)
         else:
@@ -99,29 +114,52 @@ class IntegrityCheck:
         self.failed.add(offset)
 
     def finish(self, heads, size):
-        """Clear the quarantine entries that pass; publish the new sidecar if all passed."""
-        self._clear_quarantine(heads)
+        """Publish the new sidecar if every record passed; clear the quarantine entries that
+        pass and those void now (found with a sidecar that is gone, replaced or stale)."""
+        written = self._write_sums(size)
+        self._clear_quarantine(heads, written)
+
+    def _write_sums(self, size):
+        """The new sidecar (``RecordSums``) when one is asked for and every record passed."""
         if self.builder is None:
-            return
+            return None
         if any(self.report.counts.get(kind) for kind in RECORD_PROBLEMS):
             log.warning("%s: not writing checksums: some records failed", self.url)
-            return
+            return None
         url = sums_url_for(self.url)
-        publish(url, self.builder.to_bytes(size), self.storage_options)
+        data = self.builder.to_bytes(size)
+        publish(url, data, self.storage_options)
         self.report.sums_written = url
+        return RecordSums.from_bytes(data, path=url)
 
-    def _clear_quarantine(self, heads):
+    def _holds(self, written):
+        """``holds(entry)``: whether a quarantine entry still stands after this run ('sum'
+        entries die with the sidecar that found them), or None when this run did not look
+        at the sidecar (``--no-sums``: entries are kept as they are)."""
+        if written is not None:
+            token = written.token
+        elif self.checked_sums:
+            token = self.sums.token if self.sums is not None else None
+        else:
+            return None
+        return lambda entry: entry_holds(entry, token)
+
+    def _clear_quarantine(self, heads, written):
         entries = self.report.quarantined
         if not entries:
             return
-        readable = set(heads.tolist()) if len(entries) > 64 else None
-        kept = [e for e in entries if not self._passes(e, heads, readable)]
+        holds = self._holds(written)
+        live = entries if holds is None else [e for e in entries if holds(e)]
+        readable = set(heads.tolist()) if len(live) > 64 else None
+        kept = [e for e in live if not self._passes(e, heads, readable)]
         self.report.quarantine_cleared = len(entries) - len(kept)
+        self.report.quarantine_void = len(entries) - len(live)
         if len(kept) < len(entries):
             self.quarantine.rewrite(kept)
         for entry in kept:
             self.report.add("quarantined", entry.offset, entry.record,
-                            f"quarantined by a loader ({entry.kind}: {entry.reason})")
+                            f"quarantined by a loader ({entry.kind}, found by "
+                            f"{entry.detector or '?'}: {entry.reason})")
 
     def _passes(self, entry, heads, readable):
         if entry.offset in self.failed or (entry.kind == "decode" and not self.decoded):

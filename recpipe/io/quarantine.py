@@ -2,7 +2,9 @@
 
 A quarantine file lists the records of one version of one ``.rec`` (``sources.
 source_identity``: real path, size, modification time, inode; a remote file's URL, size and
-ETag) that failed a checksum, could not be read (framing) or did not decode. Loaders skip them
+ETag) that failed a checksum, could not be read (framing) or did not decode. A checksum entry
+also carries the token of the sidecar that found it (``basis``): it is void, ignored by
+loaders and dropped by ``verify``, once that sidecar is replaced or removed. Loaders skip them
 in later epochs and later runs without reading them again (``on_error='skip'``/``'replace'``),
 or raise an error naming the quarantined record (``on_error='raise'``). ``recpipe verify``
 lists them and removes the entries whose record now passes what it failed.
@@ -38,7 +40,7 @@ from ..errors import CHECKSUM, DECODE, FORMAT, DecodeError, RecordFormatError
 from .sources import open_source, source_identity
 
 __all__ = ["QUARANTINE_ENV", "QuarantineEntry", "QuarantineFile", "RecordQuarantine",
-           "quarantine_dir", "error_kind", "quarantine_of"]
+           "quarantine_dir", "error_kind", "quarantine_of", "basis_of", "entry_holds"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,20 @@ class QuarantineEntry(NamedTuple):
         detector, basis = _field(self.detector)[:_FIELD_CHARS], _field(self.basis)[:_FIELD_CHARS]
         return (f"{self.offset}\t{self.record}\t{self.kind}\t{basis}\t{detector}\t{reason}\n"
                 .encode("utf-8", "replace"))
+
+
+def basis_of(kind, sums_token):
+    """What an entry of ``kind`` depends on besides the ``.rec`` version that names its file:
+    the checksum sidecar (its ``RecordSums.token``) for a 'sum' entry, nothing else for the
+    others (framing and decoding depend on the record's bytes alone)."""
+    return (sums_token or "") if kind == "sum" else ""
+
+
+def entry_holds(entry, sums_token):
+    """True while ``entry`` still stands: a 'sum' entry only with the very sidecar that found
+    it (``sums_token``: the token of the sidecar there now, None when there is none); it dies
+    with that sidecar (replaced, removed, or found stale)."""
+    return entry.kind != "sum" or (sums_token is not None and entry.basis == sums_token)
 
 
 def _field(text):
@@ -216,7 +232,14 @@ class RecordQuarantine:
     def __init__(self, reader, file: Optional[QuarantineFile]):
         self.reader = reader
         self.file = file
-        self.entries = file.entries() if file is not None else {}
+        sums = reader.sums
+        self.sums_token = sums.token if sums is not None else None
+        found = file.entries() if file is not None else {}
+        self.entries = {offset: entry for offset, entry in found.items()
+                        if entry_holds(entry, self.sums_token)}
+        if len(self.entries) < len(found):
+            log.info("%s: %d quarantine entries found with another checksum sidecar (or none "
+                     "now) are void and ignored", reader.url, len(found) - len(self.entries))
         offsets = reader.offsets.array
         self.bad = np.isin(offsets, np.fromiter(self.entries, np.int64, len(self.entries)))
 
@@ -261,7 +284,8 @@ class RecordQuarantine:
         self.bad[position] = True
         offset = int(self.reader.offsets[position])
         entry = QuarantineEntry(offset, position, kind, getattr(exc, "reason", str(exc)),
-                                getattr(exc, "detector", None) or kind)
+                                getattr(exc, "detector", None) or kind,
+                                basis_of(kind, self.sums_token))
         self.entries[offset] = entry
         if self.file is not None and self.file.add(entry):
             log.warning("quarantined record %d of %s (%s, found by %s)", position,

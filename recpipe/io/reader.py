@@ -34,7 +34,9 @@ class RecordReader:
     ``integrity`` ('auto', the default, or 'strict'; 'off' to skip): when the checksum sidecar
     ``x.sums`` (``recpipe.io.sums``) exists beside ``x.rec``, every record read is checked
     against its CRC32C and a mismatch raises RecordFormatError naming the file, record and
-    offset. Without a sidecar nothing is checked; a sidecar of another file raises at open.
+    offset. Without a sidecar nothing is checked; a sidecar that does not describe the file as
+    it is now (another file's, or one left beside a re-packed ``.rec``) raises
+    ``StaleSumsError`` at open (``recpipe.io.sums``).
 
     >>> with RecordReader("train.rec") as reader:        # doctest: +SKIP
     ...     first = reader[0]
@@ -54,7 +56,8 @@ class RecordReader:
         try:
             self._load_index(index_url, storage_options, key_type, index_cache)
             self._sums = load_sums(self.url, self._source.size, storage_options,
-                                   integrity=integrity)
+                                   integrity=integrity, source=self._source,
+                                   offsets=self._table.offsets)
         except BaseException:
             self._closer()
             raise

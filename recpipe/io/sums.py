@@ -18,26 +18,38 @@ All integers are little-endian::
     32+8N   4*N         CRC32C of each record's payload (uint32), in the same order
     32+12N  4           CRC32C of all bytes before it (the sidecar's own sum)
 
-A sidecar is bound to its ``.rec`` by the size (a sidecar of another file, or a stale one after
-the ``.rec`` changed, almost always differs: that is an error naming both paths, never silently
-ignored) and by its offsets (an offset the sidecar does not list is an error too). MXNet and
-DALI never look at it: the ``.rec``/``.idx`` stay byte-identical to MXNet's.
+A sidecar is bound to the content of its ``.rec``: when it is opened (``bind``, no read), the
+size and every record offset the reader knows (the ``.idx``'s) must be the sidecar's; when a
+record first differs from its sum, a few records spread over the file (``PROBES``: the first,
+the last and between) are read, and if most of them differ too the sidecar is stale. A sidecar
+of another file, or one left beside a re-packed ``.rec`` (MXNet, or any tool writing without
+sums, keeps it; a re-pack of the same records in another order keeps the size, and records of
+one length keep every offset), fails one of these: a ``StaleSumsError`` naming both paths and
+what to do, never a "damaged" verdict on every record (the quarantine keeps nothing a stale
+sidecar says). One damaged record is still damage: the probes of the others match.
+MXNet and DALI never look at the sidecar: the ``.rec``/``.idx`` stay byte-identical to MXNet's.
 """
 
 import struct
+import threading
 
 import numpy as np
 
 from ..errors import CHECKSUM, SIDECAR, RecordFormatError, StaleSumsError
 from .crc32c import crc32c
-from .index import read_index_bytes
+from .scan import SlidingBuffer, read_record
+from .sources import open_source
 
-__all__ = ["SUMS_MAGIC", "SUMS_VERSION", "RecordSums", "SumsBuilder", "sums_url_for",
-           "load_sums", "checks_sums"]
+__all__ = ["SUMS_MAGIC", "SUMS_VERSION", "PROBES", "RecordSums", "SumsBuilder", "sums_url_for",
+           "load_sums", "checks_sums", "stale_error"]
 
 SUMS_MAGIC = b"RECPSUMS"
 SUMS_VERSION = 1
 _HEAD = struct.Struct("<8sIIQQ")
+PROBES = 5  # records read at open to tell a sidecar of this content from a stale one
+_PROBE_BLOCK = 1 << 16
+_MIN_RECORD = 8  # a record is at least its part head: a .rec of S bytes has at most S/8
+_FIX = "recpipe verify --decode --write-sums"
 
 
 def sums_url_for(rec_url):
@@ -63,6 +75,9 @@ class RecordSums:
         self.crcs = np.asarray(crcs, dtype=np.uint32)
         self.path = path
         self.digest = digest  # the sidecar's own CRC32C as read (None: built, not read)
+        self._source = None  # the .rec, to probe (``bind``)
+        self._stale_reason = None  # None: not probed yet
+        self._probe_lock = threading.Lock()
 
     @property
     def token(self):
@@ -110,15 +125,66 @@ class RecordSums:
             raise bad("record offsets are not increasing within the .rec")
         return cls(rec_size, offsets, crcs, path=path, digest=stored)
 
-    def bind(self, rec_url, rec_size):
-        """Check that this sidecar describes ``rec_url`` of ``rec_size`` bytes."""
+    def bind(self, rec_url, rec_size, *, source=None, offsets=None):
+        """Check that this sidecar describes ``rec_url`` of ``rec_size`` bytes: its size and
+        ``offsets`` (the record offsets a reader knows, e.g. the ``.idx``'s) all listed, at
+        once (no read); and keep ``source`` (the open ``.rec``) to probe when a record first
+        differs from its sum (``stale_reason``). Raises ``StaleSumsError``."""
         if self.rec_size != rec_size:
-            raise StaleSumsError(
-                f"checksum sidecar {self.path} describes a .rec of {self.rec_size} bytes but "
-                f"{rec_url} has {rec_size}: it belongs to another file or the .rec changed "
-                f"after it was written (rewrite it: recpipe verify --decode --write-sums)",
-                path=str(rec_url))
+            self._stale(rec_url, f"it describes a .rec of {self.rec_size} bytes but {rec_url} "
+                                 f"has {rec_size}: it belongs to another file or the .rec "
+                                 "changed after it was written")
+        if offsets is not None:
+            self._check_listed(rec_url, np.asarray(offsets, dtype=np.int64))
+        self._source = source
         return self
+
+    def _stale(self, rec_url, why):
+        raise stale_error(self.path, rec_url, why, self.detector)
+
+    def _check_listed(self, rec_url, offsets):
+        """Every offset of ``offsets`` must be in the sidecar (in slices: small temporaries)."""
+        if len(offsets) == len(self.offsets) and np.array_equal(offsets, self.offsets):
+            return  # the usual case: an .idx in file order
+        for first in range(0, len(offsets), 1 << 20):
+            _, known = self.expected(offsets[first:first + (1 << 20)])
+            if not known.all():
+                missing = int((~known).sum())
+                at = int(offsets[first + int(np.argmin(known))])
+                self._stale(rec_url, f"the record at byte {at} (and {missing - 1} more in that "
+                                     f"part of the index) is not listed in it: it was written "
+                                     f"for records at other offsets")
+
+    def stale_reason(self):
+        """Why this sidecar does not describe the content of its ``.rec`` (a string), or ""
+        when it does: decided once, when a record first differs from its sum, by reading up
+        to ``PROBES`` records spread over the file (the first, the last, between): stale when
+        most of them differ too (one damaged record is damage, not a stale sidecar). Without
+        a source to probe: "" (each mismatch is the record's)."""
+        with self._probe_lock:
+            if self._stale_reason is None:
+                self._stale_reason = self._probe() if self._source is not None else ""
+            return self._stale_reason
+
+    def _probe(self):
+        picks = np.unique(np.linspace(0, len(self.offsets) - 1, min(PROBES, len(self.offsets)))
+                          .astype(np.int64))
+        read = differ = 0
+        for i in picks.tolist():
+            offset = int(self.offsets[i])
+            read += 1
+            try:
+                window = SlidingBuffer(self._source, _PROBE_BLOCK, start=offset)
+                payload, _ = read_record(window, offset)
+            except RecordFormatError:  # no record head where the sidecar has one
+                differ += 1
+                continue
+            differ += crc32c(payload) != int(self.crcs[i])
+        if read and 2 * differ > read:
+            return (f"{differ} of the {read} records probed differ from their sums (a .rec "
+                    f"re-packed or rewritten after the sidecar was made, e.g. by MXNet or "
+                    f"RecordWriter(sums=False); or a file damaged almost everywhere)")
+        return ""
 
     def expected(self, offsets):
         """``(crcs, known)`` for records at ``offsets``: their sums (uint32) and whether the
@@ -133,17 +199,28 @@ class RecordSums:
         """Raise RecordFormatError unless ``payload`` (read at ``offset``) has its sum."""
         crcs, known = self.expected([offset])
         if not known[0]:
+            self._raise_if_stale(offset, rec_url, record)
             raise RecordFormatError(
                 f"checksum sidecar {self.path} lists no record at this offset",
                 path=rec_url, offset=offset, record=record, fault=SIDECAR,
                 detector=self.detector)
         actual = crc32c(payload)
         if actual != int(crcs[0]):
+            self._raise_if_stale(offset, rec_url, record)
             raise RecordFormatError(
                 f"checksum mismatch: CRC32C 0x{actual:08x}, the sidecar {self.path} says "
                 f"0x{int(crcs[0]):08x} (the record is damaged)",
                 path=rec_url, offset=offset, record=record, fault=CHECKSUM,
                 detector=self.detector)
+
+
+    def _raise_if_stale(self, offset, rec_url, record):
+        stale = self.stale_reason()
+        if stale:
+            raise StaleSumsError(
+                f"checksum sidecar {self.path} does not describe {rec_url} as it is now: "
+                f"{stale}. It is not used: replace it (`{_FIX} {rec_url}`) or delete it",
+                path=rec_url, offset=offset, record=record, detector=self.detector)
 
 
 class SumsBuilder:
@@ -172,16 +249,56 @@ class SumsBuilder:
         return self.build(rec_size).to_bytes()
 
 
-def load_sums(rec_url, rec_size, storage_options=None, *, integrity="auto"):
-    """The sidecar of ``rec_url`` checked against its size, or None when there is none (or
-    ``integrity='off'``). A damaged or mismatched sidecar raises RecordFormatError."""
+def load_sums(rec_url, rec_size, storage_options=None, *, integrity="auto", source=None,
+              offsets=None):
+    """The sidecar of ``rec_url`` bound to the file (``RecordSums.bind``: its size, the record
+    ``offsets`` a reader knows, records probed in ``source``, the open ``.rec``), or None when
+    there is none (or ``integrity='off'``). A damaged sidecar raises RecordFormatError, a stale
+    one ``StaleSumsError``; one that is not a regular file (a FIFO, a device) OSError."""
     if not checks_sums(integrity):
         return None
     url = sums_url_for(rec_url)
     if url == str(rec_url):
         return None
     try:
-        data = read_index_bytes(url, storage_options)
+        data = _read_sidecar(url, rec_url, rec_size, storage_options)
     except FileNotFoundError:
         return None
-    return RecordSums.from_bytes(data, path=url).bind(rec_url, rec_size)
+    return RecordSums.from_bytes(data, path=url).bind(rec_url, rec_size, source=source,
+                                                      offsets=offsets)
+
+
+def stale_error(sums_path, rec_url, why, detector=None):
+    """The ``StaleSumsError`` of the sidecar at ``sums_path`` beside ``rec_url``: ``why``, and
+    what to do."""
+    return StaleSumsError(
+        f"checksum sidecar {sums_path} does not describe {rec_url} as it is now: {why}. It "
+        f"is not used (it would call sound records damaged). If the .rec is as it should "
+        f"be, replace the sidecar: `{_FIX} {rec_url}` (or delete {sums_path}); "
+        f"`recpipe verify {rec_url}` lists what differs", path=str(rec_url), detector=detector)
+
+
+def _read_sidecar(url, rec_url, rec_size, storage_options):
+    """The bytes of the sidecar at ``url``, opened as records are (``open_source``: a FIFO or
+    a device is refused before any read), and no larger than a sidecar of a ``.rec`` of
+    ``rec_size`` bytes can be (12 bytes for each of at most ``rec_size / 8`` records): a
+    larger one is read no further than its header (another file's: ``StaleSumsError``)."""
+    with open_source(url, storage_options) as source:
+        most = _HEAD.size + 4 + 12 * (rec_size // _MIN_RECORD)
+        if source.size > most:
+            head = bytes(source.read(0, _HEAD.size))
+            if len(head) == _HEAD.size and head.startswith(SUMS_MAGIC):
+                described = _HEAD.unpack(head)[3]
+                if described != rec_size:
+                    raise stale_error(url, rec_url, f"it describes a .rec of {described} bytes "
+                                      f"but {rec_url} has {rec_size}: it belongs to another "
+                                      "file or the .rec changed after it was written")
+            raise RecordFormatError(
+                f"not a valid checksum sidecar: {source.size} bytes, more than any sidecar of "
+                f"a {rec_size}-byte .rec ({most})", path=url, fault=SIDECAR)
+        data = bytes(source.read(0, source.size))
+    if len(data) != source.size:
+        raise RecordFormatError(f"not a valid checksum sidecar: read {len(data)} of "
+                                f"{source.size} bytes (it changed while read)", path=url,
+                                fault=SIDECAR)
+    return data

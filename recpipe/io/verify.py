@@ -56,7 +56,9 @@ PROBLEM_KINDS = {
     "decode-failed": "an image that does not decode",
     "checksum-mismatch": "a record whose CRC32C differs from the .sums sidecar's: it is damaged",
     "not-in-sums": "a readable record the .sums sidecar has no checksum for",
-    "sums-unusable": "the .sums sidecar is damaged or describes another file (or an older one)",
+    "sums-unusable": "the .sums sidecar is damaged (or not a regular file)",
+    "sums-stale": "the .sums sidecar does not describe the .rec as it is now (another file's, or "
+                  "left beside a re-packed .rec): no record is called damaged by it",
     "quarantined": "a record a loader quarantined that this run did not clear (decode failures "
                    "are re-checked only with --decode)",
 }
@@ -103,8 +105,10 @@ class VerifyReport:
     decode_failures: Optional[int] = None
     sums_checked: Optional[int] = None
     sums_written: Optional[str] = None
+    sums_state: Optional[str] = None  # 'bound', 'absent', 'stale', 'unusable'; None: not looked
     quarantined: list = field(default_factory=list)
     quarantine_cleared: int = 0
+    quarantine_void: int = 0
     bad_ranges: list = field(default_factory=list, repr=False)
     problems: List[Problem] = field(default_factory=list)
     counts: collections.Counter = field(default_factory=collections.Counter)
@@ -132,8 +136,10 @@ class VerifyReport:
             "decode_failures": self.decode_failures,
             "sums_checked": self.sums_checked,
             "sums_written": self.sums_written,
+            "sums_state": self.sums_state,
             "quarantined": [entry._asdict() for entry in self.quarantined],
             "quarantine_cleared": self.quarantine_cleared,
+            "quarantine_void": self.quarantine_void,
             "counts": dict(sorted(self.counts.items())),
             "problems": [p.to_dict() for p in self.problems],
         }

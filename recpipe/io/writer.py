@@ -9,7 +9,7 @@ import weakref
 from typing import Hashable, Optional, Union
 
 from ..system.fork import after_fork_in_child
-from .atomic import AtomicOutput, commit_group
+from .atomic import AtomicOutput, Removal, commit_group
 from .crc32c import crc32c
 from .format import frame
 from .index import format_index_line, index_url_for
@@ -31,7 +31,9 @@ class RecordWriter:
 
     ``index_url=None`` writes the conventional ``.idx`` beside the ``.rec``; ``index_url=False``
     writes no index. ``sums=True`` (default) also writes the checksum sidecar (``x.sums``, a
-    CRC32C of every record: ``recpipe.io.sums``), which readers check; MXNet ignores it. All
+    CRC32C of every record: ``recpipe.io.sums``), which readers check; MXNet ignores it;
+    ``sums=False`` removes an old sidecar there when it publishes (it would not describe the
+    new file). All
     files are written under temporary names and appear only when the writer is closed without
     error, as one commit (never a new ``.rec`` beside an old ``.idx`` or ``.sums``); if the
     ``with`` body raises, nothing is published. Keys default to the record's position.
@@ -53,8 +55,13 @@ class RecordWriter:
         if index_url is None:
             index_url = index_url_for(self.url)
         self.index_url = str(index_url) if index_url else None
-        self.sums_url = sums_url_for(self.url) if sums else None
+        self.sums_url = sums_url_for(self.url)
         if self.sums_url in (self.url, self.index_url):
+            self.sums_url = None
+        # without sums, an old sidecar goes when this file is published
+        self._old_sums = Removal(self.sums_url, storage_options) \
+            if self.sums_url and not sums else None
+        if not sums:
             self.sums_url = None
         self._rec = AtomicOutput(self.url, storage_options)
         self._idx: Optional[AtomicOutput] = None
@@ -109,7 +116,7 @@ class RecordWriter:
         try:
             if self._sums_file is not None and self._sums is not None:
                 self._sums_file.write(self._sums.to_bytes(self.offset))
-            commit_group(self._rec, [self._idx, self._sums_file])
+            commit_group(self._rec, [self._idx, self._sums_file or self._old_sums])
         except BaseException:
             self.abort()
             raise

@@ -122,7 +122,7 @@ def test_verify_reports_a_stale_sidecar_and_write_sums_replaces_it(tmp_path, cap
     write_pack(tmp_path / "d.rec", 7)
     open(sums_url_for(rec), "wb").write(stale)
     report = verify(rec)
-    assert "sums-unusable" in report.counts and "changed" in report.problems[0].reason
+    assert report.counts == {"sums-stale": 1} and "changed" in report.problems[0].reason
     assert main(["verify", rec, "--write-sums", "--no-progress"]) == 2
     assert main(["verify", rec, "--decode", "--write-sums", "--no-progress"]) == 0
     assert "wrote" in capsys.readouterr().out
@@ -297,3 +297,64 @@ def test_entries_name_what_found_them(tmp_path):
     assert [(e.record, e.kind) for e in entries] == [(1, "sum"), (3, "decode")]
     assert "CRC32C of" in entries[0].detector and "d.sums" in entries[0].detector
     assert "decode of the whole image" in entries[1].detector
+
+
+# -- entries die with the sidecar that produced them -----------------------------------------
+
+
+def test_a_repack_beside_a_stale_sidecar_quarantines_nothing(tmp_path):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    with recpipe.RecordReader(rec) as reader:
+        payloads = [reader[i] for i in range(8)]
+    old = open(sums_url_for(rec), "rb").read()
+    writer = recpipe.recordio.MXIndexedRecordIO(str(tmp_path / "d.idx"), rec, "w")
+    for key, payload in enumerate(reversed(payloads)):
+        writer.write_idx(key, payload)
+    writer.close()
+    open(sums_url_for(rec), "wb").write(old)  # MXNet leaves the old sidecar
+    with pytest.raises(recpipe.errors.StaleSumsError):
+        _served(rec)
+    assert quarantine_of(rec).entries() == {}
+    report = verify(rec)
+    assert "sums-stale" in report.counts and "checksum-mismatch" not in report.counts
+    os.remove(sums_url_for(rec))
+    assert _served(rec) == 8
+
+
+def test_sum_entries_die_with_their_sidecar(tmp_path):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    offset, _ = _damaged_in_place(rec, 4)
+    assert _served(rec) == 7
+    [entry] = quarantine_of(rec).entries().values()
+    assert entry.kind == "sum" and entry.basis.startswith("sums:")
+    assert _served(rec) == 7  # remembered while its sidecar is there
+    os.remove(sums_url_for(rec))  # without it nothing says the record is damaged
+    assert _served(rec) == 8
+    report = verify(rec)  # and verify drops the entry
+    assert report.ok and quarantine_of(rec).entries() == {}
+
+
+def test_a_stale_sidecar_of_same_offsets_fails_reads_and_quarantines_nothing(tmp_path):
+    """Records of one length re-packed in another order keep every offset: the sidecar is
+    found stale at the first record that differs, by probing others; nothing is quarantined."""
+    rec = str(tmp_path / "d.rec")
+    images = [recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), textured_jpeg(0)) for i in
+              range(8)]  # one JPEG, labels 0..7: one payload length
+    with recpipe.RecordWriter(rec) as writer:
+        for payload in images:
+            writer.write(payload)
+    old = open(sums_url_for(rec), "rb").read()
+    with recpipe.RecordWriter(rec, sums=False) as writer:
+        for payload in reversed(images):
+            writer.write(payload)
+    assert not os.path.exists(sums_url_for(rec))  # the writer removed it...
+    open(sums_url_for(rec), "wb").write(old)  # ...a tool that knows nothing of it would not
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1, on_error="raise") as loader:
+        with pytest.raises(recpipe.errors.StaleSumsError, match="does not describe"):
+            list(loader)
+    assert _served(rec) == 0
+    assert quarantine_of(rec).entries() == {}
+    report = verify(rec)
+    assert report.counts == {"sums-stale": 1} and report.sums_state == "stale"
+    os.remove(sums_url_for(rec))
+    assert _served(rec) == 8

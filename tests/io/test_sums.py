@@ -202,3 +202,74 @@ def test_every_damaged_record_is_caught(tmp_path):
             except RecordFormatError:
                 caught.add(i)
     assert caught == bad
+
+
+# -- a sidecar bound to the content of its .rec -----------------------------------------------
+
+
+def _repack(rec, order, *, keep_old_sums=True):
+    """Re-pack the records of ``rec`` in ``order`` as a tool without sums would (MXNet):
+    the same size, the same .idx keys, the old .sums left beside the new pair."""
+    with recpipe.RecordReader(rec, integrity="off") as reader:
+        payloads = [reader[i] for i in range(len(reader))]
+    old = open(sums_url_for(rec), "rb").read()
+    size = os.path.getsize(rec)
+    writer = MXIndexedRecordIO(rec[:-4] + ".idx", rec, "w")
+    for key, i in enumerate(order):
+        writer.write_idx(key, payloads[i])
+    writer.close()
+    if keep_old_sums:
+        open(sums_url_for(rec), "wb").write(old)
+    assert os.path.getsize(rec) == size
+    return payloads
+
+
+def _same_length_pack(path, count=8):
+    """Records of one payload length (so a re-pack in any order keeps every offset)."""
+    with recpipe.RecordWriter(str(path)) as writer:
+        for i in range(count):
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), bytes([i]) * 100))
+    return str(path)
+
+
+@pytest.mark.parametrize("make", ["photos", "same_length"])
+def test_a_stale_sidecar_beside_a_same_size_repack_is_detected(tmp_path, make):
+    rec = (write_pack(tmp_path / "a.rec", count=8) if make == "photos"
+           else _same_length_pack(tmp_path / "a.rec"))
+    _repack(rec, list(reversed(range(8))))
+    with pytest.raises(recpipe.errors.StaleSumsError) as info:
+        with recpipe.RecordReader(rec) as reader:  # other offsets: at open; else at a read
+            reader[3]
+    message = str(info.value)
+    assert "a.sums" in message and "a.rec" in message and "--write-sums" in message
+    assert info.value.fault == "sidecar"
+    with pytest.raises(recpipe.errors.StaleSumsError):
+        MXRecordIO(rec, "r").read()
+    with recpipe.RecordReader(rec, integrity="off") as reader:
+        assert reader[0][:24] != b""  # the pair itself reads
+
+
+def test_one_damaged_record_is_still_damage_not_a_stale_sidecar(tmp_path):
+    rec = write_pack(tmp_path / "a.rec", count=8)
+    with recpipe.RecordReader(rec) as reader:
+        offsets = reader.offsets.array.tolist()
+    damage(rec, offsets[0], "flip")  # the first record is probed
+    with recpipe.RecordReader(rec) as reader:
+        with pytest.raises(RecordFormatError, match="checksum mismatch") as info:
+            reader[0]
+        assert info.value.fault == "checksum"
+        assert len(reader[1]) > 0
+
+
+def test_writer_without_sums_removes_the_old_sidecar(tmp_path):
+    rec = write_pack(tmp_path / "a.rec", count=4)
+    with recpipe.RecordWriter(rec, sums=False) as writer:
+        writer.write(b"new record")
+    assert not os.path.exists(sums_url_for(rec))
+    with recpipe.RecordReader(rec) as reader:
+        assert reader.sums is None and reader[0] == b"new record"
+    other = write_pack(tmp_path / "b.rec", count=4)
+    writer = recpipe.RecordWriter(other, sums=False)
+    writer.write(b"x")
+    writer.abort()  # nothing published: the old pair and its sidecar stay
+    assert os.path.exists(sums_url_for(other))
