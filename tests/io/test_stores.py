@@ -270,3 +270,12 @@ def test_azure_credentials_pass_through_storage_options(store):
     with pytest.raises(PermissionError, match="keyed.rec"):
         with RecordReader(url, storage_options=wrong) as reader:
             reader[0]
+
+
+def test_the_ranges_option_is_checked(store):
+    url = store.url("opt.rec")
+    _write(url, _records(n=3), store.options)
+    with pytest.raises(ValueError, match="ranges"):
+        open_source(url, _with(store.options, ranges="curl"))
+    with open_source(url, _with(store.options, ranges="http")) as source:
+        assert type(source.ranges) is READERS[store.kind][0] and source.ranges.fallback is None
