@@ -1,7 +1,7 @@
 """Where a remote run's client CPU goes: thread CPU per epoch of each stage, s3 against local.
 
 Serves the faces (or photos) recipe's ``.rec`` from SeaweedFS on loopback (as
-``tools/bench_s3.py``) and runs one loader over the local file and one over ``s3://``,
+``tools/bench_stores.py``) and runs one loader over the local file and one over ``s3://``,
 alternated, timing epochs 2..N. Each stage's thread CPU (``time.thread_time`` around the call,
 summed over threads) is added up per epoch: ``fetch`` (a range request's body read, in the fetch
 threads), ``windows`` (a run's prefetched bytes taken from the plan), ``fill`` (a whole native

@@ -32,8 +32,9 @@ def run(args):
         print(f"  [{mark:7}] {info['what']}")
         if not info["present"]:
             print(f"            install: {info['install']}")
-    print("protocols: " + ", ".join(f"{k}{'' if ok else ' (not installed)'}"
-                                    for k, ok in report["protocols"].items()))
+    clients = report.get("protocol_clients", {})
+    print("protocols: " + ", ".join(f"{k} ({clients[k]})" if k in clients else k
+                                    for k in report["protocols"]))
     c = report["cores"]
     print(f"cores: {c['usable']} usable ({c['source']}); this rank: {c['this_rank']} "
           f"(local rank {c['local_rank']} of {c['local_ranks']})")

@@ -197,6 +197,15 @@ def source_identity(source):
     return getattr(source, "identity", None) or f"{source.url}|{source.size}"
 
 
+def _status(exc):
+    """The HTTP status a store client's exception carries (azure-core, gcsfs, aiohttp)."""
+    for name in ("status_code", "status", "code"):
+        value = getattr(exc, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
 def open_source(url, storage_options=None):
     """Open ``url`` for positional reads; raise FileNotFoundError naming it when missing."""
     from .ranges import open_ranges
@@ -218,6 +227,10 @@ def open_source(url, storage_options=None):
         info = fs.info(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"no such file: {url}") from None
+    except Exception as exc:
+        if isinstance(exc, PermissionError) or _status(exc) in (401, 403):
+            raise PermissionError(f"access denied: {url}: {exc}") from exc
+        raise
     if info.get("type") == "directory":
         raise IsADirectoryError(f"not a file: {url}")
     return RemoteSource(open_ranges(fs, path, _protocol(url), options, info), str(url),

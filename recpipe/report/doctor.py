@@ -45,8 +45,21 @@ INSTALL_HINTS = {
     "_plan": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
              "(it is required: this installation is incomplete)",
 }
-_PROTOCOLS = {"s3": "s3fs", "gcs": "gcsfs", "hdfs (arrow)": "pyarrow", "hdfs (native)": "hdfs_native",
-              "http": "aiohttp", "azure": "adlfs"}
+# URL schemes -> (the client that opens them, its recpipe extra); "protocol_clients" in the
+# report names each present client's version, or how to install it
+_PROTOCOLS = {"s3": "s3fs", "gs": "gcsfs", "az/abfs": "adlfs", "hdfs (arrow)": "pyarrow",
+              "hdfs (native)": "hdfs_native", "http": "aiohttp"}
+_PROTOCOL_EXTRAS = {"s3fs": "s3", "gcsfs": "gcs", "adlfs": "azure", "pyarrow": "hdfs",
+                    "hdfs_native": "hdfs-native", "aiohttp": "s3"}
+
+
+def _protocol_clients():
+    clients = {}
+    for name, module in _PROTOCOLS.items():
+        version = _version(module) if _importable(module) else None
+        clients[name] = f"{module} {version}" if version else \
+            f"not installed: pip install 'recpipe[{_PROTOCOL_EXTRAS[module]}]'"
+    return clients
 
 
 def _importable(module):
@@ -145,6 +158,7 @@ def diagnose(measure: bool = True) -> dict:
                        for name, present in paths.items()},
         "protocols": {"file": True, "memory": True,
                       **{name: _importable(module) for name, module in _PROTOCOLS.items()}},
+        "protocol_clients": _protocol_clients(),
         "cores": {"usable": cores, "source": source, "this_rank": share,
                   "this_rank_source": share_source, "local_rank": ranks.rank,
                   "local_ranks": ranks.size},

@@ -98,7 +98,8 @@ def test_the_loader_runs_natively_over_prefetched_windows(store, tmp_path, shuff
             samples[name] = {int(p): (x.copy(), float(y))
                              for batch in loader
                              for p, x, y in zip(batch.positions, batch.images, batch.labels)}
-            stats = loader.reader.source_stats()
+            if name == "store":
+                stats = loader.reader.source_stats()
     assert sorted(samples["store"]) == sorted(samples["local"]) == list(range(len(payloads)))
     if shuffle != "block":  # a block shuffle's runs are cut by bytes, its draws differ
         for position, (image, label) in samples["local"].items():
@@ -110,6 +111,7 @@ def test_the_loader_runs_natively_over_prefetched_windows(store, tmp_path, shuff
 def test_pack_verify_extract_and_replay(store, tmp_path):
     import cv2
 
+    from recpipe.io.verify import verify
     from recpipe.packing.extract import extract_records
     from recpipe.packing.packer import pack_dataset
 
@@ -125,7 +127,7 @@ def test_pack_verify_extract_and_replay(store, tmp_path):
     fs, path = url_to_fs(url, store.options)
     assert fs.cat_file(path) == (tmp_path / "out.rec").read_bytes()
     assert not [name for name in _names(store) if name.endswith(".tmp")]
-    report = recpipe.verify(url, storage_options=store.options)
+    report = verify(url, storage_options=store.options)
     assert report.ok and report.records == 8
     summary = extract_records(url, str(tmp_path / "x"), storage_options=store.options, workers=1)
     assert summary.images == 8
@@ -158,8 +160,10 @@ def test_transient_faults_lose_nothing(store):
     assert got == [payloads[p] for p in order]
     for kind in ("slowdown", "throttled", "cut", "drop"):
         assert faults[kind] >= 1, faults
-    injected = sum(faults[kind] for kind in ("slowdown", "throttled", "cut", "drop"))
-    assert stats["retries"] == injected  # one retry of ours per fault, no client's own
+    # one retry of ours per fault, no client's own; a connection the proxy dropped before
+    # answering may instead be sent again once at once, as a kept-alive connection found closed
+    answered = faults["slowdown"] + faults["throttled"] + faults["cut"]
+    assert answered <= stats["retries"] <= answered + faults["drop"]
 
 
 @pytest.mark.timeout(120)
@@ -263,9 +267,15 @@ def test_azure_credentials_pass_through_storage_options(store):
     _write(url, _records(n=5), store.options)
     wrong = dict(store.options, connection_string=store.options["connection_string"].replace(
         AZURITE_KEY, "d3Jvbmcga2V5" * 7 + "AA=="))
-    with pytest.raises(Exception) as info:
+    with pytest.raises(PermissionError, match="keyed.rec"):
         with RecordReader(url, storage_options=wrong) as reader:
             reader[0]
-    assert "keyed.rec" in str(info.value) or "keyed.rec" in str(info.value.__cause__)
-    assert isinstance(info.value, (PermissionError, OSError)) or \
-        isinstance(info.value.__cause__, PermissionError)
+
+
+def test_the_ranges_option_is_checked(store):
+    url = store.url("opt.rec")
+    _write(url, _records(n=3), store.options)
+    with pytest.raises(ValueError, match="ranges"):
+        open_source(url, _with(store.options, ranges="curl"))
+    with open_source(url, _with(store.options, ranges="http")) as source:
+        assert type(source.ranges) is READERS[store.kind][0] and source.ranges.fallback is None

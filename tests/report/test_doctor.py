@@ -55,3 +55,18 @@ def test_demo_points_at_doctor_on_a_slow_path(capsys, monkeypatch, missing):
                  "--threads", "1", "--json"]) == 0
     err = capsys.readouterr().err
     assert ("recpipe doctor" in err) == bool(missing)
+
+
+def test_the_protocols_line_names_each_store_and_its_client(capsys):
+    import importlib.util
+
+    report = doctor.diagnose(measure=False)
+    for scheme, module in (("s3", "s3fs"), ("gs", "gcsfs"), ("az/abfs", "adlfs")):
+        present = importlib.util.find_spec(module) is not None
+        assert report["protocols"][scheme] == present
+        assert report["protocol_clients"][scheme].startswith(module if present
+                                                             else "not installed: pip install")
+    assert main(["doctor"]) == 0
+    line = next(text for text in capsys.readouterr().out.splitlines()
+                if text.startswith("protocols:"))
+    assert "gs (" in line and "az/abfs (" in line

@@ -67,9 +67,11 @@ def open_ranges(fs, path, protocol, options, info=None):
     ifGenerationMatch; a version id on version-aware filesystems)."""
     ranges = RANGE_READERS.get(protocol, _fsspec)(fs, path, options)
     for reader in (ranges, getattr(ranges, "fallback", None)):
+        if reader is None:
+            continue
         if hasattr(reader, "scheme"):
             reader.scheme = protocol  # errors name the URL as the user wrote it
-        elif reader is not None and hasattr(reader, "url"):
+        elif hasattr(reader, "url"):
             reader.url = f"{protocol}://{path}"
     if info is not None and hasattr(ranges, "pin"):
         ranges.pin(info)

@@ -54,7 +54,7 @@ class GcsHttpRanges(HttpRanges):
         return SignedUrl(_pinned_url(self._own_fs(), self.path, self.version))
 
     def _auth_headers(self):
-        headers = {}
+        headers: "dict[str, str]" = {}
         self.fs.credentials.apply(headers)
         return headers
 
