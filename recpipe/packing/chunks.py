@@ -33,7 +33,7 @@ import math
 import os
 import time
 import zipfile
-from typing import Callable, List, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol
 
 import numpy as np
 
@@ -391,8 +391,8 @@ class ChunkRun:
         self.runner = runner
         self.work = work
         self.calls = calls
-        self.stats = {"chunks": len(calls), "resumed": len(done), "repaired": 0, "skipped": 0,
-                      "receipts": []}
+        self.stats: Dict[str, Any] = {"chunks": len(calls), "resumed": len(done),
+                                      "repaired": 0, "skipped": 0, "receipts": []}
 
     def results(self):
         """The chunk results in file order, each starting where the walk before it stopped
