@@ -1,4 +1,4 @@
-"""``recpipe inspect`` and ``verify``: look at and check a ``.rec`` (``index``: ``cli/index.py``)."""
+"""``recpipe inspect`` and ``verify``: look at and check a ``.rec`` (``index``: cli/index.py)."""
 
 import json
 import sys

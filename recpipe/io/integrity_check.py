@@ -91,9 +91,9 @@ class IntegrityCheck:
     def part(self, report, start, stop):
         """An empty copy checking the records of bytes ``[start, stop)`` into ``report`` (a
         byte-range task of ``verify``, ``verify.SpanChecks``): the sidecar's sums of those
-        records only, no quarantine (this run's ``finish`` does that)."""
+        records only (the quarantine is left to this run's ``finish``)."""
         part = copy.copy(self)
-        part.report, part.failed, part.quarantine = report, set(), None
+        part.report, part.failed = report, set()
         part.builder = SumsBuilder() if self.builder is not None else None
         if self.sums is not None:
             low, high = np.searchsorted(self.sums.offsets, [start, stop])

@@ -33,7 +33,7 @@ import math
 import os
 import time
 import zipfile
-from typing import Callable, List, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol
 
 import numpy as np
 
@@ -282,7 +282,8 @@ class WorkFolder:
 
     def _done(self, fs, path, count):
         fs.invalidate_cache(path)
-        names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
+        names = {entry["name"].rstrip("/").rsplit("/", 1)[-1]
+                 for entry in fs.ls(path, detail=True) if entry.get("type") == "file"}
         return {n for n in range(count) if f"chunk-{n:06d}.npz" in names}
 
     def save(self, number, result):
@@ -390,8 +391,8 @@ class ChunkRun:
         self.runner = runner
         self.work = work
         self.calls = calls
-        self.stats = {"chunks": len(calls), "resumed": len(done), "repaired": 0, "skipped": 0,
-                      "receipts": []}
+        self.stats: Dict[str, Any] = {"chunks": len(calls), "resumed": len(done),
+                                      "repaired": 0, "skipped": 0, "receipts": []}
 
     def results(self):
         """The chunk results in file order, each starting where the walk before it stopped
@@ -457,7 +458,7 @@ def map_chunks(walk, source, *, runner, work, job, chunk_bytes, url=None, index_
                            storage_options=storage_options)
         work.save_plan(plan, spans)
     calls = [ChunkCall(walk(span), locate(url), url, storage_options, version, number, span,
-                       work.url)
+                       locate(work.url))
              for number, span in enumerate(spans)]
     run = ChunkRun(runner, work, calls, done)
     if progress is not None:
@@ -477,7 +478,8 @@ def map_chunks(walk, source, *, runner, work, job, chunk_bytes, url=None, index_
     failures = runner.run(todo, finished) if todo else []
     if failures:
         raise ChunkTaskError([(call.number, f"bytes {call.span.start}..{call.span.stop}", error)
-                              for call, error in failures], work.url)
+                              for call, error in sorted(failures, key=lambda f: f[0].number)],
+                             work.url)
     return run
 
 

@@ -31,8 +31,8 @@ from ..io.rebuild import index_target, record_id, write_index
 from ..io.scan import scan_records
 from ..io.sources import open_source
 from ..io.verify import verify
-from .chunks import (ChunkResult, ChunkTaskError, DaskChunks, LocalChunks, WorkFolder, chunk_bytes_for,
-                     file_version, map_chunks, timeout_for, work_url_for)
+from .chunks import (ChunkResult, ChunkTaskError, DaskChunks, LocalChunks, WorkFolder,
+                     chunk_bytes_for, file_version, map_chunks, timeout_for, work_url_for)
 from .cluster import absolute_url, cluster_info, dask_client, run_tasks
 from .lifeline import single_thread_opencv
 
@@ -160,7 +160,8 @@ def verify_on_cluster(url, index_url=None, *, cluster=None, decoder=None, storag
     report = verify(url, index_url, decoder=decoder, storage_options=storage_options,
                     limit=limit, progress=progress, sums=sums, write_sums=write_sums,
                     spans=spans)
-    spans.chunks.finish()  # the report is made and the sidecar published
+    if spans.chunks is not None:
+        spans.chunks.finish()  # the report is made and the sidecar published
     return report, run
 
 
