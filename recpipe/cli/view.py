@@ -20,7 +20,8 @@ _BATCH_FLAGS = ("batch_size", "seed", "shuffle", "part_index", "num_parts")
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "view", help="look at a .rec in the browser: records, labels, damage, augmentations, batches",
+        "view",
+        help="look at a .rec in the browser: records, labels, damage, augmentations, batches",
         description="Serve a local web page over FILE (any fsspec URL): pages of thumbnails in "
                     "record order or by label (by identity for InsightFace files), jump to a key "
                     "or position, the label histogram and the `recpipe inspect` summary; the "
