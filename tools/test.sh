@@ -34,6 +34,7 @@ fi
   -e '.[test,turbo,s3,dask]' 'torch==2.13.0'
 bash tools/setup_mxnet_venv.sh >/dev/null
 PYTHON="$PY" bash tools/setup_stores.sh  # GCS/Azure clients and test servers (tests/io)
+bash tools/setup_browser.sh  # chromium + selenium for the page of `recpipe view` (tests/view)
 # the C-facing tests against ASan+UBSan builds of the extensions (tools/sanitize.sh, about 40 s);
 # on full runs only, where the compiler has the sanitizer runtimes; RECPIPE_SANITIZE=0 skips it
 if [ "${RECPIPE_SANITIZE:-1}" != 0 ] && [ $# -eq 0 ] && command -v "${CC:-gcc}" >/dev/null &&

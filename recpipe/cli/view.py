@@ -6,6 +6,7 @@ keywords are checked before the file is opened, the file before the server start
 keyword, a missing file or a file that is not RecordIO is an error here, not a page.
 """
 
+import argparse
 import json
 import signal
 import sys
@@ -20,7 +21,8 @@ _BATCH_FLAGS = ("batch_size", "seed", "shuffle", "part_index", "num_parts")
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "view", help="look at a .rec in the browser: records, labels, damage, augmentations, batches",
+        "view",
+        help="look at a .rec in the browser: records, labels, damage, augmentations, batches",
         description="Serve a local web page over FILE (any fsspec URL): pages of thumbnails in "
                     "record order or by label (by identity for InsightFace files), jump to a key "
                     "or position, the label histogram and the `recpipe inspect` summary; the "
@@ -31,6 +33,7 @@ def register(subparsers):
         epilog="Loader keywords are ImageLoader's and ImageRecordIter's, as KEY=VALUE after "
                "FILE (VALUE read as JSON when it is JSON): recpipe view train.rec --recipe "
                "train --shuffle true max_rotate_angle=10 brightness=0.4")
+    p.__class__ = _Intermixed  # KEY=VALUE keywords may come before or after the flags
     p.add_argument("file", help=".rec file (path or fsspec URL)")
     p.add_argument("keywords", nargs="*", metavar="KEY=VALUE",
                    help="loader keywords on top of the recipe (e.g. rand_mirror=true, "
@@ -55,6 +58,22 @@ def register(subparsers):
     p.add_argument("--open", action="store_true", help="open the page in a web browser")
     add_storage_options(p)
     p.set_defaults(func=run)
+
+
+class _Intermixed(argparse.ArgumentParser):
+    """A parser that takes positionals between options (``FILE --recipe val KEY=VALUE``):
+    ``parse_known_intermixed_args``, which calls ``parse_known_args`` itself."""
+
+    _inside = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._inside:
+            return super().parse_known_args(args, namespace)
+        self._inside = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inside = False
 
 
 def _keyword(text):
@@ -96,7 +115,6 @@ def loader_options(args):
 def inspect_text(url, storage_options, progress):
     """What ``recpipe inspect URL`` prints (the summary panel; run in the viewer's child
     process, so capturing this process's stdout disturbs nothing)."""
-    import argparse
     import contextlib
     import io
 

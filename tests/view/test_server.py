@@ -436,3 +436,32 @@ def test_a_silent_client_holds_a_worker_for_the_timeout_only(pack):
         finally:
             for s in idle:
                 s.close()
+
+
+def test_any_fsspec_url_is_served_through_range_reads(pack):
+    """A ``memory://`` copy of the pack: pages, thumbnails, the label scan (range reads, not a
+    memory map) and a batch, as for a local file."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for suffix in (".rec", ".idx", ".sums"):
+        with open(pack[:-4] + suffix, "rb") as f:
+            fs.pipe(f"/view-test/pack{suffix}", f.read())
+    url = "memory://view-test/pack.rec"
+    try:
+        with viewer(url) as client:
+            page = client.get("/api/page?count=48").json()
+            kinds = {r["position"]: r.get("error", {}).get("kind") for r in page["records"]}
+            assert kinds[SUM_DAMAGED] == "sum" and kinds[FRAMING] == "format"
+            assert kinds[0] is None
+            assert client.get("/thumb/0.jpg").status == 200
+            labels = client.poll("/api/labels?start=1", lambda r: r.json()["state"] != "running")
+            assert labels.json()["state"] == "ready" and labels.json()["unreadable"] == 1
+            local = clean_batches(pack, 0)
+            index = sorted(local)[0]
+            batch = client.get(f"/api/batch/0/{index}").json()
+            assert batch["positions"] == local[index][2].tolist()
+            assert np.array_equal(client.get(batch["images"][0]).image(),
+                                  local[index][0][0].transpose(1, 2, 0))
+    finally:
+        fs.rm("/view-test", recursive=True)

@@ -191,7 +191,7 @@ async function viewBrowse(params, generation) {
     onclick: () => go(browseHash(order, start + count, count)) });
   main.append(el("div", { className: "toolbar" }, orderSelect, sizeSelect, prev, next, status),
     el("div", { className: "layout" }, side, content));
-  histogramPanel(side, generation, false);
+  histogramPanel(side, generation, order === "label");
 
   let page;
   for (;;) {
@@ -259,7 +259,7 @@ function tile(record, generation, highlight) {
   }, (error) => {
     node.classList.add("bad");
     const message = (error.body && error.body.error) || String(error);
-    node.dataset.error = message;
+    node.dataset.error = (node.dataset.error ? node.dataset.error + "; " : "") + message;
     if (!node.querySelector(".badge")) meta.prepend(el("div", {}, el("span", { className: "badge", text: (error.body && error.body.kind) || "error" })));
     thumb.append(el("div", { className: "error", title: message, text: (error.body && error.body.reason) || message }));
   }, generation);
@@ -543,7 +543,7 @@ async function verifyPanel(panel, report, generation) {
       continue;
     }
     if (job.state === "failed") status.append(errorBox(job.error));
-    if (job.state === "done") { route(); return; }
+    if (job.state === "done" && !report) { route(); return; }  // the health view takes its problems
     break;
   }
   if (report) {
