@@ -17,13 +17,22 @@ def check_on_error(value, allowed=ON_ERROR):
     raise ValueError(f"on_error={value!r}: expected one of {tuple(allowed)}{unavailable}")
 
 
-def _where(path, offset, record):
+def _where(path, offset, record, key=None):
     parts = []
     if record is not None:
         parts.append(f"record {record}")
     if offset is not None:
         parts.append(f"byte offset {offset}")
+    if key is not None:
+        parts.append(f"key {key}")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _more(source, hint):
+    """What an error that stops a run adds: the file the record was packed from, and how to go
+    on (``recpipe.io.explain``)."""
+    text = f"; packed from {source}" if source else ""
+    return f"{text}\n  {hint}" if hint else text
 
 
 class RecordFormatError(ValueError):
@@ -31,34 +40,39 @@ class RecordFormatError(ValueError):
 
     ``path``, ``offset`` (byte offset in the file) and ``record`` (position of the record in the
     file, or line number for text files) say where; any of them may be ``None`` when unknown.
+    An error that stops a run also names the record's index ``key``, the ``source`` file it was
+    packed from (when ``recpipe pack`` recorded it) and a ``hint`` on how to go on.
     """
 
-    def __init__(self, message, *, path=None, offset=None, record=None):
+    def __init__(self, message, *, path=None, offset=None, record=None, key=None, source=None,
+                 hint=None):
         self.reason = message
         self.path = path
         self.offset = offset
         self.record = record
+        self.key = key
+        self.source = source
+        self.hint = hint
         prefix = f"{path}: " if path else ""
-        super().__init__(f"{prefix}{message}{_where(path, offset, record)}")
+        super().__init__(f"{prefix}{message}{_where(path, offset, record, key)}"
+                         f"{_more(source, hint)}")
 
     def __reduce__(self):
-        return _rebuild_format_error, (self.reason, self.path, self.offset, self.record)
+        return _rebuild_error, (type(self), self.reason, self.details())
+
+    def details(self):
+        """The keywords that rebuild this error (with its ``reason``)."""
+        return {"path": self.path, "offset": self.offset, "record": self.record,
+                "key": self.key, "source": self.source, "hint": self.hint}
 
 
-def _rebuild_format_error(message, path, offset, record):
-    return RecordFormatError(message, path=path, offset=offset, record=record)
+def _rebuild_error(kind, message, fields):
+    return kind(message, **fields)
 
 
 class LabelError(RecordFormatError):
     """A record has no label under the loader's ``label_rule`` (e.g. an imglist without its
     id). The record itself is sound: it goes through ``on_error`` but is never quarantined."""
-
-    def __reduce__(self):
-        return _rebuild_label_error, (self.reason, self.path, self.offset, self.record)
-
-
-def _rebuild_label_error(message, path, offset, record):
-    return LabelError(message, path=path, offset=offset, record=record)
 
 
 class RecordTooLargeError(ValueError):
@@ -68,19 +82,24 @@ class RecordTooLargeError(ValueError):
 class DecodeError(ValueError):
     """An image could not be decoded."""
 
-    def __init__(self, message, *, path=None, record=None):
+    def __init__(self, message, *, path=None, record=None, key=None, source=None, hint=None):
         self.reason = message
         self.path = path
         self.record = record
+        self.key = key
+        self.source = source
+        self.hint = hint
         prefix = f"{path}: " if path else ""
-        super().__init__(f"{prefix}{message}{_where(path, None, record)}")
+        super().__init__(f"{prefix}{message}{_where(path, None, record, key)}"
+                         f"{_more(source, hint)}")
 
     def __reduce__(self):
-        return _rebuild_decode_error, (self.reason, self.path, self.record)
+        return _rebuild_error, (type(self), self.reason, self.details())
 
-
-def _rebuild_decode_error(message, path, record):
-    return DecodeError(message, path=path, record=record)
+    def details(self):
+        """The keywords that rebuild this error (with its ``reason``)."""
+        return {"path": self.path, "record": self.record, "key": self.key,
+                "source": self.source, "hint": self.hint}
 
 
 class RemoteReadError(OSError):
