@@ -132,23 +132,26 @@ def _decode_simplejpeg(data, color):
 
 
 class ItemProcessor:
-    """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes."""
+    """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes.
+    ``digests``: also the SHA-256 of each file read (for the sources sidecar)."""
 
-    def __init__(self, root, options, storage_options=None, limits=InputLimits()):
+    def __init__(self, root, options, storage_options=None, limits=InputLimits(), *,
+                 digests=False):
         self.root = str(root)
         self.options = options
         self.storage_options = storage_options
         self.limits = limits
+        self.digests = digests
         self._fs = None
         self._base = None
 
     def __getstate__(self):
         return {"root": self.root, "options": self.options, "storage_options": self.storage_options,
-                "limits": self.limits}
+                "limits": self.limits, "digests": self.digests}
 
     def __setstate__(self, state):
         ItemProcessor.__init__(self, state["root"], state["options"], state["storage_options"],
-                               state["limits"])
+                               state["limits"], digests=state.get("digests", False))
 
     def read(self, relpath):
         """The bytes of ``relpath``: inside the root, a regular file, within the size limit
@@ -172,7 +175,7 @@ class ItemProcessor:
         info = sniff(data)
         reasons = tuple(unusual_reasons(info, posixpath.splitext(item.path)[1]))
         header = make_header(item.index, item.labels, self.options.pack_label)
-        digest = hashlib.sha256(data).hexdigest()
+        digest = hashlib.sha256(data).hexdigest() if self.digests else ""
         if self.options.pass_through or (self.options.keep_jpeg and keepable(info)):
             return ItemResult(pack(header, data), reasons, None, len(data), "kept", digest)
         try:
