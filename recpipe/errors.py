@@ -46,13 +46,22 @@ def _check_fault(fault):
     return fault
 
 
-def _where(path, offset, record):
+def _where(path, offset, record, key=None):
     parts = []
     if record is not None:
         parts.append(f"record {record}")
     if offset is not None:
         parts.append(f"byte offset {offset}")
+    if key is not None:
+        parts.append(f"key {key}")
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _more(source, hint):
+    """What an error that stops a run adds: the file the record was packed from, and how to go
+    on (``recpipe.io.explain``)."""
+    text = f"; packed from {source}" if source else ""
+    return f"{text}\n  {hint}" if hint else text
 
 
 class RecordFormatError(ValueError):
@@ -62,29 +71,40 @@ class RecordFormatError(ValueError):
     file, or line number for text files) say where; any of them may be ``None`` when unknown.
     ``fault`` says whose fault it is (``CHECKSUM``/``FORMAT``: the record's bytes; ``SIDECAR``;
     ``SETTINGS``; None: not known) and ``detector`` what found it (e.g. the sidecar and its
-    digest), as set where it is raised.
+    digest), as set where it is raised. An error that stops a run also names the record's index
+    ``key``, the ``source`` file it was packed from (when ``recpipe pack`` recorded it) and a
+    ``hint`` on how to go on.
     """
 
     default_fault: Optional[str] = None
 
     def __init__(self, message, *, path=None, offset=None, record=None, fault=None,
-                 detector=None):
+                 detector=None, key=None, source=None, hint=None):
         self.reason = message
         self.path = path
         self.offset = offset
         self.record = record
         self.fault = _check_fault(fault or self.default_fault)
         self.detector = detector
+        self.key = key
+        self.source = source
+        self.hint = hint
         prefix = f"{path}: " if path else ""
-        super().__init__(f"{prefix}{message}{_where(path, offset, record)}")
+        super().__init__(f"{prefix}{message}{_where(path, offset, record, key)}"
+                         f"{_more(source, hint)}")
 
     def __reduce__(self):
-        return _rebuild_format_error, (type(self), self.reason, self.path, self.offset,
-                                       self.record, self.fault, self.detector)
+        return _rebuild_error, (type(self), self.reason, self.details())
+
+    def details(self):
+        """The keywords that rebuild this error (with its ``reason``)."""
+        return {"path": self.path, "offset": self.offset, "record": self.record,
+                "fault": self.fault, "detector": self.detector, "key": self.key,
+                "source": self.source, "hint": self.hint}
 
 
-def _rebuild_format_error(cls, message, path, offset, record, fault=None, detector=None):
-    return cls(message, path=path, offset=offset, record=record, fault=fault, detector=detector)
+def _rebuild_error(kind, message, fields):
+    return kind(message, **fields)
 
 
 class LabelError(RecordFormatError):
@@ -115,22 +135,28 @@ class DecodeError(ValueError):
 
     default_fault: Optional[str] = None
 
-    def __init__(self, message, *, path=None, record=None, fault=None, detector=None):
+    def __init__(self, message, *, path=None, record=None, fault=None, detector=None,
+                 key=None, source=None, hint=None):
         self.reason = message
         self.path = path
         self.record = record
         self.fault = _check_fault(fault or self.default_fault)
         self.detector = detector
+        self.key = key
+        self.source = source
+        self.hint = hint
         prefix = f"{path}: " if path else ""
-        super().__init__(f"{prefix}{message}{_where(path, None, record)}")
+        super().__init__(f"{prefix}{message}{_where(path, None, record, key)}"
+                         f"{_more(source, hint)}")
 
     def __reduce__(self):
-        return _rebuild_decode_error, (type(self), self.reason, self.path, self.record,
-                                       self.fault, self.detector)
+        return _rebuild_error, (type(self), self.reason, self.details())
 
-
-def _rebuild_decode_error(cls, message, path, record, fault=None, detector=None):
-    return cls(message, path=path, record=record, fault=fault, detector=detector)
+    def details(self):
+        """The keywords that rebuild this error (with its ``reason``)."""
+        return {"path": self.path, "record": self.record, "fault": self.fault,
+                "detector": self.detector, "key": self.key, "source": self.source,
+                "hint": self.hint}
 
 
 class LimitError(DecodeError):

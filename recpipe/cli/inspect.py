@@ -7,12 +7,14 @@ from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
 from ..io.sources import open_source
 from ..io.contents import inspect
+from ..io.record_sources import sources_at
 from ..io.verify import PROBLEM_KINDS, verify
 from .dask_options import WholeFileJob, add_dask_options
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
 
 __all__ = ["register", "run_inspect", "run_verify"]
+
 
 def register(subparsers):
     p = subparsers.add_parser("inspect", help="summarise a .rec: records, labels, image formats",
@@ -56,6 +58,11 @@ def run_inspect(args):
                           storage_options=storage_options(args))
     quarantine = quarantine_of(args.file, storage_options(args))
     summary["quarantined"] = [e._asdict() for e in sorted(quarantine.entries().values())]
+    sources = sources_at(args.file, [e["offset"] for e in summary["quarantined"]],
+                         storage_options(args), summary["bytes"])
+    for entry in summary["quarantined"]:  # the file each quarantined record was packed from
+        if entry["offset"] in sources:
+            entry["source"] = sources[entry["offset"]].describe()
     if summary["records"] == 0 and summary["bad_ranges"]:
         print(f"recpipe inspect: error: {args.file} is not a RecordIO file (no readable record "
               "in it)", file=sys.stderr)
@@ -88,6 +95,9 @@ def _print_summary(s):
         print(f"  {labels['histogram_of']} histogram: {shown}{more}")
     for note in labels["notes"]:
         print(f"  note: {note}")
+    if s.get("sources"):
+        print(f"  sources: {s['sources']['records']} records packed from "
+              f"{s['sources']['root']} ({s['sources']['file']}: each record's file, size, SHA-256)")
     _print_quarantined(s["quarantined"])
     layout = s.get("layout", {})
     if layout.get("kind") == "insightface":
@@ -113,6 +123,8 @@ def _print_quarantined(entries, limit=20):
           "re-checks them)")
     for e in entries[:limit]:
         print(f"    record {e['record']} at byte {e['offset']}: {e['kind']}: {e['reason']}")
+        if e.get("source"):
+            print(f"      packed from {e['source']}")
     if len(entries) > limit:
         print(f"    ... {len(entries) - limit} more")
 
@@ -162,6 +174,8 @@ def _print_report(report):
             where += f"..{p.end}"
         record = f"record {p.record}" if p.record is not None else ""
         print(f"  {p.kind:24} {where:>24} {record:>14}  {p.reason}")
+        if p.offset in report.sources:
+            print(f"  {'':24} {'':>24} {'':>14}  packed from {report.sources[p.offset].describe()}")
     for kind, count in sorted(report.counts.items()):
         listed = sum(1 for p in report.problems if p.kind == kind)
         if listed < count:

@@ -75,6 +75,9 @@ def register(subparsers):
                    help="refuse input files bigger than SIZE (default 1GB)")
     p.add_argument("--tolerate-errors", "--skip-errors", dest="tolerate_errors", action="store_true",
                    help="exit 0 even when some images were skipped")
+    p.add_argument("--no-sources", dest="sources", action="store_false",
+                   help="write no OUT.sources.jsonl (by default each record's source file, "
+                        "its size and SHA-256 are kept there, and errors and verify name it)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run of the same command")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -208,7 +211,7 @@ def pack_options(args):
         keep_jpeg=False if args.reencode else None, shards=args.shards,
         shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
         val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
-        dask=args.dask, storage_options=storage_options(args),
+        dask=args.dask, storage_options=storage_options(args), sources=args.sources,
         limits=InputLimits(allow_outside_root=args.allow_outside_root,
                            max_file_bytes=parse_size(args.max_file_size)))
 

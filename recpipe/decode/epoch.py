@@ -16,6 +16,7 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
+from ..io.explain import explain_stop
 from ..io.reader import RecordReader
 from .buffers import BufferPool
 from .filling import PendingBatch
@@ -210,7 +211,7 @@ class Epoch:
         if batch.error is not None:
             self.parts.stats.errors += 1
             self.cancel()
-            raise batch.error
+            raise explain_stop(batch.error, self.parts.reader)  # the key, the source, the way on
         delivered = self._deliver(batch)
         self._account(batch, delivered, waited)
         self.parts.stats.consumer.add("batch", t0, t1)

@@ -12,6 +12,7 @@ from ..errors import RecordFormatError
 from .header import unpack_header
 from .layout import face_layout_of
 from .scan import SlidingBuffer, read_record, scan_with_progress
+from .record_sources import sources_summary
 from .sources import open_source
 
 __all__ = ["inspect"]
@@ -40,7 +41,8 @@ def inspect(url: str, *, sample: int = 64, seed: int = 0, storage_options: Optio
     layout = face_layout_of(first, len(stats.offsets)) if first is not None else None
     return {"url": url, "bytes": source.size, **stats.summary(),
             "images": {"sampled": len(chosen), "seed": seed, **images},
-            "layout": _layout_summary(layout)}
+            "layout": _layout_summary(layout),
+            "sources": sources_summary(url, storage_options, source.size)}
 
 
 def _layout_summary(layout):

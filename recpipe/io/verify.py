@@ -25,6 +25,7 @@ from .index_cache import load_index_table
 from .integrity_check import IntegrityCheck
 from .layout import face_layout_of
 from .crc32c import crc32c
+from .record_sources import sources_at
 from .scan import scan_records, scan_with_progress
 from .sources import open_source
 
@@ -112,6 +113,7 @@ class VerifyReport:
     bad_ranges: list = field(default_factory=list, repr=False)
     problems: List[Problem] = field(default_factory=list)
     counts: collections.Counter = field(default_factory=collections.Counter)
+    sources: dict = field(default_factory=dict)  # offset -> the file a problem record came from
     limit: int = 1000
 
     @property
@@ -142,6 +144,7 @@ class VerifyReport:
             "quarantine_void": self.quarantine_void,
             "counts": dict(sorted(self.counts.items())),
             "problems": [p.to_dict() for p in self.problems],
+            "sources": {str(offset): entry.to_dict() for offset, entry in self.sources.items()},
         }
 
 
@@ -189,6 +192,8 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
         _check_index(report, index_path, heads, report.bad_ranges, storage_options)
     if checker is not None:
         report.decoded, report.decode_failures = checker.decoded, checker.failures
+    report.sources = sources_at(url, [p.offset for p in report.problems], storage_options,
+                                report.size)  # which file each damaged record was packed from
     log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
     return report
 

@@ -50,7 +50,8 @@ def pack_shard(task):
     job, outcome = open_job(task, checksums=True)
     if job is None:
         return outcome
-    processor = ItemProcessor(task.root, task.image, task.storage_options, task.limits)
+    processor = ItemProcessor(task.root, task.image, task.storage_options, task.limits,
+                              digests=task.sources)
     try:  # the items of a shard task go through the serial runner, in the Dask worker
         with item_results(processor, job.todo, 0, 1, None) as results:
             rec_sha256, idx_sha256 = write_shard(job, outcome, results, task, checksums=True)

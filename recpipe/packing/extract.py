@@ -42,7 +42,9 @@ from typing import List, Optional, Union
 
 import numpy as np
 
+from ..errors import DecodeError, RecordFormatError
 from ..io.atomic import AtomicOutput, publish, temporary_name
+from ..io.explain import explain_stop
 from ..io.header import unpack_header
 from ..io.index import format_list_line
 from ..io.label_map import find_label_map, read_label_map
@@ -545,10 +547,17 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
         extractor = _Extractor(reader, positions, output, format, progress, folders)
         todo = [(n, a, b) for n, (a, b) in enumerate(chunks) if n not in done]
         summary.chunks, summary.resumed_chunks = len(chunks), len(chunks) - len(todo)
-        if chunk_runner is None:
-            _run_all(extractor, todo, workers)
-        else:
-            chunk_runner(todo, folders)
+        try:
+            if chunk_runner is None:
+                _run_all(extractor, todo, workers)
+            else:
+                chunk_runner(todo, folders)
+        except (RecordFormatError, DecodeError) as e:  # say which record, its source file
+            explained = explain_stop(e, reader, loader=False)
+            if explained is e:
+                raise
+            explained.__suppress_context__ = True
+            raise explained
     stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
     _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
     output.remove_state()  # complete: OUT holds the images and the list, or the shards

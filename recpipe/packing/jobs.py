@@ -17,12 +17,13 @@ from typing import Optional, Tuple
 from ..errors import DecodeError
 from ..io.atomic import publish
 from ..io.sources import url_to_fs
+from ..io.record_sources import sources_url_for
 from ..io.sums import sums_url_for
 from .inputs import InputLimits
 from .items import PackItem, join_url
 from .plan import PlanOptions, Shard, labels_url, plan_url, save_plan
 from .report import InputReport, PackSummary, ShardSummary
-from .shards import (Progress, ShardWriter, file_digest, is_local, recover_partial,
+from .shards import (Progress, ShardWriter, SourceFile, file_digest, is_local, recover_partial,
                      verify_published)
 from .transform import ACTIONS, ImageOptions
 
@@ -69,6 +70,7 @@ class ShardTask:
     resume: bool
     flush_every: int
     limits: InputLimits = InputLimits()
+    sources: bool = True  # keep the sources sidecar (``recpipe.io.record_sources``)
 
 
 @dataclass
@@ -95,7 +97,7 @@ def shard_tasks(plan, options, resume, locate=str):
                       Shard(locate(shard.rec), locate(shard.idx), shard.start, shard.stop),
                       split.items[shard.start:shard.stop], locate(plan.root),
                       plan.options.image, options.storage_options, options.on_error, resume,
-                      options.flush_every, options.limits)
+                      options.flush_every, options.limits, plan.options.sources)
             for split in plan.splits for shard in split.shards]
 
 
@@ -138,7 +140,7 @@ def open_job(task, checksums=False):
         return None, outcome
     progress = Progress()
     if task.resume and is_local(shard.rec, task.storage_options):
-        progress = recover_partial(shard.rec, shard.idx, keys)
+        progress = recover_partial(shard.rec, shard.idx, keys, sources=task.sources)
         outcome.resumed_records = progress.records
     return Job(shard, task.items, progress, outcome.summary), outcome
 
@@ -178,7 +180,7 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
     it was meant for."""
     root, on_error, flush_every = task.root, task.on_error, task.flush_every
     writer = ShardWriter(job.shard.rec, job.shard.idx, task.storage_options, job.progress,
-                         checksums)
+                         checksums, sources_root=root if task.sources else None)
     report = outcome.report
     try:
         for item in job.todo:
@@ -192,7 +194,8 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
                     raise DecodeError(result.error, path=join_url(root, item.path))
                 log.warning("%s: skipped: %s", item.path, result.error)
             else:
-                writer.write(result.payload, item.index)
+                writer.write(result.payload, item.index,
+                             SourceFile(item.path, result.input_bytes, result.source_sha256))
                 outcome.written += 1
                 if writer.records % flush_every == 0:
                     writer.flush()
@@ -253,7 +256,8 @@ def plan_options(options, src, shards, shard_size):
     if shuffle is None:
         shuffle = not str(src).lower().endswith(".lst")
     return PlanOptions(options.image_options(), bool(shuffle), int(options.seed),
-                       float(options.val_ratio or 0.0), int(shards or 0), int(shard_size or 0))
+                       float(options.val_ratio or 0.0), int(shards or 0), int(shard_size or 0),
+                       bool(options.sources))
 
 
 def adopt_plan(plan, out, resume, saved, storage_options):
@@ -317,7 +321,8 @@ def discard_empty(tasks, outcomes):
     for task, outcome in zip(tasks, outcomes):
         if outcome is None or outcome.summary.kept or outcome.summary.records:
             continue
-        for url in (task.shard.rec, task.shard.idx, sums_url_for(task.shard.rec)):
+        for url in (task.shard.rec, task.shard.idx, sums_url_for(task.shard.rec),
+                    sources_url_for(task.shard.rec)):
             fs, path = url_to_fs(url, task.storage_options)
             if fs.exists(path):
                 fs.rm(path)

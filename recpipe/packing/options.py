@@ -51,6 +51,7 @@ class PackOptions:
     item_timeout: float = 60.0
     dask: Any = None
     limits: InputLimits = InputLimits()
+    sources: bool = True  # write X.sources.jsonl: each record's file, size and SHA-256
 
     def __post_init__(self):
         _validate(self)

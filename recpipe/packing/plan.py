@@ -39,6 +39,7 @@ class PlanOptions:
     val_ratio: float = 0.0
     shards: int = 0
     shard_size: int = 0
+    sources: bool = True  # the shards keep a sources sidecar (recpipe.io.record_sources)
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ class LocalRunner:
         if not live:
             return outcomes, []
         first = live[0][0]
-        processor = ItemProcessor(first.root, first.image, first.storage_options, first.limits)
+        processor = ItemProcessor(first.root, first.image, first.storage_options, first.limits,
+                                  digests=first.sources)
         try:
             with item_results(processor, iter(todo), self.workers, chunksize,
                               self.item_timeout) as results:

@@ -15,6 +15,7 @@ journal.
 """
 
 import hashlib
+import json
 import logging
 import os
 from typing import NamedTuple, Optional
@@ -28,11 +29,12 @@ from ..io.format import frame
 from ..io.index import format_index_line, parse_index
 from ..io.scan import SlidingBuffer, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
+from ..io.record_sources import entry_line, header_line, sources_url_for, trailer_line
 from ..io.sums import SumsBuilder, sums_url_for
 from .journal import JOURNAL_TAG, ShardJournal, read_journal
 
-__all__ = ["TEMP_TAG", "Progress", "ShardWriter", "recover_partial", "verify_published",
-           "is_local", "file_digest", "journal_path"]
+__all__ = ["TEMP_TAG", "Progress", "ShardWriter", "SourceFile", "recover_partial",
+           "verify_published", "is_local", "file_digest", "journal_path"]
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +56,31 @@ def is_local(url, storage_options=None):
     return isinstance(fs, LocalFileSystem)
 
 
+class SourceFile(NamedTuple):
+    """The file a record is packed from, for the sources sidecar (``recpipe.io.record_sources``):
+    its path relative to the pack's root, its size and the SHA-256 of its bytes."""
+
+    path: str
+    size: int
+    sha256: str
+
+
 class ShardWriter:
     """Append records to a shard's temporary files; ``publish()`` renames them into place.
 
     On a local filesystem a journal (``journal``) lists the records written, made durable at
     each ``flush()`` after the data files; a resumed shard takes its checksums from it (the
     sums of the bytes meant to be written, not of bytes read back from a file that a crash
-    may have damaged)."""
+    may have damaged). ``sources_root`` (the pack's SRC): also write the sources sidecar
+    (``X.sources.jsonl``), each ``write`` then naming the record's ``SourceFile``."""
 
     def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress(),
-                 checksums=False):
+                 checksums=False, sources_root=None):
         resume = progress.records > 0
         self._rec = AtomicOutput(rec_url, storage_options, temp_tag=TEMP_TAG, append=resume)
         opened = [self._rec]
         self._journal: Optional[ShardJournal] = None
+        self._sources: Optional[AtomicOutput] = None
         try:
             self._idx = AtomicOutput(idx_url, storage_options, temp_tag=TEMP_TAG, append=resume)
             opened.append(self._idx)
@@ -75,6 +88,12 @@ class ShardWriter:
             self._sums_file = AtomicOutput(sums_url_for(rec_url), storage_options,
                                            temp_tag=TEMP_TAG)
             opened.append(self._sums_file)
+            if sources_root is not None:
+                self._sources = AtomicOutput(sources_url_for(rec_url), storage_options,
+                                             temp_tag=TEMP_TAG, append=resume)
+                opened.append(self._sources)
+                if not resume:
+                    self._sources.write(header_line(sources_root))
             if self._rec.local:
                 self._journal = ShardJournal(journal_path(self._rec.path), append=resume)
             self.records = progress.records
@@ -88,12 +107,13 @@ class ShardWriter:
             if self._journal is not None:
                 self._journal.remove()
             raise
-        self._hashes = None
-        if checksums:
-            self._hashes = (hashlib.sha256(), hashlib.sha256())
-            if resume:  # appending to local temporary files: hash what is already there
-                for output, digest in zip((self._rec, self._idx), self._hashes):
-                    _hash_local(output.temp_path, digest)
+        # the .idx's SHA-256 goes into the sources trailer; with ``checksums`` the .rec's too
+        self._idx_hash = hashlib.sha256()
+        self._rec_hash = hashlib.sha256() if checksums else None
+        if resume:  # appending to local temporary files: hash what is already there
+            _hash_local(self._idx.temp_path, self._idx_hash)
+            if self._rec_hash is not None:
+                _hash_local(self._rec.temp_path, self._rec_hash)
 
     def _resume_sums(self):
         """The sums of the records kept by ``recover_partial``: its journal's, checked there."""
@@ -110,48 +130,62 @@ class ShardWriter:
     def resumable(self):
         return self._rec.local
 
-    def write(self, payload, key):
+    def write(self, payload, key, source: Optional[SourceFile] = None):
+        """Append a record under ``key``; ``source``: the file it was packed from (needed when
+        the writer keeps the sources sidecar)."""
+        if self._sources is not None and source is None:
+            raise ValueError(f"{self._rec.url}: record {key} needs its source file")
         data = frame(payload)
         line = format_index_line(key, self.offset).encode()
         crc = crc32c(payload)
         self._rec.write(data)
         self._idx.write(line)
+        if self._sources is not None and source is not None:
+            self._sources.write(entry_line(self.offset, key, *source))
         _add_sum(self._sums, self.offset, crc)
         if self._journal is not None:
             self._journal.add({"key": key, "offset": self.offset, "length": len(data),
                                "crc": crc})
-        if self._hashes is not None:
-            self._hashes[0].update(data)
-            self._hashes[1].update(line)
+        self._idx_hash.update(line)
+        if self._rec_hash is not None:
+            self._rec_hash.update(data)
         self.offset += len(data)
         self.records += 1
 
     def digests(self):
         """``(rec_sha256, idx_sha256)`` of what was written (hex), or None without checksums."""
-        if self._hashes is None:
+        if self._rec_hash is None:
             return None
-        return tuple(digest.hexdigest() for digest in self._hashes)
+        return self._rec_hash.hexdigest(), self._idx_hash.hexdigest()
+
+    def _data_files(self):
+        outputs = [self._rec, self._idx] + ([self._sources] if self._sources else [])
+        return [output.file for output in outputs]
 
     def flush(self):
         """A checkpoint for ``--resume``: the data files flushed and (local files) fsynced,
         then the journal of the records written so far, fsynced in turn."""
         if self._journal is None:
-            self._rec.file.flush()
-            self._idx.file.flush()
+            for f in self._data_files():
+                f.flush()
             return
-        self._journal.checkpoint([self._rec.file, self._idx.file])
+        self._journal.checkpoint(self._data_files())
 
     def publish(self):
-        """Write the checksum sidecar, then rename the three files into place as one commit
-        (``commit_group``); the journal goes first (a shard without it is started over)."""
+        """Write the checksum sidecar and the sources' trailer, then rename the files into
+        place as one commit (``commit_group``); the journal goes first (a shard without it is
+        started over)."""
         try:
             self._sums_file.write(self._sums.to_bytes(self.offset))
+            if self._sources is not None:
+                self._sources.write(trailer_line(self.records, self.offset,
+                                                 self._idx_hash.hexdigest()))
             if self._journal is not None:
                 self._journal.remove()
         except BaseException:
             self._discard()
             raise
-        commit_group(self._rec, [self._idx, self._sums_file])
+        commit_group(self._rec, [self._idx, self._sums_file, self._sources])
 
     def abandon(self, keep):
         """Stop without publishing; ``keep`` leaves local temporary files for ``--resume``
@@ -160,8 +194,8 @@ class ShardWriter:
             try:
                 self.flush()
             finally:
-                for output in (self._rec, self._idx):
-                    if not output.done:
+                for output in (self._rec, self._idx, self._sources):
+                    if output is not None and not output.done:
                         output.file.close()
                         output.done = True
                 if self._journal is not None:
@@ -172,8 +206,9 @@ class ShardWriter:
             self._discard()
 
     def _discard(self):
-        for output in (self._rec, self._idx, self._sums_file):
-            output.discard()
+        for output in (self._rec, self._idx, self._sums_file, self._sources):
+            if output is not None:
+                output.discard()
         if self._journal is not None:
             self._journal.remove()
 
@@ -227,10 +262,20 @@ def _index_lines(path):
         return f.read().split(b"\n")[:-1]  # the part after the last newline is torn
 
 
-def _verified_prefix(rec_path, index_lines, entries):
+def _source_line_fits(line, entry):
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("offset") == entry["offset"] and \
+        data.get("key") == entry.get("key")
+
+
+def _verified_prefix(rec_path, index_lines, entries, source_lines=None):
     """``(count, end)``: how many of the journal's ``entries`` the temporary files hold as the
-    journal says (the ``.idx`` line, the framing, the length and the CRC32C of the payload read
-    back), in order from the first, and where the last of them ends."""
+    journal says (the ``.idx`` line, the sources line when ``source_lines``, the framing, the
+    length and the CRC32C of the payload read back), in order from the first, and where the
+    last of them ends."""
     end = 0
     with LocalSource(rec_path) as source:
         window = SlidingBuffer(source, 1 << 16)
@@ -241,6 +286,9 @@ def _verified_prefix(rec_path, index_lines, entries):
             elif count >= len(index_lines) or index_lines[count] + b"\n" != \
                     format_index_line(entry.get("key"), end).encode():
                 why = "its .idx line differs from the journal's"
+            elif source_lines is not None and (count >= len(source_lines) or
+                                               not _source_line_fits(source_lines[count], entry)):
+                why = "its line in the sources sidecar differs from the journal's"
             else:
                 try:
                     payload, stop = read_record(window, end, record=count)
@@ -258,16 +306,18 @@ def _verified_prefix(rec_path, index_lines, entries):
         return len(entries), end
 
 
-def recover_partial(rec_url, idx_url, planned_keys):
+def recover_partial(rec_url, idx_url, planned_keys, sources=False):
     """Continue point of a local shard's temporary files, truncated to the records that the
     shard's journal lists and that read back as written (``journal``); ``Progress()`` (start
-    over) when there is nothing usable."""
+    over) when there is nothing usable. ``sources``: the shard keeps a sources sidecar, whose
+    temporary file is checked and truncated too."""
     fs, rec_path = url_to_fs(rec_url)
     _, idx_path = url_to_fs(idx_url)
     rec_tmp = temporary_name(rec_path, TEMP_TAG)
     idx_tmp = temporary_name(idx_path, TEMP_TAG)
     journal_tmp = journal_path(rec_path)
-    if not (os.path.exists(rec_tmp) and os.path.exists(idx_tmp)):
+    sources_tmp = temporary_name(sources_url_for(rec_path), TEMP_TAG) if sources else None
+    if not all(os.path.exists(path) for path in (rec_tmp, idx_tmp, sources_tmp or rec_tmp)):
         return Progress()
     entries, sizes = read_journal(journal_tmp)
     if not entries:
@@ -275,7 +325,8 @@ def recover_partial(rec_url, idx_url, planned_keys):
                  rec_url)
         return Progress()
     index_lines = _index_lines(idx_tmp)
-    count, end = _verified_prefix(rec_tmp, index_lines, entries)
+    source_lines = _index_lines(sources_tmp)[1:] if sources_tmp else None
+    count, end = _verified_prefix(rec_tmp, index_lines, entries, source_lines)
     position = _keys_position([entry.get("key") for entry in entries[:count]], planned_keys)
     if position is None:
         log.warning("partial shard %s does not match the plan; starting it over", rec_url)
@@ -283,6 +334,10 @@ def recover_partial(rec_url, idx_url, planned_keys):
     os.truncate(rec_tmp, end)
     os.truncate(idx_tmp, sum(len(line) + 1 for line in index_lines[:count]))
     os.truncate(journal_tmp, sum(sizes[:count]))
+    if sources_tmp is not None and source_lines is not None:
+        with open(sources_tmp, "rb") as f:
+            header = f.readline()
+        os.truncate(sources_tmp, len(header) + sum(len(line) + 1 for line in source_lines[:count]))
     log.info("resuming %s after %d records (%d bytes)", rec_url, count, end)
     return Progress(count, end, position)
 

@@ -15,6 +15,7 @@ format). Each ``ItemResult`` says which in ``action``: ``kept``, ``re-encoded`` 
 ``transcoded``.
 """
 
+import hashlib
 import logging
 import posixpath
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ class ItemResult(NamedTuple):
     error: Optional[str]
     input_bytes: int
     action: Optional[str] = None  # one of ACTIONS (None on error)
+    source_sha256: str = ""  # of the file's bytes as read (for the sources sidecar)
 
 
 def asks_for_change(resize=0, center_crop=False, quality=None, encoding=None, color=1):
@@ -130,23 +132,26 @@ def _decode_simplejpeg(data, color):
 
 
 class ItemProcessor:
-    """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes."""
+    """Callable turning a ``PackItem`` into an ``ItemResult``; picklable for worker processes.
+    ``digests``: also the SHA-256 of each file read (for the sources sidecar)."""
 
-    def __init__(self, root, options, storage_options=None, limits=InputLimits()):
+    def __init__(self, root, options, storage_options=None, limits=InputLimits(), *,
+                 digests=False):
         self.root = str(root)
         self.options = options
         self.storage_options = storage_options
         self.limits = limits
+        self.digests = digests
         self._fs = None
         self._base = None
 
     def __getstate__(self):
         return {"root": self.root, "options": self.options, "storage_options": self.storage_options,
-                "limits": self.limits}
+                "limits": self.limits, "digests": self.digests}
 
     def __setstate__(self, state):
         ItemProcessor.__init__(self, state["root"], state["options"], state["storage_options"],
-                               state["limits"])
+                               state["limits"], digests=state.get("digests", False))
 
     def read(self, relpath):
         """The bytes of ``relpath``: inside the root, a regular file, within the size limit
@@ -170,14 +175,15 @@ class ItemProcessor:
         info = sniff(data)
         reasons = tuple(unusual_reasons(info, posixpath.splitext(item.path)[1]))
         header = make_header(item.index, item.labels, self.options.pack_label)
+        digest = hashlib.sha256(data).hexdigest() if self.digests else ""
         if self.options.pass_through or (self.options.keep_jpeg and keepable(info)):
-            return ItemResult(pack(header, data), reasons, None, len(data), "kept")
+            return ItemResult(pack(header, data), reasons, None, len(data), "kept", digest)
         try:
             payload = pack(header, self.reencode(data, info))
         except Exception as e:  # noqa: BLE001 - any codec failure is reported per item
             return ItemResult(None, reasons, f"{type(e).__name__}: {e}", len(data))
         action = "re-encoded" if info.format == "jpeg" else "transcoded"
-        return ItemResult(payload, reasons, None, len(data), action)
+        return ItemResult(payload, reasons, None, len(data), action, digest)
 
     def reencode(self, data, info):
         cv2 = load_cv2()

@@ -177,8 +177,10 @@ def test_on_error_raise_publishes_no_manifest_and_resume_finishes(photos, tmp_pa
     assert raised.value.path.endswith(BAD)
     # the other shards ran to completion; the failed one and the manifest are not published
     assert _visible(tmp_path / "run") == ["o-00000-of-00003.idx", "o-00000-of-00003.rec",
+                                          "o-00000-of-00003.sources.jsonl",
                                           "o-00000-of-00003.sums",
                                           "o-00002-of-00003.idx", "o-00002-of-00003.rec",
+                                          "o-00002-of-00003.sources.jsonl",
                                           "o-00002-of-00003.sums", "o.pack-plan.json"]
     (photos / BAD).write_bytes(_jpeg(30, 20, 99))  # fix the input, then resume
     resumed = pack_dataset(photos, tmp_path / "run" / "o", dask=client, resume=True, **args)

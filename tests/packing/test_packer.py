@@ -81,7 +81,7 @@ def test_folder_labels_and_label_map(photos, tmp_path):
     assert labels["splits"]["all"]["records"] == len(order)
     assert labels["splits"]["all"]["bytes"] == (tmp_path / "out" / "train.rec").stat().st_size
     assert _files(tmp_path / "out") == ["train.idx", "train.labels.json", "train.rec",
-                                        "train.sums"]
+                                        "train.sources.jsonl", "train.sums"]
 
 
 def test_list_input_keeps_order_and_labels(photos, tmp_path):
@@ -127,7 +127,7 @@ def test_images_directly_in_src_are_rejected(photos, tmp_path):
 def test_shards_by_count(photos, tmp_path):
     summary = pack_dataset(photos, tmp_path / "o", shards=5, pass_through=True, seed=3)
     names = [f"o-{i:05d}-of-00005" for i in range(5)]
-    assert _files(tmp_path) == sorted([f"{n}.{ext}" for n in names for ext in ("idx", "rec", "sums")]
+    assert _files(tmp_path) == sorted([f"{n}.{ext}" for n in names for ext in ("idx", "rec", "sources.jsonl", "sums")]
                                       + ["o.labels.json", "src"])
     counts = [len(_records(str(tmp_path / f"{n}.rec"))) for n in names]
     assert sum(counts) == summary.written and max(counts) - min(counts) <= 1
@@ -437,7 +437,8 @@ def test_an_output_named_dot_rec_is_the_rec_file(photos, tmp_path):
     """`recpipe pack SRC out/train.rec` writes out/train.rec + out/train.idx, not train.rec.rec."""
     assert main(["pack", str(photos), str(tmp_path / "a" / "train.rec"), "--resize", "16",
                  "--workers", "0", "--no-progress"]) == 0
-    assert _files(tmp_path / "a") == ["train.idx", "train.labels.json", "train.rec", "train.sums"]
+    assert _files(tmp_path / "a") == ["train.idx", "train.labels.json", "train.rec",
+                                      "train.sources.jsonl", "train.sums"]
     pack_dataset(photos, str(tmp_path / "b" / "train"), resize=16, workers=0)
     assert (tmp_path / "a" / "train.rec").read_bytes() == (tmp_path / "b" / "train.rec").read_bytes()
 
