@@ -358,3 +358,56 @@ def test_a_stale_sidecar_of_same_offsets_fails_reads_and_quarantines_nothing(tmp
     assert report.counts == {"sums-stale": 1} and report.sums_state == "stale"
     os.remove(sums_url_for(rec))
     assert _served(rec) == 8
+
+
+# -- --write-sums never certifies what a valid sidecar calls damaged ---------------------------
+
+
+def _relabel_in_place(rec, position, old, new):
+    """Change the label of record ``position`` (float32 ``old`` -> ``new``) keeping the file's
+    size, inode and mtime: damage a decoder cannot see."""
+    import struct
+
+    st = os.stat(rec)
+    with recpipe.RecordReader(rec) as reader:
+        offset = int(reader.offsets[position])
+    data = bytearray(open(rec, "rb").read())
+    at = offset + 8 + 4  # part head, then IRHeader flag (uint32), then the label
+    assert struct.unpack_from("<f", data, at)[0] == old
+    struct.pack_into("<f", data, at, new)
+    open(rec, "r+b").write(data)
+    os.utime(rec, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return offset
+
+
+def test_write_sums_refuses_to_certify_what_the_sidecar_calls_damaged(tmp_path, capsys):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    sidecar = open(sums_url_for(rec), "rb").read()
+    offset = _relabel_in_place(rec, 3, 3.0, 2.0)
+    assert _served(rec) == 7  # the loader quarantines record 3
+    assert [e.record for e in quarantine_of(rec).entries().values()] == [3]
+    report = verify(rec, decoder=get_decoder("auto"), write_sums=True)
+    assert report.counts == {"checksum-mismatch": 1, "quarantined": 1}
+    assert report.sums_written is None and report.decode_failures == 0
+    assert open(sums_url_for(rec), "rb").read() == sidecar
+    assert main(["verify", rec, "--decode", "--write-sums", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert "checksum-mismatch" in out and "--accept-current-bytes" in out
+    assert open(sums_url_for(rec), "rb").read() == sidecar
+    assert [e.record for e in quarantine_of(rec).entries().values()] == [3]
+    assert _served(rec) == 7
+    # the explicit override, said so in the output
+    assert main(["verify", rec, "--decode", "--write-sums", "--accept-current-bytes",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "ACCEPTED" in out and f"byte {offset}" in out
+    assert quarantine_of(rec).entries() == {}
+    with ImageLoader(rec, 8, (3, 32, 32), threads=1) as loader:
+        [(_, labels)] = list(loader)
+    assert sorted(labels.tolist()) == [0, 1, 2, 2, 4, 5, 6, 7]
+
+
+def test_accept_current_bytes_needs_write_sums(tmp_path, capsys):
+    rec = write_pack(tmp_path / "d.rec", 2)
+    assert main(["verify", rec, "--decode", "--accept-current-bytes", "--no-progress"]) == 2
+    assert "--write-sums" in capsys.readouterr().err
