@@ -151,10 +151,10 @@ class IntegrityCheck:
         live = entries if holds is None else [e for e in entries if holds(e)]
         readable = set(heads.tolist()) if len(live) > 64 else None
         kept = [e for e in live if not self._passes(e, heads, readable)]
+        if len(kept) < len(entries) and not self.quarantine.rewrite(kept):
+            kept = live = entries  # the file could not be rewritten (a full disk): as it was
         self.report.quarantine_cleared = len(entries) - len(kept)
         self.report.quarantine_void = len(entries) - len(live)
-        if len(kept) < len(entries):
-            self.quarantine.rewrite(kept)
         for entry in kept:
             self.report.add("quarantined", entry.offset, entry.record,
                             f"quarantined by a loader ({entry.kind}, found by "

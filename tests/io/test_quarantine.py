@@ -411,3 +411,77 @@ def test_accept_current_bytes_needs_write_sums(tmp_path, capsys):
     rec = write_pack(tmp_path / "d.rec", 2)
     assert main(["verify", rec, "--decode", "--accept-current-bytes", "--no-progress"]) == 2
     assert "--write-sums" in capsys.readouterr().err
+
+
+# -- a quarantine file of any size is read whole, kept compact, rewritten cleanly ------------
+
+
+def test_entries_past_64_mib_are_seen_and_the_file_is_compacted(tmp_path):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    offset, _ = _damaged_in_place(rec, 5)
+    with recpipe.RecordReader(rec) as reader:
+        token = reader.sums.token
+        first = int(reader.offsets[0])
+    file = quarantine_of(rec)
+    filler = QuarantineEntry(first, 0, "decode", "x" * 300, "test", "").line()
+    os.makedirs(file.directory, exist_ok=True)
+    with open(file.path, "wb") as f:  # a file grown past 64 MiB by repeated lines
+        f.write(filler * ((65 << 20) // len(filler) + 1))
+        f.write(QuarantineEntry(offset, 5, "sum", "damaged", "test", token).line())
+    assert os.path.getsize(file.path) > 64 << 20
+    assert set(file.entries()) == {first, offset}
+    os.remove(file.path)
+    with open(file.path, "wb") as f:
+        f.write(filler.replace(b"decode", b"format") * ((65 << 20) // len(filler) + 1))
+    assert _served(rec) == 6  # record 0 stays out; 5 is found damaged, quarantined once...
+    size = os.path.getsize(file.path)
+    assert size < 4096  # ...and the loader compacted the file: 2 entries
+    assert {e.record for e in file.entries().values()} == {0, 5}
+    assert _served(rec) == 6 and os.path.getsize(file.path) == size  # nothing appended again
+
+
+def test_a_rewrite_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import errno
+
+    from recpipe.io import quarantine as quarantine_module
+
+    file = QuarantineFile("ds", str(tmp_path))
+    for i in range(3):
+        file.add(QuarantineEntry(8 * i, i, "format", "bad magic", "test"))
+    before = open(file.path, "rb").read()
+    real_write = os.write
+
+    def full(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(quarantine_module.os, "write", full)
+    assert file.rewrite([QuarantineEntry(0, 0, "format", "bad magic", "test")]) is False
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(file.path)]
+    assert open(file.path, "rb").read() == before
+
+
+_REWRITE_UNDER_FSIZE = """
+import resource, signal, sys
+from recpipe.io.quarantine import QuarantineEntry, QuarantineFile
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
+file = QuarantineFile("ds", sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+entries = [QuarantineEntry(8 * i, i, "format", "y" * 200, "test") for i in range(50)]
+print("REWRITTEN" if file.rewrite(entries) else "REFUSED")
+"""
+
+
+def test_a_rewrite_past_the_file_size_limit_leaves_no_temporary_file(tmp_path):
+    import subprocess
+    import sys
+
+    file = QuarantineFile("ds", str(tmp_path))
+    file.add(QuarantineEntry(8, 1, "format", "bad magic", "test"))
+    before = open(file.path, "rb").read()
+    done = subprocess.run([sys.executable, "-c", _REWRITE_UNDER_FSIZE, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "REFUSED", done.stderr
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(file.path)]
+    assert open(file.path, "rb").read() == before
