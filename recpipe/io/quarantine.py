@@ -299,16 +299,16 @@ class RecordQuarantine:
         offsets = reader.offsets.array
         self.bad = np.isin(offsets, np.fromiter(self.entries, np.int64, len(self.entries)))
         if file is not None and file.wasteful(len(self.entries)):
-            self._compact()
+            self._compact(file)
 
-    def _compact(self):
-        """Rewrite a file grown with repeats or void entries to the entries that stand. A
+    def _compact(self, file):
+        """Rewrite ``file``, grown with repeats or void entries, to the entries that stand. A
         line another rank appends meanwhile may be lost: that record is found and
         quarantined again when it is read (checks are never skipped for it)."""
-        before = self.file.lines_read
-        if self.file.rewrite(sorted(self.entries.values())):
-            log.info("compacted the quarantine file %s: %d lines -> %d entries",
-                     self.file.path, before, len(self.entries))
+        before = file.lines_read
+        if file.rewrite(sorted(self.entries.values())):
+            log.info("compacted the quarantine file %s: %d lines -> %d entries", file.path,
+                     before, len(self.entries))
 
     @classmethod
     def of(cls, reader, enabled=True):
