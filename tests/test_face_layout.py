@@ -149,3 +149,42 @@ def test_inspect_reports_the_layout(faces):
     done = subprocess.run([sys.executable, "-m", "recpipe", "inspect", rec, "--json"],
                           capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout)["layout"]["kind"] == "insightface"
+
+
+def _flip_header_bit(rec):
+    """One flipped bit in record 0's first label (the first identity key: 11.0 -> 10.0)."""
+    import os
+    import struct
+
+    st = os.stat(rec)
+    data = bytearray(open(rec, "rb").read())
+    at = 8 + 24  # part head, IRHeader: then label[0] (float32)
+    assert struct.unpack_from("<f", data, at)[0] == 11.0
+    data[at + 2] ^= 0x10
+    assert struct.unpack_from("<f", data, at)[0] == 10.0
+    open(rec, "r+b").write(data)
+    os.utime(rec, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("integrity", ["strict", "auto"])
+def test_a_damaged_header_record_is_an_error_not_fewer_images(tmp_path, integrity):
+    rec, labels = write_faces(tmp_path)
+    _flip_header_bit(rec)
+    for on_error in ("raise", "skip"):
+        with pytest.raises(recpipe.RecordFormatError) as info:
+            ImageLoader(rec, 4, (3, 32, 32), threads=1, resize=32, integrity=integrity,
+                        on_error=on_error)
+        assert info.value.record == 0 and info.value.path == rec
+        assert "checksum mismatch" in str(info.value) and "header" in str(info.value)
+        assert info.value.fault == "checksum"
+    with pytest.raises(recpipe.RecordFormatError, match="header"):
+        _extract(rec, tmp_path)
+    with ImageLoader(rec, 4, (3, 32, 32), threads=1, resize=32, integrity="off",
+                     last_batch="partial") as loader:
+        assert loader.num_samples == len(labels) - 1  # unchecked: the damaged header rules
+
+
+def _extract(rec, tmp_path):
+    from recpipe.packing.extract import extract_records
+
+    return extract_records(rec, str(tmp_path / "out"))

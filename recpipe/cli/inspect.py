@@ -43,6 +43,10 @@ def register(subparsers):
     p.add_argument("--write-sums", action="store_true",
                    help="with --decode: write the .sums sidecar (atomically) when every record "
                         "read and decoded, so loaders check them from then on")
+    p.add_argument("--accept-current-bytes", action="store_true",
+                   help="with --write-sums: certify records even where the existing .sums "
+                        "sidecar says they are damaged (their bytes as they are now; each "
+                        "is listed); without it such records are refused")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_storage_options(p)
@@ -142,17 +146,25 @@ def run_verify(args):
     if args.write_sums and not args.decode:
         print("recpipe verify: error: --write-sums needs --decode", file=sys.stderr)
         return 2
+    if args.accept_current_bytes and not args.write_sums:
+        print("recpipe verify: error: --accept-current-bytes needs --write-sums", file=sys.stderr)
+        return 2
     job = WholeFileJob(args)  # --dask: the same checks in chunk tasks on a cluster
     with byte_progress(not args.no_progress, "verify") as progress:
         report = job.call(verify, "verify_on_cluster", args.file, index_url,
                           decoder=_default_decoder() if args.decode else None,
                           progress=progress,
                           storage_options=storage_options(args), sums=not args.no_sums,
-                          write_sums=args.write_sums)
+                          write_sums=args.write_sums,
+                          accept_current_bytes=args.accept_current_bytes)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         _print_report(report)
+        if args.write_sums and not report.sums_written and report.counts.get("checksum-mismatch"):
+            print("  not writing checksums: the .sums sidecar says these records are damaged; "
+                  "restore them from their source, or, if their bytes are right as they are "
+                  "now, pass --accept-current-bytes with --write-sums")
     job.print_run(to_stderr=args.json)
     return 0 if report.ok else 1
 
@@ -166,6 +178,11 @@ def _print_report(report):
         print(f"  checksums: {report.sums_checked} records match the .sums sidecar")
     if report.sums_written:
         print(f"  wrote {report.sums_written}: loaders check every record from now on")
+        if report.sums_replaced:
+            print(f"  (it replaces a sidecar that did not count: {report.sums_replaced})")
+    for p in report.accepted:
+        print(f"  ACCEPTED {p.kind} at byte {p.offset}, record {p.record}: its current bytes "
+              f"are certified (--accept-current-bytes); the old sidecar said: {p.reason}")
     if report.quarantine_cleared:
         print(f"  cleared {report.quarantine_cleared} quarantine entries (their records passed)")
     for p in report.problems:

@@ -11,6 +11,7 @@ with the same retries, timeouts and errors.
 
 import logging
 import math
+import os
 import re
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -18,7 +19,7 @@ import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError, RemoteReadError
-from .sources import exists, open_source, url_to_fs
+from .sources import exists, open_regular, open_source, url_to_fs
 
 __all__ = [
     "ListEntry",
@@ -47,13 +48,14 @@ def index_url_for(rec_url):
 
 
 def read_index_bytes(url, storage_options=None):
-    """The whole file: local files directly, anything else through ``open_source`` (one range
+    """The whole file: local files directly (``sources.open_regular``: a FIFO or a device is
+    refused, not waited on or read forever), anything else through ``open_source`` (one range
     request through the retry layer of record reads: transient faults are retried, a persistent
     one raises ``RemoteReadError`` naming the URL)."""
     fs, path = url_to_fs(url, storage_options)
     if isinstance(fs, LocalFileSystem):
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(open_regular(path, str(url)), "rb") as f:
                 return f.read()
         except FileNotFoundError:
             raise FileNotFoundError(f"no such file: {url}") from None

@@ -41,7 +41,7 @@ import numpy as np
 
 from .index import decode_text, parse_index, read_index_bytes
 from .index_table import IndexTable, local_chunks, memory_chunks, parse_index_chunks
-from .sources import local_path
+from .sources import local_path, open_regular
 
 __all__ = ["cache_path", "enabled", "load_cached", "load_index_table", "min_cached_bytes",
            "parse_byte_size", "store_cached"]
@@ -260,7 +260,7 @@ def _parse_local(path, url, fingerprint):
     the identity of that very file, equal before and after the parse (None when it kept
     changing, or without ``fingerprint``)."""
     for _ in range(_PARSE_ATTEMPTS if fingerprint else 1):
-        with open(path, "rb") as f:
+        with os.fdopen(open_regular(path, url), "rb") as f:  # what was checked is what is read
             before = os.fstat(f.fileno())
             table = _parse(local_chunks(f), lambda: _read_again(f, url), url)
             after = os.fstat(f.fileno())
@@ -295,8 +295,10 @@ def load_index_table(url, storage_options=None, *, key_type=int, cache=True, rec
     if path is None:
         data = read_index_bytes(url, storage_options)
         return _parse(memory_chunks(data), lambda: decode_text(data, url), url, key_type)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {url}")
+    try:  # the guard of every local file read whole: a FIFO or a device is refused at once
+        os.close(open_regular(path, url))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {url}") from None
     if cache and enabled() and os.path.getsize(path) >= min_cached_bytes():
         rec_path = local_path(rec_url, storage_options) if rec_url is not None else None
         return _cached_or_parsed(path, url, rec_path)

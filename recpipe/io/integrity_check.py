@@ -29,21 +29,27 @@ RECORD_PROBLEMS = ("bad-record", "bad-header", "decode-failed", "checksum-mismat
 class IntegrityCheck:
     """Checksums and quarantine for one ``verify`` run over ``source``.
 
-    ``check_sums``: check records against the existing sidecar; ``write_sums``: build a new
-    one (the existing one is then not consulted: the decode is the judge); ``decoded``: whether
+    ``check_sums``: check records against the existing sidecar when it describes the file;
+    ``write_sums``: build a new one, published only when every record passed, the existing
+    sidecar's checks included: a record it calls damaged is never certified (its quarantine
+    entry stays) unless ``accept_current_bytes`` says to take the bytes as they are now (each
+    such record is listed in ``report.accepted``). A stale or damaged old sidecar says nothing
+    of the records: ``write_sums`` replaces it (``report.sums_replaced``). ``decoded``: whether
     images are decoded in this run (decode entries of the quarantine are cleared only then).
     """
 
     def __init__(self, report, source, storage_options=None, *, check_sums=True,
-                 write_sums=False, decoded=False):
+                 write_sums=False, decoded=False, accept_current_bytes=False):
         self.report = report
         self.url = report.url
         self.storage_options = storage_options
         self.decoded = decoded
         self.failed = set()
-        self.checked_sums = check_sums and not write_sums
-        self.sums = self._load(source) if self.checked_sums else None
         self.builder = SumsBuilder() if write_sums else None
+        self.accept = accept_current_bytes and write_sums
+        self.sidecar_problem = None  # (kind, reason) of an old sidecar write_sums replaces
+        self.checked_sums = check_sums
+        self.sums = self._load(source) if check_sums else None
         self.quarantine = QuarantineFile(source_identity(source))
         report.quarantined = sorted(self.quarantine.entries().values())
         report.sums_checked = 0 if self.sums is not None else None
@@ -58,15 +64,22 @@ class IntegrityCheck:
         try:
             sums = load_sums(self.url, source.size, self.storage_options, source=source)
         except StaleSumsError as exc:
-            self.report.sums_state = "stale"
-            self.report.add("sums-stale", None, None, exc.reason)
+            self._sidecar_failed("stale", "sums-stale", exc.reason)
             return None
         except (RecordFormatError, OSError) as exc:
-            self.report.sums_state = "unusable"
-            self.report.add("sums-unusable", None, None, getattr(exc, "reason", str(exc)))
+            self._sidecar_failed("unusable", "sums-unusable", getattr(exc, "reason", str(exc)))
             return None
         self.report.sums_state = "absent" if sums is None else "bound"
         return sums
+
+    def _sidecar_failed(self, state, kind, reason):
+        """The old sidecar is stale or damaged: a problem, or, when a new one is written, what
+        it replaces (a problem again if it is not written after all)."""
+        self.report.sums_state = state
+        if self.builder is not None:
+            self.sidecar_problem = (kind, reason)
+        else:
+            self.report.add(kind, None, None, reason)
 
     def record(self, item):
         """Check and collect one readable record (a ``ScanItem``)."""
@@ -78,13 +91,15 @@ class IntegrityCheck:
             self.sums.check(item.payload, item.offset, rec_url=self.url, record=item.record)
         except StaleSumsError as exc:  # found at the first record that differs: not used
             self.sums = None
-            self.report.sums_state = "stale"
             self.report.sums_checked = None
-            self.report.add("sums-stale", None, None, exc.reason)
+            self._sidecar_failed("stale", "sums-stale", exc.reason)
         except RecordFormatError as exc:
             kind = "checksum-mismatch" if exc.fault == CHECKSUM else "not-in-sums"
-            self.report.add(kind, item.offset, item.record, exc.reason)
-            self.failed.add(item.offset)
+            if self.accept:  # the caller takes these bytes as they are now
+                self.report.accept(kind, item.offset, item.record, exc.reason)
+            else:
+                self.report.add(kind, item.offset, item.record, exc.reason)
+                self.failed.add(item.offset)
         else:
             self.report.sums_checked += 1
 
@@ -125,11 +140,19 @@ class IntegrityCheck:
             return None
         if any(self.report.counts.get(kind) for kind in RECORD_PROBLEMS):
             log.warning("%s: not writing checksums: some records failed", self.url)
+            if self.sidecar_problem is not None:
+                self.report.add(*self.sidecar_problem, None, None)
             return None
         url = sums_url_for(self.url)
         data = self.builder.to_bytes(size)
         publish(url, data, self.storage_options)
         self.report.sums_written = url
+        if self.sidecar_problem is not None:
+            self.report.sums_replaced = self.sidecar_problem[1]
+        if self.report.accepted:
+            log.warning("%s: the current bytes of %d records the old sidecar called damaged "
+                        "were accepted (accept_current_bytes)", self.url,
+                        len(self.report.accepted))
         return RecordSums.from_bytes(data, path=url)
 
     def _holds(self, written):
@@ -152,10 +175,10 @@ class IntegrityCheck:
         live = entries if holds is None else [e for e in entries if holds(e)]
         readable = set(heads.tolist()) if len(live) > 64 else None
         kept = [e for e in live if not self._passes(e, heads, readable)]
+        if len(kept) < len(entries) and not self.quarantine.rewrite(kept):
+            kept = live = entries  # the file could not be rewritten (a full disk): as it was
         self.report.quarantine_cleared = len(entries) - len(kept)
         self.report.quarantine_void = len(entries) - len(live)
-        if len(kept) < len(entries):
-            self.quarantine.rewrite(kept)
         for entry in kept:
             self.report.add("quarantined", entry.offset, entry.record,
                             f"quarantined by a loader ({entry.kind}, found by "

@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..errors import RecordFormatError
+from ..errors import RecordFormatError, StaleSumsError
 from .header import unpack_header
 
 __all__ = ["FaceLayout", "detect_face_layout", "face_layout_of", "image_positions", "positions_of_keys"]
@@ -46,14 +46,41 @@ def detect_face_layout(reader) -> Optional[FaceLayout]:
     It is recognised only when key 0 exists (in an index with integer keys), its record has
     flag >= 2 with whole-number labels ``1 <= label[0] <= label[1]`` and, to tell it from an
     ordinary multi-label image, either no image bytes or exactly ``label[1]`` records in the file.
+
+    A record 0 that announces the layout decides which records are served: it is checked
+    against the ``.sums`` sidecar (when the reader checks sums), and a mismatch raises
+    RecordFormatError naming the file and the record, whatever ``on_error`` (one flipped bit
+    would silently serve other records). A record 0 that does not announce it is left for
+    the loader to read as a sample (a damaged one is reported then, under ``on_error``).
     """
     if reader.index_url is None or len(reader) == 0:
         return None
-    try:  # unchecked: a damaged record 0 is reported when it is read as a sample, not here
-        payload = reader.read(reader.position_of_key(0), checked=False)
+    try:
+        position = reader.position_of_key(0)
+        payload = reader.read(position, checked=False)
     except (KeyError, TypeError, RecordFormatError):
         return None
-    return face_layout_of(payload, len(reader))
+    layout = face_layout_of(payload, len(reader))
+    if layout is not None:
+        _check_header(reader, payload, position)
+    return layout
+
+
+def _check_header(reader, payload, position):
+    """Raise unless the header record ``payload`` (record ``position``) matches its sum."""
+    offset = int(reader.offsets[position])
+    try:
+        reader.check_sum(payload, offset, position)
+    except StaleSumsError:
+        raise
+    except RecordFormatError as exc:
+        raise RecordFormatError(
+            f"InsightFace's header record (key 0: the ranges of image and identity keys) "
+            f"fails its check: {exc.reason}. The records it says are images cannot be "
+            f"trusted: restore the file, or choose the records with keys= "
+            f"(`recpipe verify {reader.url}` lists what else is damaged)",
+            path=reader.url, offset=offset, record=position, fault=exc.fault,
+            detector=exc.detector) from exc
 
 
 def face_layout_of(payload, num_records) -> Optional[FaceLayout]:

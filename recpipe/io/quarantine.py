@@ -50,7 +50,9 @@ _KIND_OF_FAULT = {CHECKSUM: "sum", FORMAT: "format", DECODE: "decode"}
 _FAULT_OF_KIND = {kind: fault for fault, kind in _KIND_OF_FAULT.items()}
 _FIELD_CHARS = 120  # detector and basis
 _REASON_CHARS = 400  # a line stays far below PIPE_BUF (4096)
-_MAX_FILE = 64 << 20
+_CHUNK = 1 << 20  # the file is read in chunks of this many bytes
+_LINE_MAX = 4096  # a line is shorter than PIPE_BUF
+_SLACK_LINES = 1024  # a file is compacted once it holds twice its live entries and this more
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 QUARANTINED = "quarantined"
 
@@ -121,6 +123,7 @@ class QuarantineFile:
         self.directory = directory or quarantine_dir()
         name = hashlib.sha256(identity.encode("utf-8", "replace")).hexdigest()[:32]
         self.path = os.path.join(self.directory, f"{name}.txt")
+        self.lines_read = 0  # lines held by the file when ``entries`` last read it
 
     def _folder_ok(self, create):
         try:
@@ -156,22 +159,33 @@ class QuarantineFile:
         return fd
 
     def entries(self) -> Dict[int, QuarantineEntry]:
-        """The entries by offset (a repeated offset: the last line wins)."""
+        """The entries by offset (a repeated offset: the last line wins), read whole in
+        chunks of ``_CHUNK`` bytes whatever the file's size (memory: the distinct entries);
+        ``lines_read`` counts the lines it held (``wasteful``)."""
+        self.lines_read = 0
         if not self._folder_ok(create=False):
             return {}
         fd = self._open(os.O_RDONLY | os.O_NONBLOCK)
         if fd is None:
             return {}
+        found: Dict[int, QuarantineEntry] = {}
         try:
-            data = os.read(fd, _MAX_FILE)
+            for line in _lines(fd):
+                self.lines_read += 1
+                entry = _parse(line.decode("utf-8", "replace"))
+                if entry is not None:
+                    found[entry.offset] = entry
+        except OSError as exc:
+            log.warning("cannot read the quarantine file %s (%s): ignored", self.path, exc)
+            return {}
         finally:
             os.close(fd)
-        found = {}
-        for line in data.decode("utf-8", "replace").split("\n"):
-            entry = _parse(line)
-            if entry is not None:
-                found[entry.offset] = entry
         return found
+
+    def wasteful(self, live):
+        """True when the file last read held far more lines than the ``live`` entries kept of
+        them (repeats from concurrent ranks, void or foreign lines): worth a ``rewrite``."""
+        return self.lines_read > 2 * live + _SLACK_LINES
 
     def add(self, entry: QuarantineEntry) -> bool:
         """Append ``entry`` (one atomic write); False when the quarantine is unusable."""
@@ -189,23 +203,65 @@ class QuarantineFile:
             os.close(fd)
         return True
 
-    def rewrite(self, entries) -> None:
-        """Replace the file by ``entries`` (removed when empty), atomically."""
+    def rewrite(self, entries) -> bool:
+        """Replace the file by ``entries`` (removed when empty), atomically: written whole to
+        a temporary file, synced, renamed over it. False when that failed (a full disk, a file
+        size limit): the temporary file is removed and the file is left as it was."""
         if not self._folder_ok(create=False):
-            return
+            return False
         if not entries:
             try:
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
-            return
+            return True
         temp = os.path.join(self.directory, f".{uuid.uuid4().hex}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
         try:
-            os.write(fd, b"".join(entry.line() for entry in entries))
-        finally:
-            os.close(fd)
-        os.replace(temp, self.path)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            try:
+                _write_all(fd, b"".join(entry.line() for entry in entries))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, self.path)
+        except OSError as exc:
+            log.warning("cannot rewrite the quarantine file %s (%s): left as it was",
+                        self.path, exc)
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            return False
+        return True
+
+
+def _write_all(fd, data):
+    """``os.write`` until all of ``data`` is written (a short write is not an error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _lines(fd):
+    """The lines of the open file ``fd``, read in chunks: a line longer than ``_LINE_MAX``
+    (never written by ``add``) is skipped, not gathered."""
+    pending = b""
+    skipping = False
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        for part in parts:
+            if skipping:
+                skipping = False  # the end of an overlong line
+                continue
+            yield part
+        if len(pending) > _LINE_MAX:
+            pending, skipping = b"", True
+    if pending and not skipping:
+        yield pending
 
 
 def quarantine_of(url, storage_options=None):
@@ -242,6 +298,17 @@ class RecordQuarantine:
                      "now) are void and ignored", reader.url, len(found) - len(self.entries))
         offsets = reader.offsets.array
         self.bad = np.isin(offsets, np.fromiter(self.entries, np.int64, len(self.entries)))
+        if file is not None and file.wasteful(len(self.entries)):
+            self._compact(file)
+
+    def _compact(self, file):
+        """Rewrite ``file``, grown with repeats or void entries, to the entries that stand. A
+        line another rank appends meanwhile may be lost: that record is found and
+        quarantined again when it is read (checks are never skipped for it)."""
+        before = file.lines_read
+        if file.rewrite(sorted(self.entries.values())):
+            log.info("compacted the quarantine file %s: %d lines -> %d entries", file.path,
+                     before, len(self.entries))
 
     @classmethod
     def of(cls, reader, enabled=True):

@@ -25,7 +25,8 @@ from ..system.fork import after_fork_in_child
 from .source import Source
 
 __all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
-           "local_path", "open_source", "read_small_file", "source_identity", "url_to_fs"]
+           "local_path", "open_regular", "open_source", "read_small_file", "source_identity",
+           "url_to_fs"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,21 @@ class BytesSource(Source):
         return self.data[offset:offset + length]
 
 
+def open_regular(path, url=None):
+    """A read-only descriptor on the regular file at ``path``: the one guard of every local
+    file recpipe reads (records, ``.idx``, ``.sums``, lists). ``O_NONBLOCK``: opening a FIFO
+    does not wait for a writer; then a FIFO, a device (a link to /dev/zero would be read
+    until memory runs out), a socket or a folder is refused with OSError naming ``url``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "not a file but a folder", url or path)
+        raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket)", url or path)
+    return fd
+
+
 class LocalSource(Source):
     def __init__(self, path, url=None):
         self.path = os.fspath(path)
@@ -114,15 +130,7 @@ class LocalSource(Source):
         self._inherited = self._fd is not None
 
     def _open(self):
-        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below)
-        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            os.close(fd)
-            if stat.S_ISDIR(mode):
-                raise IsADirectoryError(errno.EISDIR, "not a file but a folder", self.url)
-            raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket)",
-                          self.url)
+        fd = open_regular(self.path, self.url)
         self._fd = fd
         self._inherited = False
         return fd

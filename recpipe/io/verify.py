@@ -107,6 +107,8 @@ class VerifyReport:
     sums_checked: Optional[int] = None
     sums_written: Optional[str] = None
     sums_state: Optional[str] = None  # 'bound', 'absent', 'stale', 'unusable'; None: not looked
+    sums_replaced: Optional[str] = None  # why the old sidecar did not count (stale, damaged)
+    accepted: List[Problem] = field(default_factory=list)  # accept_current_bytes
     quarantined: list = field(default_factory=list)
     quarantine_cleared: int = 0
     quarantine_void: int = 0
@@ -125,6 +127,11 @@ class VerifyReport:
         if self.counts[kind] <= self.limit:
             self.problems.append(Problem(kind, offset, record, reason, end))
 
+    def accept(self, kind, offset, record, reason):
+        """A record the old sidecar called damaged, taken as it is now (not a problem)."""
+        if len(self.accepted) < self.limit:
+            self.accepted.append(Problem(kind, offset, record, reason))
+
     def to_dict(self):
         return {
             "url": self.url,
@@ -139,6 +146,8 @@ class VerifyReport:
             "sums_checked": self.sums_checked,
             "sums_written": self.sums_written,
             "sums_state": self.sums_state,
+            "sums_replaced": self.sums_replaced,
+            "accepted": [p.to_dict() for p in self.accepted],
             "quarantined": [entry._asdict() for entry in self.quarantined],
             "quarantine_cleared": self.quarantine_cleared,
             "quarantine_void": self.quarantine_void,
@@ -151,7 +160,8 @@ class VerifyReport:
 def verify(url: str, index_url: Union[str, None, bool] = None, *,
            decoder: Optional[ImageDecoder] = None, storage_options: Optional[dict] = None,
            limit: int = 1000, progress: Optional[Callable[[int], None]] = None, sums: bool = True,
-           write_sums: bool = False, spans: Optional[Callable] = None) -> VerifyReport:
+           write_sums: bool = False, accept_current_bytes: bool = False,
+           spans: Optional[Callable] = None) -> VerifyReport:
     """Check every record of ``url``, its index, its checksums and (given a ``decoder``) every
     image.
 
@@ -160,7 +170,11 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
     with ``recpipe.decode.get_decoder("auto")`` (this layer reads records and does not choose
     a decoder). ``sums``: check each record's CRC32C against the ``.sums`` sidecar when
     it exists (no decoding needed). ``write_sums`` (needs a ``decoder``): write the sidecar,
-    atomically, when every record read and decoded (files made by MXNet or InsightFace). The
+    atomically, when every record read, decoded and, where a sidecar that describes the file
+    exists, matched it (files made by MXNet or InsightFace; a stale or damaged sidecar is
+    replaced): a record the sidecar calls damaged is never certified, unless
+    ``accept_current_bytes`` (with ``write_sums``) takes its bytes as they are now, listed in
+    ``report.accepted``. The
     loaders' quarantine entries of this file are listed in the report and those whose record
     passed are removed. Returns a ``VerifyReport``; raises only when the ``.rec`` (or a given
     ``index_url``) cannot be opened. Memory: 8 bytes per record (int64 arrays, 12 more to
@@ -174,12 +188,16 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
     if write_sums and decoder is None:
         raise ValueError("write_sums needs a decoder: a sidecar is written only for records "
                          "that decoded")
+    if accept_current_bytes and not write_sums:
+        raise ValueError("accept_current_bytes needs write_sums: it certifies the current "
+                         "bytes in a new sidecar")
     url = str(url)
     index_path = resolve_index_url(url, index_url, storage_options)
     with open_source(url, storage_options) as source:
         report = VerifyReport(url, index_path, source.size, limit=limit)
         integrity = IntegrityCheck(report, source, storage_options, check_sums=sums,
-                                   write_sums=write_sums, decoded=decoder is not None)
+                                   write_sums=write_sums, decoded=decoder is not None,
+                                   accept_current_bytes=accept_current_bytes)
         checker = _ImageChecker(report, decoder) if decoder is not None else None
         if spans is None:
             heads, _ = _scan_records(report, source, checker, integrity, progress)

@@ -151,7 +151,8 @@ class _VerifySpans:
 
 
 def verify_on_cluster(url, index_url=None, *, cluster=None, decoder=None, storage_options=None,
-                      limit=1000, progress=None, sums=True, write_sums=False):
+                      limit=1000, progress=None, sums=True, write_sums=False,
+                      accept_current_bytes=False):
     """``verify`` (same arguments, same report and sidecar) with the file walked in byte-range
     chunk tasks on ``cluster`` (``ClusterOptions``). Returns ``(VerifyReport, ClusterRun)``."""
     options = cluster or ClusterOptions()
@@ -159,7 +160,7 @@ def verify_on_cluster(url, index_url=None, *, cluster=None, decoder=None, storag
     spans = _VerifySpans(options, str(url), index_url, storage_options, run)
     report = verify(url, index_url, decoder=decoder, storage_options=storage_options,
                     limit=limit, progress=progress, sums=sums, write_sums=write_sums,
-                    spans=spans)
+                    accept_current_bytes=accept_current_bytes, spans=spans)
     if spans.chunks is not None:
         spans.chunks.finish()  # the report is made and the sidecar published
     return report, run

@@ -82,3 +82,51 @@ def test_cli_on_junk_folders_and_fifos_exits_non_zero_with_the_path(tmp_path, co
         assert done.returncode == 1, (target, done.stdout, done.stderr)
         assert str(target) in done.stderr + done.stdout
         assert "Traceback" not in done.stderr
+
+
+_OPEN_AND_READ = """
+import sys, recpipe
+try:
+    with recpipe.RecordReader(sys.argv[1], integrity=sys.argv[2]) as reader:
+        print("OPENED", len(reader), reader.sums is not None, reader.index_url is not None)
+except Exception as exc:
+    print("ERROR", type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("ext", ["sums", "idx"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_fifo_or_dev_zero_beside_the_rec_is_refused_at_once(tmp_path, ext, kind):
+    """One guard for every file read whole beside a .rec (``.idx``, ``.sums``): a FIFO would
+    block forever and /dev/zero read until memory runs out; both are refused, naming the file."""
+    rec = str(tmp_path / "d.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        for i in range(3):
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), b"x" * 100))
+    hostile = tmp_path / f"d.{ext}"
+    hostile.unlink()
+    if kind == "fifo":
+        os.mkfifo(hostile)
+    else:
+        os.symlink("/dev/zero", hostile)
+    for integrity in ("auto", "strict"):
+        done = subprocess.run([sys.executable, "-c", _OPEN_AND_READ, rec, integrity],
+                              capture_output=True, text=True, timeout=60)
+        out = done.stdout.strip()
+        assert out.startswith("ERROR OSError") and "not a regular file" in out, out
+        assert str(hostile) in out
+    # with integrity='off' the sidecar is never opened
+    if ext == "sums":
+        done = subprocess.run([sys.executable, "-c", _OPEN_AND_READ, rec, "off"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.stdout.startswith("OPENED 3 False True"), done.stdout
+
+
+def test_a_sidecar_larger_than_its_rec_allows_is_not_read(tmp_path):
+    rec = str(tmp_path / "d.rec")
+    with recpipe.RecordWriter(rec) as writer:
+        writer.write(b"x" * 100)
+    with open(tmp_path / "d.sums", "wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB that is never read
+    with pytest.raises(RecordFormatError, match="more than any sidecar"):
+        recpipe.RecordReader(rec)

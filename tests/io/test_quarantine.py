@@ -358,3 +358,130 @@ def test_a_stale_sidecar_of_same_offsets_fails_reads_and_quarantines_nothing(tmp
     assert report.counts == {"sums-stale": 1} and report.sums_state == "stale"
     os.remove(sums_url_for(rec))
     assert _served(rec) == 8
+
+
+# -- --write-sums never certifies what a valid sidecar calls damaged ---------------------------
+
+
+def _relabel_in_place(rec, position, old, new):
+    """Change the label of record ``position`` (float32 ``old`` -> ``new``) keeping the file's
+    size, inode and mtime: damage a decoder cannot see."""
+    import struct
+
+    st = os.stat(rec)
+    with recpipe.RecordReader(rec) as reader:
+        offset = int(reader.offsets[position])
+    data = bytearray(open(rec, "rb").read())
+    at = offset + 8 + 4  # part head, then IRHeader flag (uint32), then the label
+    assert struct.unpack_from("<f", data, at)[0] == old
+    struct.pack_into("<f", data, at, new)
+    open(rec, "r+b").write(data)
+    os.utime(rec, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return offset
+
+
+def test_write_sums_refuses_to_certify_what_the_sidecar_calls_damaged(tmp_path, capsys):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    sidecar = open(sums_url_for(rec), "rb").read()
+    offset = _relabel_in_place(rec, 3, 3.0, 2.0)
+    assert _served(rec) == 7  # the loader quarantines record 3
+    assert [e.record for e in quarantine_of(rec).entries().values()] == [3]
+    report = verify(rec, decoder=get_decoder("auto"), write_sums=True)
+    assert report.counts == {"checksum-mismatch": 1, "quarantined": 1}
+    assert report.sums_written is None and report.decode_failures == 0
+    assert open(sums_url_for(rec), "rb").read() == sidecar
+    assert main(["verify", rec, "--decode", "--write-sums", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert "checksum-mismatch" in out and "--accept-current-bytes" in out
+    assert open(sums_url_for(rec), "rb").read() == sidecar
+    assert [e.record for e in quarantine_of(rec).entries().values()] == [3]
+    assert _served(rec) == 7
+    # the explicit override, said so in the output
+    assert main(["verify", rec, "--decode", "--write-sums", "--accept-current-bytes",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "ACCEPTED" in out and f"byte {offset}" in out
+    assert quarantine_of(rec).entries() == {}
+    with ImageLoader(rec, 8, (3, 32, 32), threads=1) as loader:
+        [(_, labels)] = list(loader)
+    assert sorted(labels.tolist()) == [0, 1, 2, 2, 4, 5, 6, 7]
+
+
+def test_accept_current_bytes_needs_write_sums(tmp_path, capsys):
+    rec = write_pack(tmp_path / "d.rec", 2)
+    assert main(["verify", rec, "--decode", "--accept-current-bytes", "--no-progress"]) == 2
+    assert "--write-sums" in capsys.readouterr().err
+
+
+# -- a quarantine file of any size is read whole, kept compact, rewritten cleanly ------------
+
+
+def test_entries_past_64_mib_are_seen_and_the_file_is_compacted(tmp_path):
+    rec = write_pack(tmp_path / "d.rec", 8)
+    offset, _ = _damaged_in_place(rec, 5)
+    with recpipe.RecordReader(rec) as reader:
+        token = reader.sums.token
+        first = int(reader.offsets[0])
+    file = quarantine_of(rec)
+    filler = QuarantineEntry(first, 0, "decode", "x" * 300, "test", "").line()
+    os.makedirs(file.directory, exist_ok=True)
+    with open(file.path, "wb") as f:  # a file grown past 64 MiB by repeated lines
+        f.write(filler * ((65 << 20) // len(filler) + 1))
+        f.write(QuarantineEntry(offset, 5, "sum", "damaged", "test", token).line())
+    assert os.path.getsize(file.path) > 64 << 20
+    assert set(file.entries()) == {first, offset}
+    os.remove(file.path)
+    with open(file.path, "wb") as f:
+        f.write(filler.replace(b"decode", b"format") * ((65 << 20) // len(filler) + 1))
+    assert _served(rec) == 6  # record 0 stays out; 5 is found damaged, quarantined once...
+    size = os.path.getsize(file.path)
+    assert size < 4096  # ...and the loader compacted the file: 2 entries
+    assert {e.record for e in file.entries().values()} == {0, 5}
+    assert _served(rec) == 6 and os.path.getsize(file.path) == size  # nothing appended again
+
+
+def test_a_rewrite_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import errno
+
+    from recpipe.io import quarantine as quarantine_module
+
+    file = QuarantineFile("ds", str(tmp_path))
+    for i in range(3):
+        file.add(QuarantineEntry(8 * i, i, "format", "bad magic", "test"))
+    before = open(file.path, "rb").read()
+    real_write = os.write
+
+    def full(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(quarantine_module.os, "write", full)
+    assert file.rewrite([QuarantineEntry(0, 0, "format", "bad magic", "test")]) is False
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(file.path)]
+    assert open(file.path, "rb").read() == before
+
+
+_REWRITE_UNDER_FSIZE = """
+import resource, signal, sys
+from recpipe.io.quarantine import QuarantineEntry, QuarantineFile
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
+file = QuarantineFile("ds", sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+entries = [QuarantineEntry(8 * i, i, "format", "y" * 200, "test") for i in range(50)]
+print("REWRITTEN" if file.rewrite(entries) else "REFUSED")
+"""
+
+
+def test_a_rewrite_past_the_file_size_limit_leaves_no_temporary_file(tmp_path):
+    import subprocess
+    import sys
+
+    file = QuarantineFile("ds", str(tmp_path))
+    file.add(QuarantineEntry(8, 1, "format", "bad magic", "test"))
+    before = open(file.path, "rb").read()
+    done = subprocess.run([sys.executable, "-c", _REWRITE_UNDER_FSIZE, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "REFUSED", done.stderr
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(file.path)]
+    assert open(file.path, "rb").read() == before
