@@ -5,12 +5,17 @@ without the headers leaves out only the libjpeg extension (_batch), saying so on
 
 Hiding needs root and ``unshare -m``; the tests that hide skip, saying why, where either is
 missing. The wheel is built once for this module (the running Python only), about half a minute.
+Nothing depends on which kind of Python runs the tests (a venv from ``python -m venv`` or
+``uv venv``, or the system's): the wheel's venv takes recpipe's dependencies from the
+site-packages the tests themselves import from, not from a base interpreter's.
 """
 
 import glob
+import importlib.util
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import sysconfig
@@ -65,6 +70,22 @@ def _clean_env(**extra):
     return env
 
 
+def _pip():
+    """pip of the running Python (tools/test.sh adds it to a venv that has none)."""
+    if importlib.util.find_spec("pip") is None:
+        pytest.skip(f"no pip in {sys.executable} (a uv venv has none): bash tools/test.sh adds it")
+    return [sys.executable, "-m", "pip"]
+
+
+def _site_dirs():
+    """The site-packages folders the running tests import from: the active venv's (and its
+    base's only when the venv includes them), or the system Python's, and the user's."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dirs if os.path.isdir(d)]
+
+
 @pytest.fixture(scope="module")
 def hide_ok(tmp_path_factory):
     problem = _hiding_problem(tmp_path_factory.mktemp("probe"))
@@ -82,6 +103,7 @@ def wheel(tmp_path_factory):
     if not any(f.endswith("jpeglib.h") for f in _system_jpeg_files()):
         pytest.skip("no jpeglib.h (apt-get install libjpeg62-turbo-dev): the wheel would lack "
                     "_batch")
+    _pip()  # build_wheel.sh runs `python -m pip wheel`
     out = tmp_path_factory.mktemp("dist")
     build = subprocess.run(["bash", str(ROOT / "tools" / "build_wheel.sh"), str(out),
                             sys.executable], capture_output=True, text=True, timeout=900,
@@ -94,14 +116,21 @@ def wheel(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def venv(wheel, tmp_path_factory):
-    """A fresh venv with the wheel installed; numpy, OpenCV, fsspec, tqdm come from this Python's
-    site-packages (--system-site-packages), recpipe only from the wheel."""
+    """A fresh venv with the wheel installed: recpipe only from the wheel; numpy, OpenCV, fsspec,
+    tqdm from the site-packages the tests run with (a .pth file lists them after the venv's
+    own), which hold them whether these run in a venv or on the system's Python. (A venv's
+    --system-site-packages would give the base interpreter's, without them in a venv.)"""
     folder = tmp_path_factory.mktemp("venv") / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(folder)], check=True, timeout=300, env=_clean_env())
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
+                   timeout=300, env=_clean_env())
     python = str(folder / "bin" / "python")
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q",
-                              "--disable-pip-version-check", "--no-deps", "--no-index", str(wheel)],
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                              "'purelib'))"], capture_output=True, text=True, check=True,
+                             timeout=60, env=_clean_env()).stdout.strip()
+    Path(purelib, "recpipe-test-dependencies.pth").write_text("\n".join(_site_dirs()) + "\n")
+    install = subprocess.run(_pip() + ["--python", python, "install", "-q",
+                                       "--disable-pip-version-check", "--no-deps", "--no-index",
+                                       str(wheel)],
                              capture_output=True, text=True, timeout=300, env=_clean_env())
     assert install.returncode == 0, install.stderr[-2000:]
     return folder

@@ -1,16 +1,44 @@
 #!/usr/bin/env bash
-# The test command: sets up what the tests need on a fresh machine (Python 3.11 + pip), then runs them.
-#  - libturbojpeg0 (apt) for the PyTurboJPEG decoder, when apt is usable
+# The test command: sets up what the tests need on a fresh machine, then runs them. It works in
+# the active venv (`python -m venv`, `uv venv`: pip is added where there is none) or, with none
+# active, on python3 (PYTHON=... chooses; tools/python_env.sh), and says first what it installs:
+#  - libturbojpeg0 + libjpeg-turbo headers (apt, system-wide), when missing and apt is usable as
+#    root (RECPIPE_NO_APT=1: never)
 #  - this package with its test extras, editable, and CPU torch for the recpipe.torch tests
 #  - .venv-mxnet: the real mxnet 1.9.1 with numpy<1.24, for the compatibility cross-checks
 # Extra arguments go to pytest (e.g. `bash tools/test.sh tests/io -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+# shellcheck source=tools/python_env.sh
+. tools/python_env.sh
+
+# what will be installed where, said before anything is
+need_apt=0
+if ! ldconfig -p 2>/dev/null | grep -q libturbojpeg || [ ! -f /usr/include/jpeglib.h ]; then
+  need_apt=1
+fi
+{
+  echo "test.sh: before the tests, this installs"
+  if [ $need_apt = 0 ]; then
+    echo "  system-wide: nothing (libturbojpeg and jpeglib.h are present)"
+  elif [ -n "${RECPIPE_NO_APT:-}" ]; then
+    echo "  system-wide: nothing (RECPIPE_NO_APT is set; turbojpeg/region-decode tests skip)"
+  elif command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "  system-wide, with apt-get: libturbojpeg0 and libjpeg62-turbo-dev (libjpeg-turbo8-dev" \
+      "on Ubuntu), and apt-get update if needed (RECPIPE_NO_APT=1 leaves them out)"
+  else
+    echo "  system-wide: nothing (not root or no apt-get; turbojpeg/region-decode tests skip)"
+  fi
+  echo "  into $(python_where): pip if it has none, recpipe (editable) with its" \
+    "[test,turbo,s3,dask] extras, torch 2.13.0"
+  echo "  into ${RECPIPE_MXNET_VENV:-.venv-mxnet/} (a venv of its own): mxnet 1.9.1," \
+    "numpy<1.24, opencv-python-headless<4.11"
+} >&2
+ensure_pip  # before anything is installed: a uv venv gets pip, a PEP 668 system Python stops here
 
 # libjpeg62-turbo-dev (Debian; libjpeg-turbo8-dev on Ubuntu): headers for the recpipe._batch
 # C extension (region decoding, GIL-free runs), built by `pip install -e .` below when they are present
-if ! ldconfig -p 2>/dev/null | grep -q libturbojpeg || [ ! -f /usr/include/jpeglib.h ]; then
+if [ $need_apt = 1 ] && [ -z "${RECPIPE_NO_APT:-}" ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt_jpeg() { apt-get install -y -q libturbojpeg0 "$1" >/dev/null 2>&1; }
     (apt_jpeg libjpeg62-turbo-dev || apt_jpeg libjpeg-turbo8-dev ||
