@@ -345,13 +345,15 @@ def chunk_task(call):
                                    f"({call.version}, now {found}): run the command again")
         if call.url != call.display_url:
             source.url = call.display_url  # messages name the file as the user did
+        walking = time.perf_counter()
         result = call.walk(source, call.span)
-    result.meta.update(number=call.number, start=call.span.start, stop=call.span.stop,
-                       seconds=time.perf_counter() - started,
-                       cpu_seconds=time.process_time() - cpu)
+        walked = time.perf_counter() - walking
+    result.meta.update(number=call.number, start=call.span.start, stop=call.span.stop)
     WorkFolder(call.work_url, call.storage_options).save(call.number, result)
-    return {k: result.meta[k] for k in ("number", "start", "stop", "end", "records", "seconds",
-                                        "cpu_seconds")}
+    receipt = {k: result.meta[k] for k in ("number", "start", "stop", "end", "records")}
+    receipt.update(walk_seconds=walked, seconds=time.perf_counter() - started,
+                   cpu_seconds=time.process_time() - cpu)
+    return receipt
 
 
 class ChunkRunner(Protocol):
@@ -385,7 +387,8 @@ class LocalChunks:
 class ChunkRun:
     """One job's chunks on one file: planned, run (``map_chunks``), then followed in file
     order (``results``); ``finish`` removes the work folder once the caller has published.
-    ``stats``: chunks, resumed, repaired and skipped ones, and each chunk task's receipt."""
+    ``stats``: chunks, resumed, repaired and skipped ones, each chunk task's receipt, and the
+    seconds spent planning (and saving the plan) and running the tasks."""
 
     def __init__(self, runner, work, calls, done):
         self.runner = runner
@@ -448,6 +451,7 @@ def map_chunks(walk, source, *, runner, work, job, chunk_bytes, url=None, index_
     the ``WorkFolder``; ``locate``: the file's URL as workers must open it; ``progress(bytes)``
     as chunks finish (resumed ones at once). Raises ``ChunkTaskError`` when chunk tasks failed
     (the others are kept)."""
+    started = time.perf_counter()
     url = str(url or source.url)
     version = file_version(source)
     plan = json.loads(json.dumps({"format": _FORMAT, "file": url, "version": version,
@@ -461,6 +465,7 @@ def map_chunks(walk, source, *, runner, work, job, chunk_bytes, url=None, index_
                        locate(work.url))
              for number, span in enumerate(spans)]
     run = ChunkRun(runner, work, calls, done)
+    run.stats["plan_seconds"] = time.perf_counter() - started
     if progress is not None:
         resumed = sum(c.span.stop - c.span.start for c in calls if c.number in done)
         if resumed:
@@ -475,7 +480,9 @@ def map_chunks(walk, source, *, runner, work, job, chunk_bytes, url=None, index_
             if progress is not None:
                 progress(call.span.stop - call.span.start)
 
+    mapping = time.perf_counter()
     failures = runner.run(todo, finished) if todo else []
+    run.stats["map_seconds"] = time.perf_counter() - mapping
     if failures:
         raise ChunkTaskError([(call.number, f"bytes {call.span.start}..{call.span.stop}", error)
                               for call, error in sorted(failures, key=lambda f: f[0].number)],

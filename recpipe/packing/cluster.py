@@ -82,12 +82,14 @@ def dask_client(dask, workers=None, timeout=CONNECT_TIMEOUT):
         n_workers = workers or default_workers()
         log.info("starting a local Dask cluster of %d worker processes", n_workers)
         # the scheduler's HTTP server (the dashboard, with bokeh) on a free local port: its
-        # default 8787 may be taken by another cluster
-        with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
-                                      processes=True,
-                                      dashboard_address="127.0.0.1:0") as cluster:
-            with distributed.Client(cluster, timeout=timeout) as client:
-                yield client
+        # default 8787 may be taken by another cluster. The workers' statistical profiler (a
+        # thread sampling every task's stack every 10 ms) is off: it cost the decode-bound
+        # chunk tasks of verify 20-30% (BENCHMARKS.md, whole-file jobs on a cluster)
+        with require("dask", "dask").config.set({"distributed.worker.profile.enabled": False}):
+            cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                               processes=True, dashboard_address="127.0.0.1:0")
+        with cluster, distributed.Client(cluster, timeout=timeout) as client:
+            yield client
         return
     with distributed.Client(str(dask), timeout=timeout) as client:
         yield client

@@ -20,6 +20,7 @@ import contextlib
 import copy
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -75,16 +76,21 @@ class ClusterRun:
     resumed: int = 0
     repaired: int = 0
     skipped: int = 0
+    seconds: dict = field(default_factory=dict)
     receipts: list = field(default_factory=list, repr=False)
 
-    def take(self, stats):
+    def take(self, stats, merge_seconds=0.0):
+        """The stats of a ``ChunkRun`` (and the seconds spent following and merging)."""
         for name in ("chunks", "resumed", "repaired", "skipped"):
             setattr(self, name, stats[name])
         self.receipts = list(stats["receipts"])
+        self.seconds = {"plan": stats.get("plan_seconds", 0.0),
+                        "map": stats.get("map_seconds", 0.0), "merge": merge_seconds}
 
     def to_dict(self):
         return {"cluster": self.cluster, "chunk_bytes": self.chunk_bytes, "chunks": self.chunks,
-                "resumed": self.resumed, "repaired": self.repaired, "skipped": self.skipped}
+                "resumed": self.resumed, "repaired": self.repaired, "skipped": self.skipped,
+                "seconds": self.seconds}
 
 
 @contextlib.contextmanager
@@ -144,9 +150,10 @@ class _VerifySpans:
                                      index_url=self.index_url,
                                      storage_options=self.storage_options, locate=absolute_url,
                                      progress=progress)
+            merging = time.perf_counter()
             for result, first in _in_order(self.chunks):
                 heads.append(checks.merge(result.meta, result.arrays, first))
-        self.run.take(self.chunks.stats)
+        self.run.take(self.chunks.stats, time.perf_counter() - merging)
         return np.concatenate(heads) if heads else np.zeros(0, dtype=np.int64)
 
 
@@ -210,6 +217,7 @@ def index_on_cluster(url, index_url=None, *, cluster=None, positions=False, skip
                             chunk_bytes=run.chunk_bytes, url=url, index_url=None,
                             storage_options=storage_options, locate=absolute_url,
                             progress=progress)
+        merging = time.perf_counter()
         for result, first in _in_order(chunks):
             for start, end, reason, offset, record in result.meta["bad"]:
                 if not skip_bad:  # the first bad range, as one walk raises it
@@ -219,7 +227,7 @@ def index_on_cluster(url, index_url=None, *, cluster=None, positions=False, skip
                 skipped += 1
             offsets.append(result.arrays["offsets"])
             ids.append(result.arrays["ids"])
-    run.take(chunks.stats)
+    run.take(chunks.stats, time.perf_counter() - merging)
     result = write_index(index_url, _joined(offsets), _joined(ids), positions=positions,
                          skipped=skipped, storage_options=storage_options)
     chunks.finish()
@@ -280,13 +288,20 @@ class _ExtractTask:
 
 
 def _extract_task(task):
+    """One chunk of an extract (in a worker): its receipt (``images``, ``bytes``, seconds)."""
     from .extract import extract_chunk
 
+    started, cpu = time.perf_counter(), time.process_time()
     reader, positions = _open_for_extract(task.src, task.index_url, task.storage_options,
                                           task.version)
     number, start, stop = task.chunk
-    return extract_chunk(reader, positions, task.out, number, start, stop, format=task.format,
-                         storage_options=task.storage_options, folders=task.folders)
+    walking = time.perf_counter()
+    images, nbytes = extract_chunk(reader, positions, task.out, number, start, stop,
+                                   format=task.format, storage_options=task.storage_options,
+                                   folders=task.folders)
+    return {"number": number, "images": images, "bytes": nbytes,
+            "walk_seconds": time.perf_counter() - walking,
+            "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu}
 
 
 def extract_on_cluster(src, out, *, cluster=None, index_url=None, format="folder",
@@ -319,20 +334,20 @@ def extract_on_cluster(src, out, *, cluster=None, index_url=None, format="folder
                                   format, storage_options, version, tuple(chunk), folders)
                      for chunk in todo]
 
-            def done(i, result):
-                if result is not None:
-                    run.receipts.append({"number": todo[i][0], "images": result[0],
-                                         "bytes": result[1]})
+            def done(i, receipt):
+                if receipt is not None:
+                    run.receipts.append(receipt)
                     if progress is not None:
-                        progress(result[1])
+                        progress(receipt["bytes"])
 
             deadline = timeout_for(shard_size or DEFAULT_SHARD_BYTES)
+            mapping = time.perf_counter()
             _, failures = run_tasks(client, _extract_task, tasks, name="extract",
                                     deadline=deadline, on_done=done, retries=1, what="chunk")
             if failures:
                 raise ChunkTaskError([(todo[i][0], f"records {todo[i][1]}..{todo[i][2]}", error)
                                       for i, error in failures], out)
-            run.chunks = len(todo)
+            run.seconds["map"] = time.perf_counter() - mapping
 
         summary = extract_records(src, out, index_url=index_path, format=format,
                                   shard_size=shard_size or DEFAULT_SHARD_BYTES,

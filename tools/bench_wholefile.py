@@ -1,0 +1,235 @@
+"""Whole-file jobs on a Dask LocalCluster against one process (issue 37, item 3).
+
+For each job - ``verify --decode --write-sums``, ``index``, ``extract`` - and each data set, the
+one-machine call (``verify``, ``rebuild_index``, ``extract_records`` with its default 4 threads)
+and the same job in chunk tasks on LocalClusters of 1 and 2 worker processes (one thread each;
+``recpipe.packing.wholefile``), in ONE script run, alternated (the order rotates each round) and
+repeated. The clusters are started once, before the rounds (their start is timed apart). Every
+output is checked against the one-process run's (same report, sidecar, index, files).
+
+Reported: wall seconds (median), the ratio one process / cluster, CPU seconds (this process plus
+the workers' tasks), and per chunk: bytes, records, walk seconds (the job's own work in the
+task), task overhead (open, version check, saving the result: task seconds - walk seconds), and
+the driver's seconds (plan, waiting for the tasks, following and merging); then the scaling
+model for N workers made of those per-chunk figures (BENCHMARKS.md, whole-file jobs).
+
+    python tools/bench_wholefile.py --rounds 3            # table; --json for the raw figures
+"""
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+PHOTOS = next((p for p in (os.path.join(HERE, "..", "..", "shared", "data", "photos"),
+                            "/work/shared/data/photos") if os.path.isdir(p)),
+              os.path.join(HERE, "..", "..", "shared", "data", "photos"))
+
+
+def make_photos_rec(folder):
+    """``folder/photos.rec``: the shared photos packed as they are (one file, .idx)."""
+    from recpipe.packing.packer import pack_dataset
+
+    rec = os.path.join(folder, "photos.rec")
+    if not os.path.exists(rec):
+        pack_dataset(PHOTOS, os.path.join(folder, "photos"), pass_through=True, shuffle=False)
+    return rec
+
+
+def make_faces_rec(folder, count):
+    spec = importlib.util.spec_from_file_location("bench_faces",
+                                                  os.path.join(HERE, "bench_faces.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_faces(folder, count, photos=PHOTOS)
+
+
+def _clear(rec):
+    sums = rec[:-4] + ".sums"
+    if os.path.exists(sums):
+        os.remove(sums)
+
+
+def job_verify(rec, scratch, cluster):
+    from recpipe.decode.decoders import get_decoder
+    from recpipe.io.verify import verify
+    from recpipe.packing.wholefile import verify_on_cluster
+
+    _clear(rec)
+    if cluster is None:
+        report, run = verify(rec, decoder=get_decoder("auto"), write_sums=True), None
+    else:
+        report, run = verify_on_cluster(rec, decoder=get_decoder("auto"), write_sums=True,
+                                        cluster=cluster)
+    with open(rec[:-4] + ".sums", "rb") as f:
+        output = (json.dumps(report.to_dict(), sort_keys=True), f.read())
+    return output, run
+
+
+def job_index(rec, scratch, cluster):
+    from recpipe.io.rebuild import rebuild_index
+    from recpipe.packing.wholefile import index_on_cluster
+
+    out = os.path.join(scratch, "x.idx")
+    run = None
+    if cluster is None:
+        rebuild_index(rec, out)
+    else:
+        _, run = index_on_cluster(rec, out, cluster=cluster)
+    with open(out, "rb") as f:
+        return f.read(), run
+
+
+def job_extract(rec, scratch, cluster):
+    from recpipe.packing.extract import extract_records
+    from recpipe.packing.wholefile import extract_on_cluster
+
+    out = os.path.join(scratch, "extract")
+    shutil.rmtree(out, ignore_errors=True)
+    run = None
+    if cluster is None:
+        extract_records(rec, out, shard_size=CHUNK)
+    else:
+        _, run = extract_on_cluster(rec, out, shard_size=CHUNK, cluster=cluster)
+    files = {}
+    for root, _, names in os.walk(out):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as f:
+                files[os.path.relpath(os.path.join(root, name), out)] = len(f.read())
+    return json.dumps(files, sort_keys=True), run
+
+
+JOBS = {"verify --decode --write-sums": job_verify, "index": job_index, "extract": job_extract}
+CHUNK = 8 << 20
+
+
+def timed(job, rec, scratch, cluster):
+    wall, cpu = time.perf_counter(), time.process_time()
+    output, run = job(rec, scratch, cluster)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    task_cpu = sum(r.get("cpu_seconds", 0.0) for r in run.receipts) if run else 0.0
+    return {"wall": wall, "cpu": cpu + task_cpu, "run": run}, output
+
+
+def chunk_figures(runs, size, walls):
+    """Per-chunk medians over the cluster runs of one job (``walls``: their wall seconds)."""
+    receipts = [r for run in runs for r in run.receipts]
+    walks = [r["walk_seconds"] for r in receipts]
+    overhead = [r["seconds"] - r["walk_seconds"] for r in receipts]
+    nbytes = [r.get("stop", 0) - r.get("start", 0) or r.get("bytes", 0) for r in receipts]
+    seconds = {k: statistics.median(run.seconds.get(k, 0.0) for run in runs)
+               for k in ("plan", "map", "merge")}
+    # the driver after the merge: the index check, the sidecar, the .lst (verify, extract)
+    tail = statistics.median(w - sum(run.seconds.get(k, 0.0) for k in ("plan", "map", "merge"))
+                             for w, run in zip(walls, runs))
+    return {"chunks": runs[0].chunks, "bytes_per_chunk": statistics.median(nbytes),
+            "tail_s": max(0.0, tail),
+            "walk_s": statistics.median(walks), "overhead_s": statistics.median(overhead),
+            "cpu_s": statistics.median(r["cpu_seconds"] for r in receipts),
+            "walk_mb_per_s": sum(nbytes) / 1e6 / max(sum(walks), 1e-9),
+            "driver_s": seconds, "file_bytes": size}
+
+
+def model(figures, size, workers, chunk_bytes):
+    """Predicted wall seconds of a file of ``size`` bytes on ``workers`` one-thread workers:
+    plan + merge (driver, scaled by size) + waves of chunk tasks (walk + overhead)."""
+    per_byte = 1.0 / (figures["walk_mb_per_s"] * 1e6)
+    chunks = max(1, -(-size // chunk_bytes))
+    task = chunk_bytes * per_byte + figures["overhead_s"]
+    waves = -(-chunks // workers)
+    scale = size / figures["file_bytes"]
+    plan = figures["driver_s"]["plan"] / max(1, figures["chunks"]) * chunks
+    return plan + waves * task + (figures["driver_s"]["merge"] + figures["tail_s"]) * scale
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--faces", type=int, default=20000, help="faces in faces.rec")
+    parser.add_argument("--dir", default="/tmp/recpipe-bench-wholefile")
+    parser.add_argument("--chunk", default="8MB", help="chunk bytes of the cluster runs")
+    parser.add_argument("--only", default="", help="comma-separated jobs to run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    from recpipe.packing.cluster import dask_client
+    from recpipe.packing.packer import parse_size
+    from recpipe.packing.wholefile import ClusterOptions
+
+    global CHUNK
+    CHUNK = parse_size(args.chunk)
+    os.makedirs(args.dir, exist_ok=True)
+    data = {"photos": make_photos_rec(args.dir), "faces": make_faces_rec(args.dir, args.faces)}
+    scratch = os.path.join(args.dir, "scratch")
+    os.makedirs(scratch, exist_ok=True)
+    clusters, started = {}, {}
+    stack = contextlib.ExitStack()
+    for n in (1, 2):  # as `--dask local --workers n` starts them
+        t = time.perf_counter()
+        clusters[n] = stack.enter_context(dask_client("local", n))
+        clusters[n].wait_for_workers(n)
+        started[n] = time.perf_counter() - t
+    modes = {"one process": None,
+             "dask 1 worker": ClusterOptions(dask=clusters[1], chunk_bytes=CHUNK),
+             "dask 2 workers": ClusterOptions(dask=clusters[2], chunk_bytes=CHUNK)}
+    results = {}
+    jobs = [j for j in JOBS if not args.only or any(o in j for o in args.only.split(","))]
+    with stack:
+        for name, rec in data.items():
+            size = os.path.getsize(rec)
+            for job in jobs:
+                timings = {mode: [] for mode in modes}
+                timed(JOBS[job], rec, scratch, None)  # warm-up (page cache, imports)
+                order = list(modes)
+                for k in range(args.rounds):
+                    for mode in order[k % len(order):] + order[:k % len(order)]:
+                        figures, output = timed(JOBS[job], rec, scratch, modes[mode])
+                        timings[mode].append((figures, output))
+                        print(f"{name} {job} {mode}: {figures['wall']:.2f}s", file=sys.stderr)
+                reference = timings["one process"][0][1]
+                assert all(out == reference for runs in timings.values() for _, out in runs), \
+                    f"{name} {job}: the outputs differ"
+                entry = {"bytes": size}
+                for mode, runs in timings.items():
+                    entry[mode] = {"wall_s": statistics.median(f["wall"] for f, _ in runs),
+                                   "cpu_s": statistics.median(f["cpu"] for f, _ in runs)}
+                    if modes[mode] is not None:
+                        entry[mode]["chunk"] = chunk_figures([f["run"] for f, _ in runs], size,
+                                                             [f["wall"] for f, _ in runs])
+                results[f"{name}: {job}"] = entry
+    if args.json:
+        print(json.dumps({"started_s": started, "results": results}, indent=2))
+        return
+    print(f"LocalCluster start: 1 worker {started[1]:.1f}s, 2 workers {started[2]:.1f}s")
+    print(f"{'data: job':40} {'one s':>7} {'dask1 s':>8} {'dask2 s':>8} {'one/dask2':>9} "
+          f"{'CPU one':>8} {'CPU dask2':>9}")
+    for key, entry in results.items():
+        one, d1, d2 = (entry[m] for m in modes)
+        print(f"{key:40} {one['wall_s']:7.2f} {d1['wall_s']:8.2f} {d2['wall_s']:8.2f} "
+              f"{one['wall_s'] / d2['wall_s']:9.2f} {one['cpu_s']:8.2f} {d2['cpu_s']:9.2f}")
+    print("\nper chunk (dask 2 workers, medians):")
+    print(f"{'data: job':40} {'chunks':>6} {'MB':>5} {'walk s':>7} {'ovh s':>6} {'MB/s':>6} "
+          f"{'plan s':>6} {'merge s':>7}")
+    for key, entry in results.items():
+        c = entry["dask 2 workers"]["chunk"]
+        print(f"{key:40} {c['chunks']:6d} {c['bytes_per_chunk'] / 1e6:5.1f} {c['walk_s']:7.3f} "
+              f"{c['overhead_s']:6.3f} {c['walk_mb_per_s']:6.1f} {c['driver_s']['plan']:6.2f} "
+              f"{c['driver_s']['merge']:7.2f}")
+    print("\nmodel: a 100 GB file in 256 MiB chunks on N one-thread workers (hours)")
+    for key, entry in results.items():
+        c = entry["dask 2 workers"]["chunk"]
+        hours = [model(c, 100e9, n, 256 << 20) / 3600 for n in (1, 2, 8, 32, 128)]
+        print(f"{key:40} " + " ".join(f"N={n}: {h:6.2f}" for n, h in
+                                      zip((1, 2, 8, 32, 128), hours)))
+
+
+if __name__ == "__main__":
+    main()
