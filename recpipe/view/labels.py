@@ -11,8 +11,9 @@ needs and the page polls its progress.
 - Any other file: the first 40 bytes of every record (record head, ``IRHeader``, first packed
   label) are gathered, from a memory map of a local file (one page touched per record) or
   coalesced range reads of a remote one, into one float32 per record; the by-label order is a
-  stable argsort of it. That is 8 bytes a record kept (the order and the sorted labels), and
-  files above ``MAX_SCANNED_RECORDS`` are refused with a clear message instead.
+  stable argsort of it. That is 8 bytes a record kept (the order and the sorted labels; 12 at
+  the peak, 200 MiB for 17M records), and files above ``MAX_SCANNED_RECORDS`` are refused with
+  a clear message instead.
 
 The histogram is bounded the way ``recpipe inspect``'s is: the ``TOP`` most common labels, the
 number of distinct ones, and how many labels (identities) have 1, 2-3, 4-7... records.
@@ -230,9 +231,9 @@ class LabelIndex:
         self._total = total
         heads_of = dataset.reader.table.offsets
         labels = np.empty(total, dtype=np.float32)
-        for first in range(0, total, 1 << 22):  # bounded temporaries: 160 MiB of heads at most
+        for first in range(0, total, 1 << 20):  # bounded temporaries: 40 MiB of heads at most
             part = read_heads(dataset.url, dataset.storage_options,
-                              heads_of[first:first + (1 << 22)],
+                              heads_of[first:first + (1 << 20)],
                               step=lambda done, base=first: self._step(base + done))
             labels[first:first + len(part)] = head_labels(part)[1]
         order = np.argsort(labels, kind="stable")  # NaN (unreadable) last
