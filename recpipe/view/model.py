@@ -9,16 +9,14 @@ loader's own and not a re-implementation of them:
   included), and its plan is the loader's planner on the same random stream
   (``augmenter.plan`` with ``augmenter.sample_rng(aug_seed, e, sample)``), so the crop box,
   flip, angle and colour factors shown are those that made the pixels;
-- a batch is made by the parts the loader's epochs use, taken from the loader: its epoch order
-  (``order.epoch_order`` with the loader's resolved ``shuffle``, seed, rank split and, for a
-  remote block shuffle, byte runs) cut by ``order.split_batches``; its samples decoded by the
-  loader's ``RecordDecoder.fill`` (what ``recpipe replay`` calls) through a ``filling.Filler``
-  with the loader's quarantine and ``on_error``; failed slots dropped and substitutes named as
-  the loader's ``Epoch`` hands them out. The order of an epoch is computed once and kept (the
-  latest epoch asked for), so asking for batch after batch costs no new 17M-record
-  permutation; resuming the loader itself (``load_state_dict``) would plan the epoch again for
-  every batch. The tests check the result against a loader iterated from the start, and
-  against ``recpipe replay``, pixel for pixel.
+- a batch is what iterating the loader delivers: the loader is resumed at epoch ``E``, batch
+  ``K`` (``state_dict`` / ``load_state_dict``, the loader's own resume, which yields exactly the
+  batch an uninterrupted run would) and one batch is taken, so its records, order, seeds, rank
+  split, quarantine, ``on_error`` handling and pixels are the loader's; ``recpipe replay`` of a
+  provenance line for that batch decodes the same records with the same ``RecordDecoder``. The
+  one change: the viewer's loader keeps the batch plans of the latest epoch it planned
+  (``_PlanKeepingLoader``), so asking for batch after batch of one epoch does not make its
+  17M-record permutation again each time (resuming plans the epoch anew).
 
 Only the runtime settings that change no pixel are fixed here (threads, prefetch, no
 lookahead), as ``recpipe.decode.provenance`` lists them.
@@ -30,9 +28,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..decode.filling import Filler, PendingBatch
 from ..decode.loader import ImageLoader
-from ..decode.order import byte_runs, epoch_order, split_batches
 from ..io.layout import image_positions
 from .pictures import viewable
 
@@ -72,7 +68,7 @@ def plan_json(plan):
 class ModelView:
     """The loader of the viewer's recipe over ``dataset`` (built on first use)."""
 
-    def __init__(self, dataset, options, *, threads=1, batch_wait=60.0):
+    def __init__(self, dataset, options, *, threads=2, batch_wait=60.0):
         self.dataset = dataset
         self.options = options.replace(threads=threads, prefetch=1, lookahead=False,
                                        provenance=None, trace=False)
@@ -80,8 +76,6 @@ class ModelView:
         self.batch_wait = batch_wait
         self._loader: Optional[ImageLoader] = None
         self._samples = None
-        self._runs = None
-        self._plans = None  # (epoch, BatchPlans) of the latest epoch asked for
         self._open_lock = threading.Lock()
         self._batch_lock = threading.Lock()
         self._closed = False
@@ -92,10 +86,10 @@ class ModelView:
                 raise RuntimeError("the viewer is closing")
             if self._loader is None:
                 d = self.dataset
-                loader = ImageLoader(d.url, index_url=d.reader.index_url or None,
-                                     storage_options=d.storage_options, options=self.options)
+                loader = _PlanKeepingLoader(d.url, index_url=d.reader.index_url or None,
+                                            storage_options=d.storage_options,
+                                            options=self.options)
                 self._samples = image_positions(loader.reader, self.options.keys)
-                self._runs = _byte_runs(loader, self._samples, self.options.run_bytes)
                 self._loader = loader
             return self._loader
 
@@ -161,66 +155,44 @@ class ModelView:
         return len(self.loader())  # the same count on every epoch and part
 
     def batch(self, epoch, index):
-        """``(images, labels, pad, positions)`` of batch ``index`` of ``epoch`` as the loader
-        delivers it (see the module docstring). Raises the loader's error when it would raise
-        (``on_error='raise'`` and a bad record), KeyError for a batch that does not exist, Busy
-        when another batch is being made for longer than ``batch_wait``."""
+        """``(images, labels, pad, positions)`` of batch ``index`` of ``epoch`` exactly as the
+        loader delivers it (copies: the loader reuses its buffers). Raises the loader's error
+        when it raises (``on_error='raise'`` and a bad record), KeyError for a batch that does
+        not exist, Busy when another batch is being made for longer than ``batch_wait``."""
         loader = self.loader()
+        if not 0 <= index < len(loader):
+            raise KeyError(f"no batch {index}: an epoch has {len(loader)} batches "
+                           f"(0..{len(loader) - 1}) of {self.options.batch_size}")
         if not self._batch_lock.acquire(timeout=self.batch_wait):
             raise Busy("another batch is being made; try again")
         try:
             if self._closed:
                 raise RuntimeError("the viewer is closing")
-            plans = self._epoch_plans(loader, epoch)
-            if not 0 <= index < len(plans):
-                raise KeyError(f"no batch {index}: an epoch has {len(plans)} batches "
-                               f"(0..{len(plans) - 1}) of {self.options.batch_size}")
-            return self._fill(loader, plans[index], epoch)
+            state = loader.state_dict()
+            state.update(epoch=epoch, batch=index)
+            loader.load_state_dict(state)
+            epoch_batches = iter(loader)
+            try:
+                delivered = next(epoch_batches)
+            finally:
+                epoch_batches.cancel()
+            return (np.array(delivered.images), np.array(delivered.labels), delivered.pad,
+                    np.array(delivered.positions, dtype=np.int64))
         finally:
             self._batch_lock.release()
 
-    def _epoch_plans(self, loader, epoch):
-        """The loader's batch plans of ``epoch`` (kept for the latest epoch asked for)."""
-        if self._plans is None or self._plans[0] != epoch:
-            o = self.options
-            self._plans = None  # the old order goes before the new one is made
-            order = epoch_order(loader.num_samples, shuffle=loader.shuffle, seed=o.seed,
-                                epoch=epoch, part_index=o.part_index, num_parts=o.num_parts,
-                                run_starts=self._runs)
-            self._plans = (epoch, split_batches(order, o.batch_size, o.last_batch))
-        return self._plans[1]
 
-    def _fill(self, loader, plan, epoch):
-        """Decode ``plan``'s samples as the loader's workers do and hand them out as its
-        ``Epoch`` does: failed slots left out, substitutes' records named."""
-        o, samples = self.options, self._samples
-        records = plan.positions if samples is None else samples[plan.positions]
-        size = len(plan.positions)
-        images = np.empty((size,) + loader.augmenter.out_shape, dtype=loader.augmenter.dtype)
-        labels = np.zeros((size,) if o.label_width == 1 else (size, o.label_width),
-                          dtype=np.float32)
-        pending = PendingBatch(plan, images, labels, records)
-        filler = Filler(loader.records, loader.quarantine, o.on_error, samples,
-                        loader.num_samples)
-        filler.fill_run((pending, 0, size, epoch), None)
-        if pending.error is not None:
-            raise pending.error
-        delivered = np.array(pending.positions, dtype=np.int64)
-        for slot, other in pending.substitutes.items():
-            delivered[slot] = other
-        if pending.failed:
-            keep = np.setdiff1d(np.arange(size), pending.failed)
-            images, labels, delivered = images[keep], labels[keep], delivered[keep]
-        positions = delivered if samples is None else samples[delivered]
-        return images, labels, pending.pad, np.asarray(positions, dtype=np.int64)
+class _PlanKeepingLoader(ImageLoader):
+    """``ImageLoader`` keeping the batch plans of the latest epoch it planned: every batch the
+    viewer asks for resumes the loader, and resuming plans the epoch again (a permutation of
+    every record when shuffled). The plans are an immutable ``order.BatchPlans``; everything
+    else is the loader's own."""
 
+    _kept = None
 
-def _byte_runs(loader, samples, run_bytes):
-    """The runs a block shuffle of a remote file moves (as ``ImageLoader`` makes them), else
-    None."""
-    if loader.shuffle != "block" or not loader.reader.remote:
-        return None
-    records = np.arange(loader.num_samples) if samples is None else samples
-    starts, ends = loader.reader.spans(records)
-    return byte_runs(ends - starts, run_bytes)
-
+    def _batches(self, epoch):
+        kept = self._kept
+        if kept is None or kept[0] != epoch:
+            self._kept = None  # the old order goes before the new one is made
+            kept = self._kept = (epoch, super()._batches(epoch))
+        return kept[1]
