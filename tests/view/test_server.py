@@ -504,3 +504,30 @@ def test_a_block_shuffle_of_a_remote_file_is_the_loaders(pack):
                     positions.tolist()
     finally:
         fs.rm("/view-block", recursive=True)
+
+
+def test_record_heads_gathered_from_windows_of_the_file_or_range_reads(pack, monkeypatch):
+    import fsspec
+
+    from recpipe.view import labels
+
+    with recpipe.RecordReader(pack, integrity="off") as reader:
+        offsets = reader.offsets.array
+    shuffled = np.random.default_rng(0).permutation(offsets)
+    whole = labels.read_heads(pack, None, shuffled)
+    monkeypatch.setattr(labels, "_WINDOW_BYTES", 16384)  # many windows, each mapped in turn
+    monkeypatch.setattr(labels, "_RANGE_BYTES", 16384)
+    done = []
+    assert np.array_equal(labels.read_heads(pack, None, shuffled, step=done.append), whole)
+    assert len(done) > 10 and done[-1] == len(offsets)
+    fs = fsspec.filesystem("memory")
+    with open(pack, "rb") as f:
+        fs.pipe("/heads/pack.rec", f.read())
+    try:
+        assert np.array_equal(labels.read_heads("memory://heads/pack.rec", None, shuffled), whole)
+    finally:
+        fs.rm("/heads", recursive=True)
+    _, label0, _ = labels.head_labels(whole)
+    expected = [np.nan if o == offsets[FRAMING] else label_of(int(np.flatnonzero(offsets == o)[0]))
+                for o in shuffled]
+    assert np.array_equal(label0, np.array(expected, np.float32), equal_nan=True)
