@@ -20,6 +20,7 @@ show). Quarantine and index caches go to a temporary folder (the user's are not 
 
     python tools/bench_view.py                  # 17.1M records, 2 rounds each
     python tools/bench_view.py --rounds 3 --cold --json
+    python tools/bench_view.py --labels         # the label scan of the 17.1M file, peak RSS
 """
 
 import argparse
@@ -162,6 +163,37 @@ def one_round(rec, starts, env, seed):
     return out
 
 
+def _peak_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def label_scan(rec, env):
+    """Seconds and the server's peak RSS for the label histogram / by-label order of ``rec``
+    (every record's head read once, in the server's background thread)."""
+    process, base, _ = _start(rec, env)
+    try:
+        before = _peak_rss_mb(process.pid)
+        t0 = time.perf_counter()
+        state = json.loads(_get(base + "api/labels?start=1"))
+        while state["state"] in ("idle", "running"):
+            time.sleep(0.5)
+            state = json.loads(_get(base + "api/labels"))
+        seconds = time.perf_counter() - t0
+        assert state["state"] == "ready", state
+        t1 = time.perf_counter()
+        json.loads(_get(base + f"api/page?order=label&start={state['records'] // 2}&count={PAGE}"))
+        page = time.perf_counter() - t1
+        return {"seconds": seconds, "by_label_page": page, "rss_mb_before": before,
+                "rss_mb_after": _peak_rss_mb(process.pid), "distinct": state["distinct"]}
+    finally:
+        process.terminate()
+        process.communicate(timeout=60)
+
+
 def _summary(rounds):
     def stat(values):
         values = sorted(values)
@@ -186,6 +218,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cold", action="store_true",
                         help="also time one start with no index cache")
+    parser.add_argument("--labels", action="store_true",
+                        help="only time the label scan (histogram, by-label order) of the "
+                             "big file, with the server's peak RSS")
     parser.add_argument("--dir", default="/tmp/recpipe-bench-view")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -196,6 +231,16 @@ def main():
     env = dict(os.environ, RECPIPE_QUARANTINE_DIR=os.path.join(scratch, "quarantine"),
                RECPIPE_CACHE_DIR=os.path.join(scratch, "cache"))
     results = {"records": args.records, "baseline": args.baseline, "rounds": args.rounds}
+    if args.labels:
+        try:
+            found = label_scan(big, env)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        print(json.dumps(found, indent=2) if args.json else
+              f"label scan of {args.records} records: {found['seconds']:.1f} s, a by-label page "
+              f"then {found['by_label_page'] * 1e3:.0f} ms; server peak RSS "
+              f"{found['rss_mb_before']:.0f} MB before, {found['rss_mb_after']:.0f} MB after")
+        return
     try:
         if args.cold:
             shutil.rmtree(env["RECPIPE_CACHE_DIR"], ignore_errors=True)

@@ -21,6 +21,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import errors
 from ..decode.decoders import get_decoder
 from ..errors import DecodeError, LabelError, RecordFormatError
 from ..system.host import node_share
@@ -345,8 +346,7 @@ class App:
                 try:
                     return thumbnail(self.decoder, data, box)
                 except DecodeError as exc:  # say which record, as the loaders do
-                    raise DecodeError(exc.reason, path=self.dataset.url,
-                                      record=position) from exc
+                    raise _located(exc, self.dataset.url, position) from exc
         except _RECORD_ERRORS as exc:
             error = record_error(exc)
             if not isinstance(exc, NotAnImage):
@@ -471,6 +471,20 @@ class _Slot:
 
     def __exit__(self, *exc):
         self.semaphore.release()
+
+
+def _located(exc, path, record):
+    """The decoder's DecodeError ``exc`` naming ``path`` and ``record``, its other attributes
+    kept; where errors say whose fault they are (``fault``), a failed whole-image decode is the
+    record's bytes' (``errors.DECODE``) unless the decoder said otherwise (a limit)."""
+    located = DecodeError(exc.reason, path=path, record=record)
+    for name, value in vars(exc).items():
+        if name not in ("reason", "path", "record", "args"):
+            setattr(located, name, value)
+    decode_fault = getattr(errors, "DECODE", None)
+    if decode_fault is not None and getattr(located, "fault", None) is None:
+        located.fault = decode_fault
+    return located
 
 
 def _message(exc):

@@ -11,11 +11,14 @@ loader's own and not a re-implementation of them:
   flip, angle and colour factors shown are those that made the pixels;
 - a batch is what iterating the loader delivers: the loader is resumed at epoch ``E``, batch
   ``K`` (``state_dict`` / ``load_state_dict``, the loader's own resume, which yields exactly the
-  batch an uninterrupted run would) and one batch is taken. Its records, order, seeds, rank
-  split and ``on_error`` are the loader's; ``recpipe replay`` of a provenance log line for that
-  batch decodes the same records with the same ``RecordDecoder`` and gives the same pixels.
+  batch an uninterrupted run would) and one batch is taken, so its records, order, seeds, rank
+  split, quarantine, ``on_error`` handling and pixels are the loader's; ``recpipe replay`` of a
+  provenance line for that batch decodes the same records with the same ``RecordDecoder``. The
+  one change: the viewer's loader keeps the batch plans of the latest epoch it planned
+  (``_PlanKeepingLoader``), so asking for batch after batch of one epoch does not make its
+  17M-record permutation again each time (resuming plans the epoch anew).
 
-Only the runtime settings that change no pixel are fixed here (threads, prefetch 1, no
+Only the runtime settings that change no pixel are fixed here (threads, prefetch, no
 lookahead), as ``recpipe.decode.provenance`` lists them.
 """
 
@@ -83,8 +86,9 @@ class ModelView:
                 raise RuntimeError("the viewer is closing")
             if self._loader is None:
                 d = self.dataset
-                loader = ImageLoader(d.url, index_url=d.reader.index_url or None,
-                                     storage_options=d.storage_options, options=self.options)
+                loader = _PlanKeepingLoader(d.url, index_url=d.reader.index_url or None,
+                                            storage_options=d.storage_options,
+                                            options=self.options)
                 self._samples = image_positions(loader.reader, self.options.keys)
                 self._loader = loader
             return self._loader
@@ -148,7 +152,7 @@ class ModelView:
     # -- batch K of epoch E ---------------------------------------------------------------
 
     def batches(self) -> int:
-        return len(self.loader())
+        return len(self.loader())  # the same count on every epoch and part
 
     def batch(self, epoch, index):
         """``(images, labels, pad, positions)`` of batch ``index`` of ``epoch`` exactly as the
@@ -176,3 +180,19 @@ class ModelView:
                     np.array(delivered.positions, dtype=np.int64))
         finally:
             self._batch_lock.release()
+
+
+class _PlanKeepingLoader(ImageLoader):
+    """``ImageLoader`` keeping the batch plans of the latest epoch it planned: every batch the
+    viewer asks for resumes the loader, and resuming plans the epoch again (a permutation of
+    every record when shuffled). The plans are an immutable ``order.BatchPlans``; everything
+    else is the loader's own."""
+
+    _kept = None
+
+    def _batches(self, epoch):
+        kept = self._kept
+        if kept is None or kept[0] != epoch:
+            self._kept = None  # the old order goes before the new one is made
+            kept = self._kept = (epoch, super()._batches(epoch))
+        return kept[1]

@@ -465,3 +465,69 @@ def test_any_fsspec_url_is_served_through_range_reads(pack):
                                   local[index][0][0].transpose(1, 2, 0))
     finally:
         fs.rm("/view-test", recursive=True)
+
+
+@pytest.mark.parametrize("on_error", ["skip", "replace"])
+def test_batches_with_damaged_records_follow_the_loaders_error_policy(pack, on_error):
+    with ImageLoader(pack, options=options(on_error=on_error)) as loader:
+        loader.set_epoch(1)
+        delivered = [(b.images.copy(), b.labels.copy(), b.pad, b.positions.copy())
+                     for b in loader]
+    with viewer(pack, on_error=on_error) as client:
+        for index, (images, labels, pad, positions) in enumerate(delivered):
+            batch = client.get(f"/api/batch/1/{index}").json()
+            assert batch["positions"] == positions.tolist(), index
+            assert batch["labels"] == labels.tolist() and batch["pad"] == pad
+            raw = client.get(batch["npy"]).body
+            import io
+
+            assert np.array_equal(np.load(io.BytesIO(raw)), images), index
+
+
+def test_a_block_shuffle_of_a_remote_file_is_the_loaders(pack):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for suffix in (".rec", ".idx", ".sums"):
+        with open(pack[:-4] + suffix, "rb") as f:
+            fs.pipe(f"/view-block/pack{suffix}", f.read())
+    url = "memory://view-block/pack.rec"
+    settings = dict(shuffle="block", run_bytes=30000, on_error="skip")
+    try:
+        with ImageLoader(url, options=options(**settings)) as loader:
+            assert loader.shuffle == "block"
+            loader.set_epoch(2)
+            delivered = [b.positions.copy() for b in loader]
+        with viewer(url, **settings) as client:
+            for index, positions in enumerate(delivered):
+                assert client.get(f"/api/batch/2/{index}").json()["positions"] == \
+                    positions.tolist()
+    finally:
+        fs.rm("/view-block", recursive=True)
+
+
+def test_record_heads_gathered_from_windows_of_the_file_or_range_reads(pack, monkeypatch):
+    import fsspec
+
+    from recpipe.view import labels
+
+    with recpipe.RecordReader(pack, integrity="off") as reader:
+        offsets = reader.offsets.array
+    shuffled = np.random.default_rng(0).permutation(offsets)
+    whole = labels.read_heads(pack, None, shuffled)
+    monkeypatch.setattr(labels, "_WINDOW_BYTES", 16384)  # many windows, each mapped in turn
+    monkeypatch.setattr(labels, "_RANGE_BYTES", 16384)
+    done = []
+    assert np.array_equal(labels.read_heads(pack, None, shuffled, step=done.append), whole)
+    assert len(done) > 10 and done[-1] == len(offsets)
+    fs = fsspec.filesystem("memory")
+    with open(pack, "rb") as f:
+        fs.pipe("/heads/pack.rec", f.read())
+    try:
+        assert np.array_equal(labels.read_heads("memory://heads/pack.rec", None, shuffled), whole)
+    finally:
+        fs.rm("/heads", recursive=True)
+    _, label0, _ = labels.head_labels(whole)
+    expected = [np.nan if o == offsets[FRAMING] else label_of(int(np.flatnonzero(offsets == o)[0]))
+                for o in shuffled]
+    assert np.array_equal(label0, np.array(expected, np.float32), equal_nan=True)
