@@ -161,7 +161,7 @@ def test_verify_of_a_damaged_file_equals_one_walk(tmp_path, chunk_bytes):
     rec.write_bytes(bytes(blob[:-5]))  # and a truncated tail
     one, _ = same_verify(rec, chunk_bytes, decoder=get_decoder("auto"), limit=2)
     assert {"bad-header", "decode-failed", "not-in-index", "index-not-at-head",
-            "sums-unusable"} <= set(one["counts"])
+            "sums-stale"} <= set(one["counts"])
     assert any(p.get("record", 0) > 20 for p in one["problems"])
 
 
