@@ -74,6 +74,7 @@ class RecordWriter:
         self.offset = 0
         self.count = 0
         self._finished = False  # closed, aborted or disowned
+        self._failed: Optional[BaseException] = None  # the write that failed in the middle
         self._pid = os.getpid()
         after_fork_in_child(self, RecordWriter.disown)
         if not all(output.local for output in self._outputs()):
@@ -92,7 +93,8 @@ class RecordWriter:
             self._rec.write(data)
             if line is not None and self._idx is not None:
                 self._idx.write(line)
-        except BaseException:  # a record written in part: nothing of this writer is published
+        except BaseException as e:  # a record written in part: nothing of this writer is published
+            self._failed = e
             self.abort()
             raise
         if self._sums is not None:
@@ -104,7 +106,11 @@ class RecordWriter:
     def close(self) -> None:
         """Publish the ``.rec``, its ``.idx`` and its ``.sums`` as one commit
         (``atomic.commit_group``): an error while finishing them (a full disk) leaves any
-        earlier files as they were. Closing again does nothing."""
+        earlier files as they were. Closing again does nothing; closing a writer one of whose
+        writes failed raises RuntimeError (its files were discarded)."""
+        if self._failed is not None:
+            raise RuntimeError(f"{self.url}: nothing published: a write failed "
+                               f"({self._failed!r}) and the files were discarded")
         if self._finished:
             return
         self._finished = True

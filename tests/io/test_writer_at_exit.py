@@ -172,6 +172,8 @@ def test_writer_whose_write_failed_publishes_nothing_when_dropped(tmp_path):
     writer._rec.file = Full()
     with pytest.raises(OSError):
         writer.write(b"torn")
+    with pytest.raises(RuntimeError, match="a write failed"):
+        writer.close()
     del writer
     assert os.listdir(tmp_path) == []
 
