@@ -13,7 +13,9 @@ records raise ``RecordFormatError`` naming the path and offset, and written file
 atomically when the object is closed (or dropped, as MXNet's do). Differences from MXNet,
 all deliberate (see README, "Migrating from mxnet"):
 
-- a file being written appears under its name at ``close()`` (MXNet writes in place);
+- a file being written appears under its name at ``close()`` (MXNet writes in place), or when
+  the object is dropped, also at the program's end; not when the program ends by an uncaught
+  exception (a crash, Ctrl-C), where MXNet leaves the part written;
 - ``write_idx`` refuses keys that would corrupt the ``.idx`` (tabs, newlines) with ValueError;
 - errors are recpipe's (``FileNotFoundError``, ``RecordFormatError``) instead of ``MXNetError``;
 - writers also publish the checksum sidecar (``x.sums``, MXNet ignores it) and readers check
@@ -117,6 +119,11 @@ class MXRecordIO:
 
     def __del__(self):
         try:
+            writer = getattr(self, "_writer", None)
+            if writer is not None and self.is_open and self.pid == os.getpid():
+                self._writer, self.is_open, self.pid = None, False, None
+                writer.drop()  # publishes, unless the program ends by an uncaught exception
+                return
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown or a failed publish: log only
             log.exception("closing %s when it was dropped", getattr(self, "uri", "?"))

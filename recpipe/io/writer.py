@@ -4,6 +4,7 @@ published atomically."""
 import atexit
 import logging
 import os
+import sys
 import threading
 import weakref
 from typing import Hashable, Optional, Union
@@ -15,7 +16,7 @@ from .format import frame
 from .index import format_index_line, index_url_for
 from .sums import SumsBuilder, sums_url_for
 
-__all__ = ["RecordWriter"]
+__all__ = ["RecordWriter", "ending_with_error"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,8 @@ class RecordWriter:
     ``with`` body raises, nothing is published. Keys default to the record's position.
 
     A writer dropped without ``close()`` publishes what it wrote, as MXNet's writers do, also
-    when it is dropped while the interpreter shuts down (MXNet programs never close theirs):
+    when it is dropped while the interpreter shuts down (MXNet programs never close theirs;
+    unless the program ends by an uncaught exception: ``drop``):
     everything ``close()`` needs (the three temporary files, the checksum code) is resolved
     here, so closing runs no import and starts no thread. A write that failed in the middle (a
     full disk) discards everything instead, and a writer inherited by a forked child belongs to
@@ -79,6 +81,7 @@ class RecordWriter:
         self.offset = 0
         self.count = 0
         self._finished = False  # closed, aborted or disowned
+        self._failed: Optional[BaseException] = None  # the write that failed in the middle
         self._pid = os.getpid()
         after_fork_in_child(self, RecordWriter.disown)
         if not all(output.local for output in self._outputs()):
@@ -97,7 +100,8 @@ class RecordWriter:
             self._rec.write(data)
             if line is not None and self._idx is not None:
                 self._idx.write(line)
-        except BaseException:  # a record written in part: nothing of this writer is published
+        except BaseException as e:  # a record written in part: nothing of this writer is published
+            self._failed = e
             self.abort()
             raise
         if self._sums is not None:
@@ -109,7 +113,11 @@ class RecordWriter:
     def close(self) -> None:
         """Publish the ``.rec``, its ``.idx`` and its ``.sums`` as one commit
         (``atomic.commit_group``): an error while finishing them (a full disk) leaves any
-        earlier files as they were. Closing again does nothing."""
+        earlier files as they were. Closing again does nothing; closing a writer one of whose
+        writes failed raises RuntimeError (its files were discarded)."""
+        if self._failed is not None:
+            raise RuntimeError(f"{self.url}: nothing published: a write failed "
+                               f"({self._failed!r}) and the files were discarded")
         if self._finished:
             return
         self._finished = True
@@ -139,16 +147,23 @@ class RecordWriter:
                                       getattr(self, "_sums_file", None)) if output is not None]
 
     def __del__(self):
-        self._close_dropped()
+        self.drop()
 
-    def _close_dropped(self):
+    def drop(self, *, at_exit=False) -> None:
+        """What a writer dropped without ``close()`` does: publish what it wrote, as MXNet's
+        writers do; but when the program ends by an uncaught exception (its traceback printed:
+        a crash, Ctrl-C), discard it, as its output is not complete. A writer a forked child
+        inherited is disowned. ``at_exit``: called by the exit hook of remote writers."""
         if getattr(self, "_finished", True):
             return
         try:
-            if self._pid == os.getpid():
-                self.close()  # as MXNet: a dropped writer publishes what it wrote
-            else:
+            if self._pid != os.getpid():
                 self.disown()
+            elif ending_with_error(at_exit):
+                log.warning("%s: not published, the program ended with an error", self.url)
+                self.abort()
+            else:
+                self.close()  # as MXNet: a dropped writer publishes what it wrote
         except Exception:  # noqa: BLE001 - a failed publish when dropped: logged, nothing published
             log.exception("publishing %s when its writer was dropped", self.url)
 
@@ -174,4 +189,23 @@ def _publish_at_exit(writer):
 def _close_remote_writers():
     """At exit, before the interpreter shuts down: publish the remote writers still open."""
     for writer in list(_remote_open):
-        writer._close_dropped()
+        writer.drop(at_exit=True)
+
+
+def ending_with_error(at_exit=False):
+    """True while the program ends because of an uncaught exception: the interpreter is
+    shutting down (or ``at_exit``: in an ``atexit`` hook) after printing its traceback
+    (``sys.last_value``; a ``sys.exit()`` is not an error here)."""
+    if at_exit:
+        return getattr(sys, "last_value", None) is not None
+    return sys.is_finalizing() and _exit["error"]
+
+
+def _note_exit():
+    # the interpreter clears sys.last_value before it drops what __main__ held: noted here,
+    # while atexit hooks run
+    _exit["error"] = getattr(sys, "last_value", None) is not None
+
+
+_exit = {"error": False}
+atexit.register(_note_exit)

@@ -172,6 +172,8 @@ def test_writer_whose_write_failed_publishes_nothing_when_dropped(tmp_path):
     writer._rec.file = Full()
     with pytest.raises(OSError):
         writer.write(b"torn")
+    with pytest.raises(RuntimeError, match="a write failed"):
+        writer.close()
     del writer
     assert os.listdir(tmp_path) == []
 
@@ -192,19 +194,74 @@ REMOTE_SCRIPT = textwrap.dedent("""
     writer = recpipe.RecordWriter(url, storage_options=options)
     for i in range(3):
         writer.write(b"remote %d" % i)
+    if sys.argv[3] == "crash":
+        raise RuntimeError("the program crashed")
 """)
 
 
-def test_remote_writer_left_open_at_exit_publishes(s3, tmp_path):
+def _run_remote(url, options, end):
     import json
 
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    return subprocess.run([sys.executable, "-c", REMOTE_SCRIPT, url, json.dumps(options), end],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_remote_writer_of_a_crashed_program_publishes_nothing(s3):
+    import fsspec
+
+    bucket, options = s3
+    done = _run_remote(f"{bucket}/crashed/open.rec", options, "crash")
+    assert done.returncode == 1 and "the program crashed" in done.stderr
+    fs, path = fsspec.core.url_to_fs(f"{bucket}/crashed",
+                                     **{k: v for k, v in options.items() if k != "recpipe"})
+    assert not fs.exists(path) or fs.ls(path) == []
+
+
+def test_remote_writer_left_open_at_exit_publishes(s3, tmp_path):
     bucket, options = s3
     url = f"{bucket}/left/open.rec"
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    done = subprocess.run([sys.executable, "-c", REMOTE_SCRIPT, url, json.dumps(options)],
-                          capture_output=True, text=True, timeout=60, env=env)
+    done = _run_remote(url, options, "exit")
     assert done.returncode == 0, done.stderr
     with recpipe.RecordReader(url, storage_options=options) as reader:
         assert list(reader) == [b"remote %d" % i for i in range(3)]
         size = reader.size
     assert len(load_sums(url, size, options)) == 3
+
+
+CRASH = textwrap.dedent("""
+    import sys
+    import recpipe as mx
+    out = sys.argv[1]
+    record = mx.recordio.MXIndexedRecordIO(out + "/crash.idx", out + "/crash.rec", "w")
+    raw = mx.RecordWriter(out + "/raw.rec")
+    for i in range(3):
+        record.write_idx(i, b"record %d" % i)
+        raw.write(b"raw %d" % i)
+    {end}
+""")
+
+
+@pytest.mark.parametrize("end", ["raise RuntimeError('the program crashed')",
+                                 "raise KeyboardInterrupt"])
+def test_a_program_that_crashes_publishes_nothing(tmp_path, end):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    done = subprocess.run([sys.executable, "-c", CRASH.format(end=end), str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0 and "Traceback" in done.stderr
+    assert os.listdir(out) == []  # neither a truncated file nor a temporary one
+
+
+def test_a_program_that_exits_with_sys_exit_publishes(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+    done = subprocess.run([sys.executable, "-c", CRASH.format(end="sys.exit(3)"), str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 3
+    with recpipe.RecordReader(str(out / "crash.rec")) as reader:
+        assert len(list(reader)) == 3
+    assert sorted(os.listdir(out)) == ["crash.idx", "crash.rec", "crash.sums", "raw.idx",
+                                       "raw.rec", "raw.sums"]

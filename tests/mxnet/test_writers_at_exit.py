@@ -7,7 +7,8 @@ interpreter shuts down; the ``.rec``/``.idx`` files must be byte-identical:
 
 - MXNet's own ``tools/im2rec.py`` (the copy shipped with mxnet 1.9.1), single-process mode,
   two ``.lst`` files: the module-level ``record`` is rebound for the second list and the last
-  writer is left open at exit. recpipe stands in for mxnet through a one-line ``mxnet`` package
+  writer is left open at exit (and its multi-process mode, whose writer process returns
+  without closing its writer). recpipe stands in for mxnet through a one-line ``mxnet`` package
   on the path (``sys.modules["mxnet"] = recpipe``);
 - InsightFace's ``rec_builder.py`` pattern (our own reproduction, the script is below): a
   builder object keeps an ``MXIndexedRecordIO`` whose ``close()`` writes the ``property`` file
@@ -71,7 +72,10 @@ def check_sums(rec):
         assert len(list(reader)) == len(sums) == len(reader)
 
 
-def test_im2rec_py_single_process_publishes_mxnets_bytes(mxnet_python, image_tree, tmp_path):
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_im2rec_py_publishes_mxnets_bytes(mxnet_python, image_tree, tmp_path, threads):
+    """``--num-thread 1``: the single-process mode, its writer left open at exit; ``2``: the
+    writer process's ``write_worker`` returns without closing its writer."""
     script = im2rec_script(mxnet_python)
     names = ["data_train.rec", "data_train.idx", "data_val.rec", "data_val.idx"]
     results = {}
@@ -80,7 +84,7 @@ def test_im2rec_py_single_process_publishes_mxnets_bytes(mxnet_python, image_tre
         work.mkdir()
         make_lists(work / "data", image_tree, recursive=True, train_ratio=0.7)
         run(python, [script, str(work / "data"), str(image_tree), "--pass-through",
-                     "--num-thread", "1"], work, with_recpipe=side == "recpipe")
+                     "--num-thread", threads], work, with_recpipe=side == "recpipe")
         results[side] = outputs(work, names)
     assert sorted(results["mxnet"]) == sorted(names)
     assert sorted(results["recpipe"]) == sorted(names), "a writer dropped at exit lost its files"
