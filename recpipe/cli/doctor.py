@@ -2,6 +2,7 @@
 
 import json
 
+from ..io.protection import describe
 from ..report.doctor import diagnose
 
 __all__ = ["register", "run"]
@@ -15,11 +16,13 @@ def register(subparsers):
                                           "fast path measured on a built-in sample.")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-measure", action="store_true", help="skip the timed decode (faster)")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help=".rec files: also say whether each is protected by checksums")
     p.set_defaults(func=run)
 
 
 def run(args):
-    report = diagnose(measure=not args.no_measure)
+    report = diagnose(measure=not args.no_measure, files=args.files)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -40,6 +43,8 @@ def run(args):
           f"(local rank {c['local_rank']} of {c['local_ranks']})")
     if report["environment"]:
         print("environment: " + ", ".join(f"{k}={v}" for k, v in report["environment"].items()))
+    for url, protection in report.get("protection", {}).items():
+        print(f"{url}: checksums: {describe(protection)}")
     if "decode_images_per_s" in report:
         print("decode, one thread, built-in sample: " + ", ".join(
             f"{k} {v:.0f} img/s" for k, v in report["decode_images_per_s"].items()))

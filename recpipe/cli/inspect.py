@@ -3,6 +3,7 @@
 import json
 import sys
 
+from ..io.protection import describe, protection_of
 from ..io.quarantine import quarantine_of
 from ..io.sniff import check_recordio_head
 from ..io.sources import open_source
@@ -37,7 +38,10 @@ def register(subparsers):
     p.add_argument("file", help=".rec file (path or fsspec URL)")
     p.add_argument("--index", metavar="IDX", help=".idx to check (default: the one beside FILE)")
     p.add_argument("--no-index", action="store_true", help="do not check any .idx")
-    p.add_argument("--decode", action="store_true", help="also decode every image, as the loaders do")
+    p.add_argument("--decode", action="store_true",
+                   help="also decode every image, as the loaders do (libjpeg's warnings are "
+                        "errors): finds truncated or structurally broken images, not most bit "
+                        "flips inside JPEG data, which still decode; only checksums see those")
     p.add_argument("--no-sums", action="store_true",
                    help="do not check the records against the .sums sidecar")
     p.add_argument("--write-sums", action="store_true",
@@ -67,6 +71,7 @@ def run_inspect(args):
     for entry in summary["quarantined"]:  # the file each quarantined record was packed from
         if entry["offset"] in sources:
             entry["source"] = sources[entry["offset"]].describe()
+    summary["protection"] = protection_of(args.file, storage_options(args))
     if summary["records"] == 0 and summary["bad_ranges"]:
         print(f"recpipe inspect: error: {args.file} is not a RecordIO file (no readable record "
               "in it)", file=sys.stderr)
@@ -81,6 +86,8 @@ def run_inspect(args):
 def _print_summary(s):
     payload = s["payload_bytes"]
     print(f"{s['url']}: {s['records']} records, {s['bytes']} bytes")
+    if "protection" in s:
+        print(f"  checksums: {describe(s['protection'])}")
     if payload["min"] is not None:
         print(f"  payload bytes: min {payload['min']}, mean {payload['mean']}, max {payload['max']}")
     if s["bad_ranges"]:
@@ -174,8 +181,7 @@ def _print_report(report):
     print(f"{report.url}: {report.records} readable records, {report.size} bytes ({index})")
     if report.decoded is not None:
         print(f"  decoded {report.decoded} images, {report.decode_failures} failed")
-    if report.sums_checked is not None:
-        print(f"  checksums: {report.sums_checked} records match the .sums sidecar")
+    print(f"  checked: {report.checked}")
     if report.sums_written:
         print(f"  wrote {report.sums_written}: loaders check every record from now on")
         if report.sums_replaced:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import DECODE, SETTINGS, DecodeError, LabelError, RecordFormatError
 from ..io.header import unpack_header
+from ..io.protection import note_unprotected
 from .labels import IdLabels, header_labels
 from .native import native_module, run_options
 
@@ -50,6 +51,8 @@ class RecordDecoder:
         self._key_lo, self._key_hi = key & _MASK64, key >> 64
         self._native = self._native_options()
         self._sums_by_position = None  # (crcs, known) per reader position, made on first use
+        if reader.sums is None and getattr(reader, "integrity", "off") != "off":
+            note_unprotected(reader.url)  # once per file: no checksums, and how to add them
 
     @property
     def native(self):

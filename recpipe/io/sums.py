@@ -31,7 +31,6 @@ MXNet and DALI never look at the sidecar: the ``.rec``/``.idx`` stay byte-identi
 """
 
 import struct
-import threading
 
 import numpy as np
 
@@ -77,7 +76,6 @@ class RecordSums:
         self.digest = digest  # the sidecar's own CRC32C as read (None: built, not read)
         self._source = None  # the .rec, to probe (``bind``)
         self._stale_reason = None  # None: not probed yet
-        self._probe_lock = threading.Lock()
 
     def __getstate__(self):
         # a copy for another process (a chunk task of ``verify``) or a part of this one: the
@@ -174,10 +172,11 @@ class RecordSums:
         to ``PROBES`` records spread over the file (the first, the last, between): stale when
         most of them differ too (one damaged record is damage, not a stale sidecar). Without
         a source to probe: "" (each mismatch is the record's)."""
-        with self._probe_lock:
-            if self._stale_reason is None:
-                self._stale_reason = self._probe() if self._source is not None else ""
-            return self._stale_reason
+        reason = self._stale_reason  # no lock: two threads may both probe, to the same end
+        if reason is None:
+            reason = self._probe() if self._source is not None else ""
+            self._stale_reason = reason
+        return reason
 
     def _probe(self):
         picks = np.unique(np.linspace(0, len(self.offsets) - 1, min(PROBES, len(self.offsets)))

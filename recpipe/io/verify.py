@@ -122,6 +122,29 @@ class VerifyReport:
     def ok(self):
         return not self.counts
 
+    @property
+    def checked(self):
+        """What this run checked, in words (``recpipe verify`` prints it): a file without a
+        sidecar that describes it is said to be unprotected, with the command that fixes it."""
+        done = ["framing"] + (["index"] if self.index_url else [])
+        if self.sums_state == "bound" and self.sums_checked is not None:
+            done.append(f"checksums ({self.sums_checked} records match the .sums sidecar)")
+        if self.decoded is not None:
+            done.append(f"image decoding ({self.decoded} decoded)")
+        text = ", ".join(done[:-1]) + " and " + done[-1] if len(done) > 1 else done[0]
+        if self.sums_written:
+            return f"{text}; checksums written to {self.sums_written}"
+        if self.sums_state is None:
+            return f"{text} (checksums not checked: --no-sums)"
+        if self.sums_state == "bound":
+            return text
+        why = {"absent": "no checksums for this file", "stale": "no checksums: the .sums "
+               "sidecar is stale", "unusable": "no checksums: the .sums sidecar is damaged"}
+        misses = (" (decoding misses most damage inside JPEG data: a flipped bit usually "
+                  "still decodes)" if self.decoded is not None else "")
+        return (f"{text} only{misses}: {why[self.sums_state]}; `recpipe verify --decode "
+                f"--write-sums {self.url}` protects it")
+
     def add(self, kind, offset, record, reason, end=None):
         self.counts[kind] += 1
         if self.counts[kind] <= self.limit:
@@ -146,6 +169,7 @@ class VerifyReport:
             "sums_checked": self.sums_checked,
             "sums_written": self.sums_written,
             "sums_state": self.sums_state,
+            "checked": self.checked,
             "sums_replaced": self.sums_replaced,
             "accepted": [p.to_dict() for p in self.accepted],
             "quarantined": [entry._asdict() for entry in self.quarantined],

@@ -6,8 +6,9 @@ the required fused resize, colour jitter and CRC32C ones), whether
 libjpeg-turbo was found and how to get it, the fsspec protocols whose clients import, usable
 cores (affinity, cgroup quota, this rank's share), library versions, the recpipe environment
 variables that are set, and, measured on a built-in sample, each decoder's rate and what the
-missing fast paths cost. ``slow_paths(report)`` lists what is missing, for the one-line hint of
-``recpipe demo``.
+missing fast paths cost; given files, whether each is protected by checksums (a ``.sums``
+sidecar that describes it: ``recpipe.io.protection``). ``slow_paths(report)`` lists what is
+missing, for the one-line hint of ``recpipe demo``.
 """
 
 import importlib
@@ -24,6 +25,7 @@ from typing import List, Optional
 from .. import __version__
 from .._optional import extension
 from ..image.opencv import load_cv2
+from ..io.protection import protection_of
 from ..system.env import VARIABLES
 from ..system.host import local_ranks, node_share, usable_cores
 
@@ -132,8 +134,10 @@ def measure_decoders(seconds=0.3, images=16):
     return rates
 
 
-def diagnose(measure: bool = True) -> dict:
-    """The report as a JSON-ready dict (``measure=False`` skips the timed decode)."""
+def diagnose(measure: bool = True, files=()) -> dict:
+    """The report as a JSON-ready dict (``measure=False`` skips the timed decode); ``files``:
+    ``.rec`` files (any URL) whose checksum protection to report (``protection``: the
+    ``recpipe.io.protection.protection_of`` of each)."""
     cv2 = load_cv2()
     import numpy as np
 
@@ -164,6 +168,8 @@ def diagnose(measure: bool = True) -> dict:
                   "local_ranks": ranks.size},
         "environment": {name: os.environ[name] for name in VARIABLES if name in os.environ},
     }
+    if files:
+        report["protection"] = {str(url): protection_of(str(url)) for url in files}
     if measure:
         rates = measure_decoders()
         report["decode_images_per_s"] = rates
