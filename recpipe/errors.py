@@ -1,7 +1,7 @@
 """Exception types of recpipe: builtin subclasses carrying where the problem is."""
 
 __all__ = ["RecordFormatError", "DecodeError", "LabelError", "RecordTooLargeError", "RemoteReadError",
-           "ON_ERROR", "check_on_error"]
+           "NotCoveredError", "ON_ERROR", "check_on_error"]
 
 # ``on_error``: what a loader or the packer does with an item (a record, a file) that fails, one
 # vocabulary for both: "raise" stops with the error; "skip" leaves the item out, counted and
@@ -103,3 +103,10 @@ class RemoteReadError(OSError):
 
 def _rebuild_remote_error(message, url, offset, length, attempts):
     return RemoteReadError(message, url=url, offset=offset, length=length, attempts=attempts)
+
+
+class NotCoveredError(AttributeError):
+    """An MXNet name that recpipe's MXNet namespaces (``import recpipe.mx as mx``, ``import
+    recpipe as mx``, ``mx.image``) do not serve: the message says what they cover and what to
+    use instead. An AttributeError, so ``hasattr`` and ``getattr(mx, name, default)`` still
+    answer as for any missing attribute."""
