@@ -3,7 +3,7 @@
 import importlib
 import logging
 
-from .errors import DecodeError, RecordFormatError, RecordTooLargeError
+from .errors import DecodeError, NotCoveredError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
     ListEntry,
@@ -45,6 +45,15 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # ``import recpipe as mx`` serves programs written for ``mx.recordio`` / ``mx.image`` (``mx.img``)
 _SUBMODULES = {"recordio": "recordio", "image": "image", "img": "image"}
+# MXNet 1.9.1's other top-level names: ``import recpipe as mx`` points at recpipe.mx for them
+_MXNET_NAMES = frozenset((
+    "AttrScope Context MXNetError api attribute autograd base callback context contrib cpu "
+    "cpu_pinned current_context engine error executor executor_manager gluon gpu init "
+    "initializer is_np_array is_np_shape kv kvstore libinfo library log lr_scheduler metric mod "
+    "model module mon monitor name nd ndarray notebook np np_array np_shape npx num_gpus numpy "
+    "numpy_extension onnx operator optimizer profiler random registry rnd rnn rtc runtime "
+    "set_np_shape sym symbol test_utils th torch tvmop use_np use_np_array use_np_shape util "
+    "visualization viz").split())
 
 
 def __getattr__(name):
@@ -60,4 +69,10 @@ def __getattr__(name):
         return replay
     if name in _SUBMODULES:
         return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
+    if name in _MXNET_NAMES:
+        raise NotCoveredError(
+            f"mx.{name} is not served by `import recpipe as mx`, which serves mx.recordio and "
+            "mx.image (mx.img): use `import recpipe.mx as mx`, which also serves MXNet's data "
+            "side (mx.io's iterators, mx.gluon.data, contexts such as mx.cpu(), mx.nd array "
+            "construction, mx.random.seed, mx.kvstore.create) and says what to do for the rest")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,8 +3,8 @@
 from typing import Optional
 
 __all__ = ["RecordFormatError", "DecodeError", "LabelError", "LimitError", "RecordTooLargeError",
-           "RemoteReadError", "StaleSumsError", "ON_ERROR", "check_on_error", "FAULTS",
-           "BYTES_FAULTS", "CHECKSUM", "FORMAT", "DECODE", "SETTINGS", "SIDECAR",
+           "RemoteReadError", "StaleSumsError", "NotCoveredError", "ON_ERROR", "check_on_error",
+           "FAULTS", "BYTES_FAULTS", "CHECKSUM", "FORMAT", "DECODE", "SETTINGS", "SIDECAR",
            "is_fault_of_bytes"]
 
 # ``on_error``: what a loader or the packer does with an item (a record, a file) that fails, one
@@ -186,3 +186,10 @@ class RemoteReadError(OSError):
 
 def _rebuild_remote_error(message, url, offset, length, attempts):
     return RemoteReadError(message, url=url, offset=offset, length=length, attempts=attempts)
+
+
+class NotCoveredError(AttributeError):
+    """An MXNet name that recpipe's MXNet namespaces (``import recpipe.mx as mx``, ``import
+    recpipe as mx``, ``mx.image``) do not serve: the message says what they cover and what to
+    use instead. An AttributeError, so ``hasattr`` and ``getattr(mx, name, default)`` still
+    answer as for any missing attribute."""

@@ -19,14 +19,15 @@ needed, the threads per rank, and whether the GIL or the storage caps the node b
 
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 import numpy as np
 
-__all__ = ["Workload", "CorePrediction", "predict", "make_plan", "measure_workload",
-           "CORE_COUNTS"]
+__all__ = ["STORAGE_SOURCES", "Workload", "CorePrediction", "predict", "make_plan",
+           "measure_workload", "CORE_COUNTS"]
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,14 @@ CORE_COUNTS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 @dataclass(frozen=True)
 class Workload:
     """Measured costs per image: CPU seconds, GIL-held seconds (<= cpu), bytes read; and the
-    storage read rate in bytes/s (None: not a limit)."""
+    storage read rate in bytes/s (None: not a limit) with where those reads came from
+    (``storage_source``, ``STORAGE_SOURCES``; None: not said)."""
 
     cpu_seconds: float
     gil_seconds: float
     bytes_per_image: float
     storage_bytes_per_s: Optional[float] = None
+    storage_source: Optional[str] = None
 
     def __post_init__(self):
         if not self.cpu_seconds > 0 or self.gil_seconds < 0 or self.bytes_per_image < 0:
@@ -153,24 +156,100 @@ def _advice(workload, plan):
                       f"({workload.storage_bytes_per_s / 1e6:.0f} MB/s, "
                       f"{workload.bytes_per_image / 1e3:.0f} kB per image): no core count "
                       "meets the demand; use faster storage or smaller records")
+    if workload.storage_source == "page cache":
+        advice.append("the storage rate was read from the page cache (the file is in this "
+                      "machine's memory now), not from the disk or the network the training "
+                      "nodes will read: give the storage's own rate with --storage-mbps "
+                      "(storage_bytes_per_s=) for a plan that holds when it is not cached")
+    elif workload.storage_source == "local, cache unknown":
+        advice.append("the storage rate is one read of a local file whose cached share could "
+                      "not be told (no mincore here): if it was in memory the rate is the "
+                      "page cache's; give --storage-mbps for the storage's own")
     return advice
 
 
 # -- measuring a sample of the user's file ----------------------------------------------------
 
+# where a measured storage rate's bytes came from
+STORAGE_SOURCES = ("page cache", "disk", "disk and page cache", "local, cache unknown", "remote",
+                   "given")
+
+
+def _libc():
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long)
+        libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+        libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+        return ctypes, libc
+    except (OSError, AttributeError):
+        return None, None
+
+
+def _cached_share(path, offsets, block):
+    """The share of the ``block``-byte ranges at ``offsets`` of local file ``path`` that are in
+    the page cache now, from ``mincore`` over a mapping of each range (which reads nothing and
+    starts no readahead), or None where it cannot be told."""
+    ctypes, libc = _libc()
+    if libc is None or not hasattr(os, "sysconf"):
+        return None
+    page = os.sysconf("SC_PAGE_SIZE")
+    resident = total = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        for offset in offsets:
+            start = int(offset) // page * page
+            length = min(int(offset) + block, size) - start
+            if length <= 0:
+                continue
+            address = libc.mmap(None, length, 0x1, 0x01, fd, start)  # PROT_READ, MAP_SHARED
+            if address in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                pages = (length + page - 1) // page
+                vector = ctypes.create_string_buffer(pages)
+                if libc.mincore(address, length, vector) != 0:
+                    return None
+                resident += sum(byte & 1 for byte in vector.raw[:pages])
+                total += pages
+            finally:
+                libc.munmap(address, length)
+    finally:
+        os.close(fd)
+    return resident / total if total else None
+
+
 def _storage_rate(url, storage_options, *, total=64 << 20, block=4 << 20, seed=0):
-    """Bytes/s of one stream reading ``total`` bytes of ``url`` in ``block``-byte reads at
-    random offsets (a cached local file reads far faster than a cold or remote one)."""
-    from .io.sources import url_to_fs
+    """``(bytes/s, source)``: one stream reading ``total`` bytes of ``url`` in ``block``-byte
+    reads at random offsets, and where they came from (``STORAGE_SOURCES``). A local file's
+    ranges are first checked for the page cache: all of them cached, the rate is the cache's
+    (the best of 3 passes); otherwise only the first pass counts (the later ones would read
+    what it cached)."""
+    from .io.sources import local_path, url_to_fs
 
     fs, path = url_to_fs(url, storage_options)
     size = int(fs.size(path))
     rng = np.random.default_rng(seed)
     count = max(1, min(total, size) // block)
     offsets = rng.integers(0, max(1, size - block), count) if size > block else [0]
-    local = "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+    local = local_path(url, storage_options)
+    block = min(block, size) or block
+    share = _cached_share(local, offsets, block) if local else None
+    if local is None:
+        source = "remote"
+    elif share is None:
+        source = "local, cache unknown"
+    else:
+        source = ("page cache" if share >= 0.9 else "disk" if share <= 0.1
+                  else "disk and page cache")
     rates = []
-    for _ in range(3 if local else 1):  # local: the best of 3 (page faults, other jobs)
+    for _ in range(3 if source == "page cache" else 1):
         start = time.perf_counter()
         nbytes = 0
         with fs.open(path, "rb") as f:
@@ -180,7 +259,7 @@ def _storage_rate(url, storage_options, *, total=64 << 20, block=4 << 20, seed=0
         elapsed = time.perf_counter() - start
         if elapsed > 0 and nbytes:
             rates.append(nbytes / elapsed)
-    return max(rates) if rates else None
+    return (max(rates) if rates else None), source
 
 
 def measure_workload(url: str, recipe: dict, *, images: int = 256, batch_size: int = 32,
@@ -188,9 +267,12 @@ def measure_workload(url: str, recipe: dict, *, images: int = 256, batch_size: i
                      seed: int = 0) -> Workload:
     """Decode about ``images`` shuffled images of ``url`` with ``recipe`` (keywords of
     ``ImageLoader``, ``data_shape`` included, e.g. ``recpipe.decode.bench.TRAIN``) on one
-    thread, and time reading up to 64 MiB of it in 4 MiB blocks: the ``Workload``."""
+    thread, and time reading up to 64 MiB of it in 4 MiB blocks (first, before the decoding
+    caches it; ``storage_source`` says whether the page cache served it): the ``Workload``."""
     from .decode.loader import ImageLoader
 
+    # storage first: the decoding below reads the file into the page cache
+    storage, source = _storage_rate(url, storage_options, seed=seed)
     settings = dict(recipe)
     data_shape = settings.pop("data_shape")
     with ImageLoader(url, batch_size, data_shape, storage_options=storage_options, threads=1,
@@ -214,9 +296,8 @@ def measure_workload(url: str, recipe: dict, *, images: int = 256, batch_size: i
                          f"{batch_size} images)")
     cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / samples
     gil = (after["gil_seconds"] - before["gil_seconds"] + consumer) / samples
-    storage = _storage_rate(url, storage_options, seed=seed)
     log.info("measured %d images of %s: %.2f ms CPU, %.0f us GIL-held, %.0f bytes per image",
              samples, url, cpu * 1e3, gil * 1e6, bytes_per_image)
     return Workload(cpu + consumer / samples, min(gil, cpu + consumer / samples),
-                    bytes_per_image, storage)
+                    bytes_per_image, storage, source if storage is not None else None)
 

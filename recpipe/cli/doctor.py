@@ -43,11 +43,16 @@ def run(args):
           f"(local rank {c['local_rank']} of {c['local_ranks']})")
     if report["environment"]:
         print("environment: " + ", ".join(f"{k}={v}" for k, v in report["environment"].items()))
+    for name, value in report.get("set_by_recpipe", {}).items():
+        print(f"default: {name}={value}, set by recpipe (not by you) before loading OpenCV: its "
+              "pixel limit for non-JPEG images; set it yourself to change it")
     for url, protection in report.get("protection", {}).items():
         print(f"{url}: checksums: {describe(protection)}")
     if "decode_images_per_s" in report:
+        auto = report["decoders"]["auto"]
         print("decode, one thread, built-in sample: " + ", ".join(
-            f"{k} {v:.0f} img/s" for k, v in report["decode_images_per_s"].items()))
+            f"{k}{' (auto)' if k == auto else ''} {v:.0f} img/s"
+            for k, v in report["decode_images_per_s"].items()))
         for name, cost in report["missing_cost"].items():
             print(f"  cost of {name}: {cost}")
     return 0

@@ -65,6 +65,7 @@ def run_inspect(args):
         summary = inspect(args.file, sample=args.sample, seed=args.seed, progress=progress,
                           storage_options=storage_options(args))
     quarantine = quarantine_of(args.file, storage_options(args))
+    _add_class_names(summary, args.file, storage_options(args))
     summary["quarantined"] = [e._asdict() for e in sorted(quarantine.entries().values())]
     sources = sources_at(args.file, [e["offset"] for e in summary["quarantined"]],
                          storage_options(args), summary["bytes"])
@@ -83,6 +84,41 @@ def run_inspect(args):
     return 0
 
 
+def _add_class_names(summary, url, options):
+    """``labels.class_names`` (label text -> class name) and ``labels.label_map`` (its file)
+    from the label map ``recpipe pack`` wrote beside the file; None when there is none."""
+    from ..report.label_map import class_names
+
+    found = class_names(url, options)
+    summary["labels"]["label_map"] = found[0] if found else None
+    summary["labels"]["class_names"] = found[1] if found else None
+
+
+def _tally(counts, unit=""):
+    """``{"jpeg": 60, "png": 4}`` as ``jpeg 60, png 4`` (``unit`` after each key)."""
+    return ", ".join(f"{key}{unit}: {n}" for key, n in counts.items()) or "none"
+
+
+def _print_labels(labels):
+    packed = ""
+    if labels["packed"]:
+        widths = {w: n for w, n in labels["widths"].items() if w != "0"}
+        packed = f" (label widths {_tally(widths)})"
+    print(f"  labels: {labels['scalar']} scalar (flag 0), {labels['packed']} packed{packed}; "
+          f"{labels['distinct']} distinct values")
+    if not labels["histogram"]:
+        return
+    names = labels.get("class_names") or {}
+    shown = ", ".join(f"{k} {names[k]}: {n}" if k in names else f"{k}: {n}"
+                      for k, n in labels["histogram"].items())
+    more = " ..." if labels["histogram_truncated"] else ""
+    layout = labels.get("layout_records")
+    among = (f" of the image records (the header record and {layout['identities']} identity "
+             "records left out)" if layout else "")
+    source = f", class names from {labels['label_map']}" if names else ""
+    print(f"  {labels['histogram_of']} histogram{among}{source}: {shown}{more}")
+
+
 def _print_summary(s):
     payload = s["payload_bytes"]
     print(f"{s['url']}: {s['records']} records, {s['bytes']} bytes")
@@ -98,12 +134,7 @@ def _print_summary(s):
            if h["with_header"] else "")
     print(f"  IRHeader: {h['with_header']} records with one, {h['without_header']} without{ids}")
     labels = s["labels"]
-    print(f"  labels: {labels['scalar']} scalar (flag 0), {labels['packed']} packed "
-          f"(widths {labels['widths']}); {labels['distinct']} distinct values")
-    if labels["histogram"]:
-        shown = ", ".join(f"{k}: {n}" for k, n in labels["histogram"].items())
-        more = " ..." if labels["histogram_truncated"] else ""
-        print(f"  {labels['histogram_of']} histogram: {shown}{more}")
+    _print_labels(labels)
     for note in labels["notes"]:
         print(f"  note: {note}")
     if s.get("sources"):
@@ -118,11 +149,13 @@ def _print_summary(s):
               f"{layout['identity_keys'][1] - 1}); loaders serve the {layout['images']} images")
     im = s["images"]
     if im["sampled"]:
-        print(f"  images (sample of {im['sampled']}, seed {im['seed']}): formats {im['formats']}")
+        print(f"  images (sample of {im['sampled']}, seed {im['seed']}): formats "
+              f"{_tally(im['formats'])}")
         w, h = im["width"], im["height"]
         if w["min"] is not None:
             print(f"    width {w['min']}..{w['max']} (mean {w['mean']}), "
-                  f"height {h['min']}..{h['max']} (mean {h['mean']}), channels {im['channels']}")
+                  f"height {h['min']}..{h['max']} (mean {h['mean']}), "
+                  f"{_tally(im['channels'], ' channels')}")
         print(f"    progressive {im['progressive']}, cmyk {im['cmyk']}, "
               f"grayscale {im['grayscale']}, exif-rotated {im['exif_rotated'] or 0}")
 

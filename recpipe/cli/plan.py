@@ -49,7 +49,8 @@ def run(args):
                                 batch_size=args.batch_size, dtype=args.dtype,
                                 storage_options=storage_options(args))
     if args.storage_mbps is not None:
-        workload = replace(workload, storage_bytes_per_s=args.storage_mbps * 1e6)
+        workload = replace(workload, storage_bytes_per_s=args.storage_mbps * 1e6,
+                           storage_source="given")
     plan = make_plan(workload, args.gpus, args.gpu_rate, args.ranks)
     plan.update(file=args.file, config=args.config)
     if args.json:
@@ -59,13 +60,27 @@ def run(args):
     return 0
 
 
+_SOURCES = {
+    "page cache": " (read from the page cache: the file is in memory here; not the disk's rate)",
+    "disk": " (read from the disk: none of it was cached)",
+    "disk and page cache": " (read partly from the page cache: between the disk's and memory's)",
+    "local, cache unknown": " (a local file, cached or not: not told here)",
+    "remote": " (read over the network)",
+    "given": " (given with --storage-mbps)",
+}
+
+
+def _source(workload):
+    return _SOURCES.get(workload.get("storage_source"), "")
+
+
 def _print_plan(plan, out):
     w = plan["workload"]
     storage = w["storage_bytes_per_s"]
     print(f"{plan['file']} ({plan['config']}): {w['cpu_seconds'] * 1e3:.2f} ms CPU per image, "
           f"{w['gil_seconds'] * 1e6:.0f} us of it holding the GIL, "
           f"{w['bytes_per_image'] / 1e3:.1f} kB read per image"
-          + (f", storage {storage / 1e6:.0f} MB/s" if storage else ""), file=out)
+          + (f", storage {storage / 1e6:.0f} MB/s{_source(w)}" if storage else ""), file=out)
     print(f"demand: {plan['gpus']} GPUs x {plan['gpu_rate']:g} img/s = "
           f"{plan['demand_images_per_s']:g} img/s, {plan['ranks']} rank(s) per node", file=out)
     print(f"{'cores':>6} {'threads/rank':>12} {'img/s':>10}  limit", file=out)

@@ -72,6 +72,7 @@ def run(args):
         report = loader.autotune_report()
     report["images_per_s_overall"] = images / elapsed
     report["step_ms"] = args.step_ms
+    report["state"] = "tuning" if report["reason"] == "TUNING" else "settled"
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -99,12 +100,22 @@ def _consume(loader, step, seconds):
 def format_report(report):
     """The report as a few readable lines."""
     wait = report["wait_fraction"]
+    tuning = report["reason"] == "TUNING"
+    if tuning:  # the run ended mid-search: nothing settled
+        verdict = (f"still TUNING when the run ended (the consumer still waits "
+                   f"{_pct(wait['after'])}; the tuner was still measuring whether more threads "
+                   "pay: run longer, --seconds, to let it settle)")
+        when = (f"threads last changed at window {report['settled_window']}"
+                if report["settled_window"] else "no thread change kept yet")
+    else:
+        verdict = report["reason"]
+        when = f"settled at window {report['settled_window']}"
     lines = [
-        f"threads {report['threads']}, prefetch {report['prefetch']}: {report['reason']}",
+        f"threads {report['threads']}, prefetch {report['prefetch']}: {verdict}",
         f"  consumer wait {_pct(wait['before'])} before -> {_pct(wait['after'])} after; "
         f"{report['images_per_s_overall']:.0f} images/s overall",
-        f"  {report['windows']} windows, {report['changes']} changes, settled at window "
-        f"{report['settled_window']}; {report['cores']} usable cores ({report['cores_source']})",
+        f"  {report['windows']} windows, {report['changes']} changes, {when}; "
+        f"{report['cores']} usable cores ({report['cores_source']})",
     ]
     if report.get("cpu_per_image"):
         x_max = report["x_max_images_per_s"]

@@ -31,6 +31,33 @@ class ImageArray(np.ndarray):
         """MXNet's device of the array: always the CPU here."""
         return "cpu(0)"
 
+    ctx = context
+
+    def asscalar(self):
+        """The value of a one-element array (MXNet's ``asscalar``)."""
+        if self.size != 1:
+            raise ValueError(f"asscalar needs an array of one element, not shape {self.shape}")
+        return self.reshape(()).item()
+
+    def wait_to_read(self):
+        """Nothing to wait for: numpy computes eagerly (MXNet's engine is asynchronous)."""
+
+    def as_in_context(self, context):
+        """This array, for a host context (``cpu``, ``cpu_pinned``, ``cpu_shared``); a GPU one
+        is refused: these arrays live in host memory."""
+        if not str(context).startswith("cpu"):
+            raise ValueError(f"as_in_context({context}): this array lives in host memory "
+                             "(numpy); move it with your framework, e.g. "
+                             "torch.from_numpy(array).cuda()")
+        return self
+
+    def copyto(self, other):
+        """A copy into ``other`` (an array of the same shape) or, for a context, a new array."""
+        if isinstance(other, np.ndarray):
+            other[...] = self
+            return other
+        return self.as_in_context(other).copy()
+
 
 def imdecode(buf: Union[bytes, bytearray, memoryview, np.ndarray], flag: int = 1,
              to_rgb: int = 1, out: Optional[np.ndarray] = None) -> np.ndarray:

@@ -20,22 +20,28 @@ decode path goes through it.
 
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
 from ..errors import DecodeError
 
-__all__ = ["DEFAULT_MAX_PIXELS", "imdecode", "ipp_off", "load_cv2", "resize"]
+__all__ = ["DEFAULT_MAX_PIXELS", "SET_BY_RECPIPE", "imdecode", "ipp_off", "load_cv2", "resize"]
 
 # images declaring more pixels are refused before decoding (Pillow's MAX_IMAGE_PIXELS)
 DEFAULT_MAX_PIXELS = 89_478_485
 
 
+# the environment variables recpipe set itself, name -> value (``recpipe doctor`` tells them
+# apart from the user's)
+SET_BY_RECPIPE: Dict[str, str] = {}
+
+
 def load_cv2() -> Any:
     """The ``cv2`` module, imported with recpipe's pixel limit when recpipe loads it first."""
-    if "cv2" not in sys.modules:
-        os.environ.setdefault("OPENCV_IO_MAX_IMAGE_PIXELS", str(DEFAULT_MAX_PIXELS))
+    if "cv2" not in sys.modules and "OPENCV_IO_MAX_IMAGE_PIXELS" not in os.environ:
+        os.environ["OPENCV_IO_MAX_IMAGE_PIXELS"] = str(DEFAULT_MAX_PIXELS)
+        SET_BY_RECPIPE["OPENCV_IO_MAX_IMAGE_PIXELS"] = str(DEFAULT_MAX_PIXELS)
     import cv2
 
     return cv2

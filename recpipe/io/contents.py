@@ -26,19 +26,25 @@ def inspect(url: str, *, sample: int = 64, seed: int = 0, storage_options: Optio
 
     The whole file is scanned once for the headers (bad byte ranges are skipped and counted);
     ``sample`` records, drawn with ``random.Random(seed)``, are sniffed for image format and size.
+    In InsightFace's layout the labels and the sample are the image records' only (the header
+    and identity records hold key ranges, not images); ``labels.layout_records`` counts those.
     """
     url = str(url)
     with open_source(url, storage_options) as source:
         stats = _RecordStats(max_labels)
         first = None
         for item in scan_with_progress(source, keep_payload=True, progress=progress):
-            stats.add(item)
             if first is None and item.error is None:
                 first = item.payload
+                stats.layout = face_layout_of(first, -1)  # a candidate: the count comes last
+            stats.add(item)
+        layout = face_layout_of(first, len(stats.offsets)) if first is not None else None
+        stats.settle(layout)
+        candidates = (range(1, min(layout.first_identity, len(stats.offsets))) if layout
+                      else range(len(stats.offsets)))
         rng = random.Random(seed)
-        chosen = sorted(rng.sample(range(len(stats.offsets)), min(sample, len(stats.offsets))))
+        chosen = sorted(rng.sample(candidates, min(sample, len(candidates))))
         images = _sample_images(source, [stats.offsets[i] for i in chosen])
-    layout = face_layout_of(first, len(stats.offsets)) if first is not None else None
     return {"url": url, "bytes": source.size, **stats.summary(),
             "images": {"sampled": len(chosen), "seed": seed, **images},
             "layout": _layout_summary(layout),
@@ -67,12 +73,18 @@ class _RecordStats:
         self.id2_nonzero = 0
         self.widths: "collections.Counter[int]" = collections.Counter()
         self.labels: "collections.Counter[float]" = collections.Counter()
+        # InsightFace's header and identity records (a candidate layout, settled at the end)
+        self.layout = None
+        self.layout_widths: "collections.Counter[int]" = collections.Counter()
+        self.layout_labels: "collections.Counter[float]" = collections.Counter()
+        self.layout_records = 0
 
     def add(self, item):
         if item.error is not None:
             self.bad_ranges += 1
             self.skipped_bytes += item.end - item.offset
             return
+        position = len(self.offsets)
         self.offsets.append(item.offset)
         self.sizes.append(len(item.payload))
         try:
@@ -82,9 +94,26 @@ class _RecordStats:
             return
         self.ids.append(header.id)
         self.id2_nonzero += header.id2 != 0
-        self.widths[header.flag] += 1
         label = header.label if header.flag == 0 else header.label[0]
+        if self.layout is not None and (position == 0
+                                        or position >= self.layout.first_identity):
+            self.layout_widths[header.flag] += 1
+            self.layout_labels[float(label)] += 1
+            self.layout_records += 1
+            return
+        self.widths[header.flag] += 1
         self.labels[float(label)] += 1
+
+    def settle(self, layout):
+        """The file's layout, known once every record is counted: without InsightFace's, the
+        records set apart for it are counted as the others are."""
+        self.layout = layout
+        if layout is None and self.layout_records:
+            self.widths.update(self.layout_widths)
+            self.labels.update(self.layout_labels)
+            self.layout_widths.clear()
+            self.layout_labels.clear()
+            self.layout_records = 0
 
     def summary(self):
         sizes = np.frombuffer(self.sizes, dtype=np.int64)
@@ -122,6 +151,9 @@ class _RecordStats:
                                                           "label, or label[0] when packed"),
             "histogram_truncated": len(self.labels) > len(common),
             "notes": self._label_notes(scalar, packed),
+            # InsightFace's header and identity records, left out of the counts above
+            "layout_records": {"header": 1, "identities": self.layout_records - 1}
+            if self.layout_records else None,
         }
 
     def _label_notes(self, scalar, packed):

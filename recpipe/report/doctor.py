@@ -24,7 +24,7 @@ from typing import List, Optional
 
 from .. import __version__
 from .._optional import extension
-from ..image.opencv import load_cv2
+from ..image.opencv import SET_BY_RECPIPE, load_cv2
 from ..io.protection import protection_of
 from ..system.env import VARIABLES
 from ..system.host import local_ranks, node_share, usable_cores
@@ -166,7 +166,11 @@ def diagnose(measure: bool = True, files=()) -> dict:
         "cores": {"usable": cores, "source": source, "this_rank": share,
                   "this_rank_source": share_source, "local_rank": ranks.rank,
                   "local_ranks": ranks.size},
-        "environment": {name: os.environ[name] for name in VARIABLES if name in os.environ},
+        # what the user set; recpipe's own defaults (set in os.environ for OpenCV) apart
+        "environment": {name: os.environ[name] for name in VARIABLES
+                        if name in os.environ and SET_BY_RECPIPE.get(name) != os.environ[name]},
+        "set_by_recpipe": {name: value for name, value in SET_BY_RECPIPE.items()
+                           if os.environ.get(name) == value},
     }
     if files:
         report["protection"] = {str(url): protection_of(str(url)) for url in files}
@@ -184,8 +188,14 @@ def _missing_cost(rates, paths):
     auto = next(iter(rates))
     fastest = max(rates, key=rates.get)
     if rates[auto] < 0.8 * rates[fastest]:  # closer than that is timing noise
-        costs["auto decoder"] = f"{auto} decodes {rates[auto]:.0f} images/s, {fastest} " \
-                                f"{rates[fastest]:.0f}"
+        costs["auto decoder"] = (
+            f"{auto} (auto's choice) decoded {rates[auto]:.0f} images/s here, {fastest} "
+            f"{rates[fastest]:.0f}. auto's order (turbojpeg, libjpeg, simplejpeg, opencv) is "
+            "fixed, measured on whole pipelines, where region and DCT-scaled decodes count; "
+            "this is one thread decoding the sample's whole images, and a busy machine adds "
+            f"noise. For your data compare `recpipe bench FILE --decoder {fastest}` with "
+            f"`--decoder auto`, and pass decoder='{fastest}' to the loaders (or --decoder to "
+            "the commands) if it is faster there")
     if auto == "opencv" and "opencv" in rates:
         costs["decoder"] = (f"only OpenCV decodes here ({rates['opencv']:.0f} images/s on the "
                             "sample): libjpeg-turbo's region and DCT-scaled decode typically "

@@ -43,6 +43,33 @@ def main(rec, out):
     facts["dataset_items_equal"] = same
     facts["transforms_is_mxnets"] = (mx.gluon.data.vision.transforms
                                      is mxnet.gluon.data.vision.transforms)
+    facts["contexts_are_mxnets"] = [mx.cpu() == mxnet.cpu(), mx.gpu(1) == mxnet.gpu(1),
+                                    mx.Context is mxnet.Context, mx.nd is mxnet.nd,
+                                    mx.kvstore.create("local").rank == 0]
+    loader = mx.gluon.data.DataLoader(mine, 4)
+    images, labels = next(iter(loader))
+    facts["dataloader"] = [loader.__class__.__module__.startswith("mxnet"),
+                           isinstance(images, mxnet.nd.NDArray), list(images.shape),
+                           labels.asnumpy().tolist()]
+
+    def seeded_labels(**extra):
+        it = mx.io.ImageRecordIter(preprocess_threads=1, shuffle=True, rand_mirror=True,
+                                   **kwargs, **extra)
+        try:
+            return [b.label[0].asnumpy().tolist() for b in it]
+        finally:
+            it.close()
+
+    unseeded = seeded_labels()
+    mx.random.seed(11)
+    facts["seed_honoured"] = [seeded_labels() == seeded_labels(seed=11),
+                              seeded_labels() != unseeded,
+                              seeded_labels(seed=0) == unseeded]
+    try:
+        mx.mod  # noqa: B018
+        facts["not_covered"] = None
+    except AttributeError as exc:
+        facts["not_covered"] = [type(exc).__name__, str(exc)]
     with open(out, "w") as f:
         json.dump(facts, f)
 

@@ -42,3 +42,8 @@ def test_recpipe_mx_serves_ndarrays_when_mxnet_is_installed(mxnet_python, tmp_pa
     assert facts["data_equal"] and facts["labels"][0] == facts["labels"][1] == [0, 1, 2, 0]
     assert facts["dataset_lengths"] == [9, 9] and all(facts["dataset_items_equal"])
     assert facts["transforms_is_mxnets"]
+    assert facts["contexts_are_mxnets"] == [True] * 5
+    assert facts["dataloader"] == [True, True, [4, 24, 30, 3], [0.0, 1.0, 2.0, 0.0]]
+    assert facts["seed_honoured"] == [True, True, True]
+    kind, message = facts["not_covered"]
+    assert kind == "NotCoveredError" and "training is MXNet's own" in message

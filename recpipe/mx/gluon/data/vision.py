@@ -1,4 +1,4 @@
-"""``mx.gluon.data.vision.ImageRecordDataset`` (and ``transforms``) for ``recpipe.mx``.
+"""``mx.gluon.data.vision``: ``ImageRecordDataset`` (and ``transforms``) for ``recpipe.mx``.
 
 ``ImageRecordDataset(filename, flag=1, transform=None)`` is gluon's: ``dataset[i]`` is
 ``(image, label)`` of record ``i`` in ``.idx`` order, the image decoded as MXNet decodes it
@@ -9,15 +9,14 @@ Images are NDArrays when MXNet is installed, numpy arrays with ``.asnumpy()`` ot
 ``transforms`` is MXNet's ``gluon.data.vision.transforms`` (it needs MXNet).
 """
 
-from types import SimpleNamespace
+from ...._optional import require
+from ....image import imdecode
+from ....io.header import unpack_header
+from ....io.reader import RecordReader
+from ...backend import real_mxnet
+from ...coverage import not_covered
 
-from .._optional import require
-from ..image import imdecode
-from ..io.header import unpack_header
-from ..io.reader import RecordReader
-from .backend import real_mxnet
-
-__all__ = ["ImageRecordDataset", "data"]
+__all__ = ["ImageRecordDataset", "transforms"]
 
 
 class _First:
@@ -95,15 +94,9 @@ class ImageRecordDataset:
         return f"ImageRecordDataset({self.filename!r}, records={len(self)})"
 
 
-class _Vision(SimpleNamespace):
-    """``gluon.data.vision``: ``ImageRecordDataset`` here, ``transforms`` from MXNet."""
-
-    def __getattr__(self, name):
-        if name == "transforms":
-            if real_mxnet() is None:
-                require("mxnet", "mxnet")
-            return real_mxnet().gluon.data.vision.transforms
-        raise AttributeError(f"gluon.data.vision has no attribute {name!r} in recpipe.mx")
-
-
-data = SimpleNamespace(vision=_Vision(ImageRecordDataset=ImageRecordDataset))
+def __getattr__(name):
+    if name == "transforms":  # MXNet's own
+        if real_mxnet() is None:
+            require("mxnet", "mxnet")
+        return real_mxnet().gluon.data.vision.transforms
+    raise not_covered("mx.gluon.data.vision", name)
