@@ -707,8 +707,8 @@ static int write_region(const run_options *opt, scratch *mem, const sample_plan 
         return -1;
     write_crop(&unit, mem, mem->region, stride, 0, plan->mirror, mem->staged);
     float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, table, tail);
-    floats_of(mem->staged, dst, (long)n, opt->nchw, (const float(*)[256])table,
-              (const float(*)[256])tail);
+    floats_of(mem->staged, dst, (long)n, opt->nchw, opt->channels,
+              (const float(*)[256])table, (const float(*)[256])tail);
     return 0;
 }
 
@@ -808,8 +808,8 @@ static int geometric_into(sample_ctx *ctx, const full_plan *fp, long rows, long 
         float table[3][256], tail[3][256];
         write_crop(&unit, mem, mem->crop, crop_stride, 0, mirror, mem->staged);
         float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, table, tail);
-        floats_of(mem->staged, dst, (long)n, opt->nchw, (const float(*)[256])table,
-                  (const float(*)[256])tail);
+        floats_of(mem->staged, dst, (long)n, opt->nchw, opt->channels,
+                  (const float(*)[256])table, (const float(*)[256])tail);
     } else {
         write_crop(opt, mem, mem->crop, crop_stride, 0, mirror, dst);
     }

@@ -443,7 +443,7 @@ static int stages_values(const run_options *opt)
 
 typedef struct {
     uint16_t halves[3][256];
-    float values[3][256];
+    float values[3][256], tail[3][256]; /* float32: float_table's (recpipe/_warp.h) */
 } value_tables;
 
 /* The tables of the options ``opt`` (a run's, or a sample's after norm_terms). */
@@ -452,11 +452,14 @@ static void make_tables(const run_options *opt, value_tables *tables)
     if (opt->is_half)
         half_table(opt, tables->halves);
     else
-        value_table(opt, tables->values);
+        float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, tables->values,
+                    tables->tail);
 }
 
 /* The staged uint8 sample ``from`` into ``to`` through the run's tables, or through the
- * sample's own when it draws contrast/illumination (its plan's ``contrast``, ``illumination``). */
+ * sample's own when it draws contrast/illumination (its plan's ``contrast``, ``illumination``):
+ * float32 by floats_of, the one writer of cv2.addWeighted's values (its short last block
+ * included), float16 by halves_of. */
 static void unstage(const run_options *opt, const value_tables *run_tables, double contrast,
                     double illumination, const uint8_t *from, void *to)
 {
@@ -468,9 +471,13 @@ static void unstage(const run_options *opt, const value_tables *run_tables, doub
         make_tables(&local, &own);
         tables = &own;
     }
-    staged_to(from, to, opt->out_h * opt->out_w, opt->nchw, opt->channels,
-              opt->is_half ? (const uint16_t(*)[256])tables->halves : NULL,
-              (const float(*)[256])tables->values);
+    long plane = opt->out_h * opt->out_w;
+    if (opt->is_half)
+        halves_of(from, to, plane, opt->nchw, opt->channels,
+                  (const uint16_t(*)[256])tables->halves);
+    else
+        floats_of(from, to, plane, opt->nchw, opt->channels,
+                  (const float(*)[256])tables->values, (const float(*)[256])tables->tail);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -236,12 +236,12 @@ static void float_table(const float gains[3], const float offsets[3],
 }
 
 static void floats_of(const uint8_t *restrict from, float *restrict to, long plane, int nchw,
-                      const float table[3][256], const float tail[3][256])
+                      long channels, const float table[3][256], const float tail[3][256])
 {
     if (nchw) {
         long rest = plane % ARITH_BLOCK;
         long tail_from = rest > 0 && rest < ARITH_LANES ? plane - rest : plane;
-        for (long c = 0; c < 3; c++) {
+        for (long c = 0; c < channels; c++) {
             const uint8_t *src = from + c * plane;
             float *dst = to + c * plane;
             for (long i = 0; i < tail_from; i++)
@@ -251,11 +251,9 @@ static void floats_of(const uint8_t *restrict from, float *restrict to, long pla
         }
         return;
     }
-    for (long i = 0; i < plane; i++) {
-        to[3 * i] = table[0][from[3 * i]];
-        to[3 * i + 1] = table[1][from[3 * i + 1]];
-        to[3 * i + 2] = table[2][from[3 * i + 2]];
-    }
+    for (long i = 0; i < plane; i++)
+        for (long c = 0; c < channels; c++)
+            to[channels * i + c] = table[c][from[channels * i + c]];
 }
 
 #endif
