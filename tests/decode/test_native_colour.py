@@ -1,4 +1,4 @@
-"""recpipe._batch's colour recipes (recpipe/_colour_kernels.h): gray output, MXNet's
+"""recpipe._batch's colour recipes (csrc/batch/colour_steps.h): gray output, MXNet's
 contrast/illumination, PCA lighting and the HLS shift, each proved against what the Python
 path uses: OpenCV's uint8 RGB<->HLS over every input (all 2^24 RGB triples, every valid HLS
 triple, at every place in a row where cv2 switches formula), numpy's normals, and loader

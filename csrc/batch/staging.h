@@ -1,4 +1,4 @@
-/* Output kernels of recpipe._batch beyond uint8/float32 (issue 21 item 2), kept out of _batch.c.
+/* Output kernels of recpipe._batch beyond uint8/float32, kept out of batch/batch.c.
  *
  * float16 output: a sample is rendered as uint8 (the uint8 path, unchanged: the pixel values the
  * Python path normalises) and mapped through a per-run table of 3 x 256 halves computed with the
@@ -45,7 +45,8 @@ static inline uint16_t half_of(float value)
 }
 
 /* The options a float16 sample is rendered with first: as uint8 output (the pixel values the
- * Python path normalises, in the output's layout and mirrored), converted by halves_of or floats_of. */
+ * Python path normalises, in the output's layout and mirrored), converted by halves_of or
+ * floats_of. */
 static run_options half_staging(const run_options *opt)
 {
     run_options unit = *opt;
@@ -54,7 +55,7 @@ static run_options half_staging(const run_options *opt)
     return unit;
 }
 
-/* float_table's float32 values (Renderer._write's arithmetic, recpipe/_warp.h) as float16, as
+/* float_table's float32 values (Renderer._write's arithmetic, csrc/kernels/warp.h) as float16, as
  * OpenCV converts them (half_of): cv2.addWeighted to CV_16F rounds every value the same way,
  * last block included. */
 static void half_table(const run_options *opt, uint16_t table[3][256])

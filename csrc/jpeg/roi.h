@@ -1,7 +1,7 @@
 /*
  * Region-of-interest, DCT-scaled JPEG decoding with libjpeg(-turbo), shared by recpipe._batch's
  * decode_region (one image per call) and fill (a run of records per call). See
- * _jpegroi_methods.h for the
+ * jpeg/region.h for the
  * behaviour; every function here runs without the GIL.
  *
  * A roi_job is filled with the request (data, size, scale, region, channels, options), then:
