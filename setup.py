@@ -163,28 +163,34 @@ class RecpipeBuildExt(build_ext):
         return True
 
 
+# The C sources live under csrc/, one folder a family (csrc/README.md); headers are included
+# by their path from csrc/ ("kernels/interp.h").
+CSRC = "csrc"
+
+
+def _headers(*folders):
+    """Every header of ``folders`` (under csrc/): what an extension's sources may include."""
+    return sorted(os.path.join(CSRC, folder, name) for folder in folders
+                  for name in os.listdir(os.path.join(CSRC, folder)) if name.endswith(".h"))
+
+
+def _extension(name, source, folders, **keywords):
+    keywords.setdefault("extra_compile_args", ["-O3"])
+    return Extension(f"recpipe.{name}", sources=[os.path.join(CSRC, source)],
+                     include_dirs=[CSRC], depends=_headers(*folders), **keywords)
+
+
 setup(
     ext_modules=[
-        Extension("recpipe._resize", sources=["recpipe/_resize.c"],
-                  depends=["recpipe/_floats.h", "recpipe/_resize_core.h"],
-                  extra_compile_args=["-O3"]),
-        Extension("recpipe._colour", sources=["recpipe/_colour.c"],
-                  depends=["recpipe/_floats.h", "recpipe/_planes.h"], extra_compile_args=["-O3"]),
-        Extension("recpipe._crc32c", sources=["recpipe/_crc32c.c"], depends=["recpipe/_crc32c.h"],
-                  extra_compile_args=["-O3"]),
+        _extension("_resize", "kernels/resize_module.c", ["common", "kernels"]),
+        _extension("_colour", "kernels/colour_module.c", ["common", "kernels"]),
+        _extension("_crc32c", "common/crc32c_module.c", ["common"]),
         # the one planner: no fused multiply-adds, or a matrix or factor would differ in its
-        # last bit from Python's arithmetic (recpipe/_plan.h also says so for recpipe._batch)
-        Extension("recpipe._plan", sources=["recpipe/_plan.c"], depends=["recpipe/_plan.h"],
-                  extra_compile_args=["-O3", "-ffp-contract=off"]),
-        Extension("recpipe._batch", sources=["recpipe/_batch.c"], libraries=["jpeg"],
-                  depends=["recpipe/_augment_kernels.h", "recpipe/_chw_rows.h",
-                           "recpipe/_colour_kernels.h",
-                           "recpipe/_crc32c.h", "recpipe/_floats.h",
-                           "recpipe/_jpegroi_methods.h", "recpipe/_planes.h",
-                           "recpipe/_interp.h", "recpipe/_plan.h", "recpipe/_resize_core.h",
-                           "recpipe/_roi_core.h",
-                           "recpipe/_warp.h"],
-                  extra_compile_args=["-O3"]),
+        # last bit from Python's arithmetic (csrc/plan/plan.h also says so for recpipe._batch)
+        _extension("_plan", "plan/plan_module.c", ["plan"],
+                   extra_compile_args=["-O3", "-ffp-contract=off"]),
+        _extension("_batch", "batch/batch.c", ["batch", "common", "jpeg", "kernels", "plan"],
+                   libraries=["jpeg"]),
     ],
     cmdclass={"build_ext": RecpipeBuildExt},
 )

@@ -1,8 +1,8 @@
-"""Type stubs of recpipe's libjpeg extension (recpipe/_batch.c): the native run decoder
-(``fill``) and the region decoder (``decode_region``, recpipe/_jpegroi_methods.h).
+"""Type stubs of recpipe's libjpeg extension (csrc/batch/batch.c): the native run decoder
+(``fill``) and the region decoder (``decode_region``, csrc/jpeg/region.h).
 
 ``options`` is a ``recpipe.decode.native.RunOptions``: the planner's options first
-(``recpipe._plan.OPTION_FIELDS``, parsed by recpipe/_plan.h's one table), then the run's. The
+(``recpipe._plan.OPTION_FIELDS``, parsed by csrc/plan/plan.h's one table), then the run's. The
 tuple below lists its fields' types in ``OPTION_FIELDS`` order (tests/decode/test_native.py
 checks the two against each other), and ``OPTION_FIELDS`` is (tests/test_stubs.py checks these
 names against the module's):

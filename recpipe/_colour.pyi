@@ -1,4 +1,4 @@
-"""Type stubs of recpipe's fused colour jitter (recpipe/_colour.c)."""
+"""Type stubs of recpipe's fused colour jitter (csrc/kernels/colour_module.c)."""
 
 from typing import Optional, Sequence, Tuple
 

@@ -1,4 +1,4 @@
-"""Type stubs of recpipe's planner (recpipe/_plan.c, recpipe/_plan.h): every random decision of a
+"""Type stubs of recpipe's planner (csrc/plan/plan_module.c, csrc/plan/plan.h): every random decision of a
 sample, for both decode paths.
 
 ``options`` is ``recpipe.decode.augment.plan.Planner.options``: the tuple below lists its fields'

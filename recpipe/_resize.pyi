@@ -1,4 +1,4 @@
-"""Type stubs of recpipe's fused bilinear resize (recpipe/_resize.c)."""
+"""Type stubs of recpipe's fused bilinear resize (csrc/kernels/resize_module.c)."""
 
 from typing import Optional, Sequence, Tuple
 

@@ -175,12 +175,12 @@ def test_the_state_without_libjpeg_decodes_the_same_pixels(without_libjpeg, tmp_
 
 
 def test_sdist_tarball_lists_the_region_decoder_header(tmp_path):
-    """_batch.c includes _jpegroi_methods.h: the sdist must carry it (a wheel built from the sdist
-    would fail to compile otherwise)."""
+    """csrc/batch/batch.c includes csrc/jpeg/region.h: the sdist must carry it (a wheel built
+    from the sdist would fail to compile otherwise)."""
     run = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", tmp_path], cwd=ROOT,
                          capture_output=True, text=True, timeout=600, env=_env())
     if run.returncode != 0:
         pytest.skip(f"setup.py sdist does not run here: {run.stderr[-300:]}")
     with tarfile.open(next(tmp_path.glob("recpipe-*.tar.gz"))) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert {"recpipe/_batch.c", "recpipe/_jpegroi_methods.h", "recpipe/_roi_core.h"} <= names
+    assert {"csrc/batch/batch.c", "csrc/jpeg/region.h", "csrc/jpeg/roi.h"} <= names

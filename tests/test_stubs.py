@@ -16,8 +16,9 @@ from recpipe._optional import extension
 PACKAGE = Path(recpipe.__file__).parent
 # constants a module has only in some builds (#ifdef in the C)
 CONDITIONAL = {"_batch": {"LIBJPEG_TURBO_VERSION"}}  # libjpeg-turbo's headers, not plain libjpeg
-MODULES = sorted(path.stem for path in PACKAGE.glob("_*.c")
-                 if f"PyInit_{path.stem}" in path.read_text())
+CSRC = PACKAGE.parent / "csrc"  # the C sources: an extension's module file defines PyInit_<name>
+MODULES = sorted(name for path in CSRC.rglob("*.c")
+                 for name in re.findall(r"PyMODINIT_FUNC\s+PyInit_(_\w+)", path.read_text()))
 
 
 def _stub(name):

@@ -9,7 +9,7 @@ Faces are cut from ``../shared/data/photos`` (a square around the centre, jitter
   same JPEG bytes to RGB with libjpeg and no Python at all, the ceiling (issue 21: recpipe >= 0.9x);
 - ``c_loop_batch``: the same C loop also writing each image as recpipe does (float32 CHW,
   normalised, every other image mirrored, into a ring of batch slots, by recpipe's own writer
-  ``recpipe/_chw_rows.h``): the whole job with no Python, what recpipe's Python and hand-off
+  ``csrc/kernels/chw_rows.h``): the whole job with no Python, what recpipe's Python and hand-off
   cost is measured against;
 - ``bare``: Python threads decoding the in-memory JPEG bytes at full size, nothing else;
 - ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
@@ -99,7 +99,7 @@ def c_loop_rate(rec, threads, seconds, output="rgb"):
         folder = tempfile.mkdtemp(prefix="recpipe-jpeg-loop-")
         binary, blobs = os.path.join(folder, "jpeg_loop"), os.path.join(folder, "blobs.bin")
         built = compiler and subprocess.run(
-            [compiler, "-O2", "-I", os.path.join(HERE, os.pardir, "recpipe"), "-o", binary,
+            [compiler, "-O2", "-I", os.path.join(HERE, os.pardir, "csrc"), "-o", binary,
              os.path.join(HERE, "jpeg_loop.c"), "-ljpeg", "-lpthread"],
             capture_output=True).returncode == 0
         if built:

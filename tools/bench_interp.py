@@ -1,8 +1,8 @@
-"""recpipe/_interp.h's resizes (``recpipe._batch.interp``, with its SIMD loops and its scalar
+"""csrc/kernels/interp.h's resizes (``recpipe._batch.interp``, with its SIMD loops and its scalar
 ones alone) against cv2.resize on one OpenCV thread (with Intel IPP as the wheel has it, and
 with IPP off: for bicubic that is the Python path's resize), on the same random 3-channel
 images, alternated and repeated; prints the median milliseconds of each and the ratio of
-_interp.h to cv2's default (the pixels equal cv2's with IPP off:
+csrc/kernels/interp.h to cv2's default (the pixels equal cv2's with IPP off:
 tests/decode/test_native_interp.py).
 
     python tools/bench_interp.py --rounds 5
@@ -49,7 +49,7 @@ def main(argv=None):
     cv2.setNumThreads(1)
     rng = np.random.default_rng(0)
     print(f"medians of {args.rounds} alternated rounds of {args.repeat} calls, ms per resize")
-    print(f"{'case':34} {'_interp.h':>10} {'scalar':>7} {'cv2 (1 thread)':>15} "
+    print(f"{'case':34} {'csrc/kernels/interp.h':>10} {'scalar':>7} {'cv2 (1 thread)':>15} "
           f"{'cv2 IPP off':>12} {'ratio':>6}")
     for (h, w), (out_h, out_w), method, name in CASES:
         img = cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (5, 5), 0)

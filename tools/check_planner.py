@@ -1,6 +1,6 @@
 """Two source trees' planners compared over random (config, image size, seed) draws: every
 ``SamplePlan`` field bit for bit (floats by their hex) and every ``DecodeError`` message, so a
-change to the planner (recpipe/_plan.h, or the Python planner before it) is proved not to move a
+change to the planner (csrc/plan/plan.h, or the Python planner before it) is proved not to move a
 single decision.
 
 Each tree plans the same draws in a child process (``PYTHONPATH`` = the tree) and prints one

@@ -10,9 +10,9 @@
  * With OUTPUT "batch" each decoded image is also written the way recpipe's faces recipe writes
  * it: float32 (C, H, W), (x - 127.5) / 127.5, every other image mirrored, into the next slot of a
  * ring of 4 batches of 128 slots per thread (64-byte aligned), by recpipe's own writer
- * (recpipe/_chw_rows.h): the same job as the loader's decode threads, still with no Python.
+ * (csrc/kernels/chw_rows.h): the same job as the loader's decode threads, still with no Python.
  *
- *     cc -O2 -I recpipe -o /tmp/jpeg_loop tools/jpeg_loop.c -ljpeg -lpthread
+ *     cc -O2 -I csrc -o /tmp/jpeg_loop tools/jpeg_loop.c -ljpeg -lpthread
  *     /tmp/jpeg_loop blobs.bin THREADS SECONDS [rgb|batch]
  */
 #include <setjmp.h>
@@ -25,7 +25,7 @@
 
 #include <jpeglib.h>
 
-#include "_chw_rows.h"
+#include "kernels/chw_rows.h"
 
 #define BATCH_SLOTS 128
 #define RING_BATCHES 4

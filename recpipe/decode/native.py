@@ -3,13 +3,13 @@
 ``run_options`` is the gate: it decides whether a ``RecordDecoder``'s runs go to C, and returns
 the ``RunOptions`` C is given (None: the Python path). ``RunOptions`` is the named run
 description: the planner's options first (``Planner.options``; C plans every sample with the
-same planner the Python path calls, recpipe/_plan.h, parsed by its one table), then the run's;
+same planner the Python path calls, csrc/plan/plan.h, parsed by its one table), then the run's;
 ``recpipe._batch`` parses it field by field and exports the names in order as ``OPTION_FIELDS``
 (and the planner's uniform slots as ``DRAW_SLOTS``), which the tests compare with this module.
 
 The gate is an allow-list: ``NATIVE_AUGMENT_FIELDS`` names the ``AugmentConfig`` fields C
 renders. A run goes to C only when every other field is at its default, so a field added to
-``AugmentConfig`` takes the Python path until it is added here and to ``recpipe/_batch.c``.
+``AugmentConfig`` takes the Python path until it is added here and to ``csrc/batch/batch.c``.
 """
 
 import functools
@@ -35,11 +35,11 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "brightness", "contrast", "saturation", "mean_r", "mean_g", "mean_b", "std_r", "std_g",
     "std_b", "scale", "dtype", "layout",
     # nativecolour: gray output (data_shape C=1), MXNet's contrast/illumination, PCA lighting,
-    # HLS shift (recpipe/_colour_kernels.h)
+    # HLS shift (csrc/batch/colour_steps.h)
     "max_random_contrast", "max_random_illumination",
     "pca_noise",
     "random_h", "random_s", "random_l",
-    # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h; limits in augment_is_native)
+    # nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h; limits in augment_is_native)
     "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
     "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
     # nativeinter: every inter_method (see augment_is_native), random-size crops
@@ -47,7 +47,7 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "min_crop_size",
     "max_crop_size",
 })
-# nativeaffine: the most rotate_list angles C takes (MAX_ROTATE_LIST in recpipe/_warp.h)
+# nativeaffine: the most rotate_list angles C takes (MAX_ROTATE_LIST in csrc/kernels/warp.h)
 MAX_ROTATE_LIST = 64
 NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
@@ -57,9 +57,9 @@ _SCALE_BITS = ((1, (1, 2)), (2, (1, 4)), (4, (1, 8)))
 class RunOptions(NamedTuple):
     """What ``recpipe._batch.fill`` is told about a run (in ``OPTION_FIELDS`` order): first the
     planner's options (``recpipe._plan.OPTION_FIELDS``: ``Planner.options``, which C's one
-    planner reads for every sample, recpipe/_plan.h), then the run's."""
+    planner reads for every sample, csrc/plan/plan.h), then the run's."""
 
-    # the planner's (recpipe/_plan.h's PLAN_FIELDS; Planner.options)
+    # the planner's (csrc/plan/plan.h's PLAN_FIELDS; Planner.options)
     out_h: int
     out_w: int
     resize: int  # shorter-edge resize, -1: none
@@ -114,7 +114,7 @@ class RunOptions(NamedTuple):
     mean_r: float  # the means unrounded (per-sample offsets: -mean * gain * contrast + ...)
     mean_g: float
     mean_b: float
-    # nativeaffine: MXNet's affine step and pad (recpipe/_warp.h)
+    # nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h)
     fill_value: int
     warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
     # nativeinter
@@ -181,7 +181,7 @@ def geometric_is_native(config):
 @functools.lru_cache(maxsize=1)
 def float_writer_matches():
     """True when this process's cv2.addWeighted (Renderer._write's float32 NCHW writer) computes
-    as recpipe/_warp.h's float_table assumes: a fused multiply-add in blocks of 1024 values but
+    as csrc/kernels/warp.h's float_table assumes: a fused multiply-add in blocks of 1024 values but
     a last block shorter than 8, which it multiplies and adds in two roundings."""
     try:
         import cv2
@@ -207,7 +207,7 @@ def float_writer_matches():
 
 def float_plane_is_native(config):
     """True when a float32 NCHW plane of ``config``'s output has a last block of cv2's
-    addWeighted that recpipe/_warp.h's tables reproduce: none, shorter than 8 values (all
+    addWeighted that csrc/kernels/warp.h's tables reproduce: none, shorter than 8 values (all
     unfused) or whole 8-lane registers (all fused). Other lengths (e.g. 513: its last value
     unfused; 13: all fused) follow a rule not reproduced yet (found by the randomized test)."""
     rest = (config.out_hw[0] * config.out_hw[1]) % 1024
@@ -262,9 +262,9 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
 
 def interp_is_native(config):
     """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
-    (recpipe/_interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
+    (csrc/kernels/interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
     recpipe.image.opencv.resize, where cubic_matches) for 3-channel output without the colour
-    recipes of recpipe/_colour_kernels.h, which are not wired into that path."""
+    recipes of csrc/batch/colour_steps.h, which are not wired into that path."""
     if config.inter_method == 1:
         return True
     if config.inter_method in (2, 9, 10) and not cubic_matches():  # resizes that may be bicubic
@@ -311,8 +311,8 @@ def cubic_matches():
 def _side_path_renders(config, *, hls):
     """What the geometric and the interpolation paths share: 3-channel output without PCA
     lighting, MXNet's contrast/illumination, float16 jitter (or, unless ``hls``, an HLS shift),
-    which recpipe/_colour_kernels.h renders on the main path only; float32 NCHW written through
-    recpipe/_warp.h's tables only where they reproduce cv2's writer here."""
+    which csrc/batch/colour_steps.h renders on the main path only; float32 NCHW written through
+    csrc/kernels/warp.h's tables only where they reproduce cv2's writer here."""
     jitter = config.brightness or config.contrast or config.saturation
     shifted = config.random_h or config.random_s or config.random_l
     if (config.channels != 3 or config.pca_noise > 0 or config.max_random_contrast

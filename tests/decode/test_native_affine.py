@@ -1,4 +1,5 @@
-"""MXNet's affine step and pad on the native path (recpipe/_warp.h): recpipe._batch's warp equals
+"""MXNet's affine step and pad on the native path (csrc/kernels/warp.h): recpipe._batch's warp
+equals
 cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) bit for bit on seeded random images, matrices and
 sizes; native runs of the affine/pad recipes (MXNet's example/image-classification aug level 3,
 the CIFAR scripts' pad=4 crop) give the Python path's pixels and take the native path; what C

@@ -1,4 +1,4 @@
-"""recpipe._batch's colour recipes (recpipe/_colour_kernels.h): gray output, MXNet's
+"""recpipe._batch's colour recipes (csrc/batch/colour_steps.h): gray output, MXNet's
 contrast/illumination, PCA lighting and the HLS shift, each proved against what the Python
 path uses: OpenCV's uint8 RGB<->HLS over every input (all 2^24 RGB triples, every valid HLS
 triple, at every place in a row where cv2 switches formula), numpy's normals, and loader
@@ -179,6 +179,28 @@ def test_native_batches_equal_the_python_paths(rec, recipe, geometry, dtype, lay
     images, expected, native_samples = result
     np.testing.assert_array_equal(images, expected, err_msg=f"{recipe} {geometry}")
     assert native_samples == len(images)  # none left to the Python path
+
+
+@needs_hls
+@pytest.mark.parametrize("out_hw", [(36, 57), (38, 27), (41, 25)])
+@pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
+def test_hls_float32_planes_ending_in_a_short_block_equal_the_python_path(rec, geometry, out_hw):
+    """A float32 NCHW plane of 2052, 1026 or 1025 values ends in a block of cv2.addWeighted
+    shorter than one register, which it multiplies and adds in two roundings: the HLS path's
+    float writer (values staged as uint8, then written) once fused those too (one ulp apart in
+    the last values of a plane with a per-channel mean, e.g. RECPIPE_DIFF_SEED=5150, 424242)."""
+    kwargs = dict(data_shape=(3,) + out_hw, dtype="float32", layout="NCHW", random_h=40,
+                  rand_mirror=True, mean_r=100.1, mean_b=25.97, std_g=43.6, std_b=79.09,
+                  scale=6067.96)
+    kwargs.update(GEOMETRIES[geometry])
+    config = AugmentConfig.from_kwargs(**kwargs)
+    assert augment_is_native(config)
+    result = _native_and_python(rec, config)
+    if result is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    images, expected, native_samples = result
+    np.testing.assert_array_equal(images, expected)
+    assert native_samples == len(images)
 
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))

@@ -1,5 +1,5 @@
 """The native contract, field by field (beside test_native.py's gate tests): C plans with the
-Python path's planner (recpipe/_plan.h: the same slots and planning options); every field of
+Python path's planner (csrc/plan/plan.h: the same slots and planning options); every field of
 the allow-list, flipped to a value that changes the Python path's pixels, is rendered by C with
 exactly those pixels; and a field added to a copy of
 the allow-list without C support is caught by that same check (C ignores it, so its pixels are
@@ -41,7 +41,7 @@ DERIVED_SLOTS = {"rrc_tries": (planning.U_CROP - planning.U_RRC) // 4,
 
 def test_every_c_slot_is_a_planner_slot():
     """C plans with the Python path's planner: _batch's slots and the first of its option
-    fields are recpipe._plan's (both built from recpipe/_plan.h), and each slot is plan.py's
+    fields are recpipe._plan's (both built from csrc/plan/plan.h), and each slot is plan.py's
     ``U_<NAME>`` (or a derived one), so a slot added on either side is checked without editing
     this test."""
     plan = native("_plan")

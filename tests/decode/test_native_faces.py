@@ -1,6 +1,6 @@
 """The faces path of ``recpipe._batch`` (issue 21, "112 px faces against a C loop of libjpeg"):
 a record exactly the output's size written one to one into a float32 (C, H, W) slot by
-``recpipe/_chw_rows.h`` (normalised and mirrored in one pass; AVX2 where the CPU has it,
+``csrc/kernels/chw_rows.h`` (normalised and mirrored in one pass; AVX2 where the CPU has it,
 non-temporal stores where a row starts on 32 bytes). Pixels must equal the Python path's
 exactly, whatever the width (the vector loops' tails), the mirror, the slot's alignment and the
 images decoded before in the same run (a failed, a progressive or a gray one)."""

@@ -1,7 +1,7 @@
 """Every ``inter_method`` on the native path, random-size crops and labels that do not come from
 the record header (an imglist's id table, ``label_width`` > 1).
 
-The resize kernels (recpipe/_interp.h) are checked against cv2.resize on thousands of seeded
+The resize kernels (csrc/kernels/interp.h) are checked against cv2.resize on thousands of seeded
 random images and sizes (bicubic with Intel IPP off in the test's thread: OpenCV's own
 arithmetic, which the Python path uses); the loader's native runs against the Python path
 (pixels equal, with ``status`` proving which samples C rendered)."""
@@ -34,7 +34,8 @@ KERNEL_CASES = 3000
 
 
 def _ours(img, out_h, out_w, inv_x, inv_y, method):
-    """_interp.h's resize, with its SIMD loops (where the CPU has them) and with its scalar
+    """csrc/kernels/interp.h's resize, with its SIMD loops (where the CPU has them) and with its
+    scalar
     ones alone (the two must agree: they compute the same integers)."""
     h, w, c = img.shape
     out = np.zeros((out_h, out_w, c), np.uint8)
@@ -102,7 +103,7 @@ def test_kernels_equal_cv2_resize_bit_for_bit():
 def test_bicubic_is_a_kernel_and_native_because_the_python_path_turns_ipp_off():
     """cv2.resize's 8-bit bicubic is Intel IPP's where the wheel has it (its own arithmetic,
     CPU-dependent); the Python path resizes with IPP off (recpipe.image.opencv.resize), whose
-    pixels _interp.h reproduces, so the gate lets inter_method=2 through."""
+    pixels csrc/kernels/interp.h reproduces, so the gate lets inter_method=2 through."""
     img = cv2.GaussianBlur(np.random.default_rng(0).integers(0, 256, (30, 41, 3), np.uint8),
                            (3, 3), 0)
     with ipp_off():
@@ -118,7 +119,8 @@ def test_bicubic_is_a_kernel_and_native_because_the_python_path_turns_ipp_off():
 
 
 def test_bicubic_is_native_only_where_c_matches_this_processs_opencv(monkeypatch):
-    """The gate checks _interp.h's bicubic against this process's Python path on seeded probes
+    """The gate checks csrc/kernels/interp.h's bicubic against this process's Python path on
+    seeded probes
     (cubic_matches); where they differ, inter_method 2, 9 and 10 stay on the Python path."""
     assert cubic_matches()
     monkeypatch.setattr(native, "cubic_matches", lambda: False)

@@ -1,4 +1,4 @@
-"""recpipe._plan, the one planner both decode paths call (recpipe/_plan.h): its arguments are
+"""recpipe._plan, the one planner both decode paths call (csrc/plan/plan.h): its arguments are
 checked (TypeError/ValueError, never a crash), the images it cannot plan become the Python path's
 DecodeErrors, each named draw slot is where the decision it names is read, and recpipe._batch
 was built from the same planner (same slots, the same options first)."""

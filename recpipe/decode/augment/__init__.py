@@ -13,7 +13,7 @@ defaults. ``Augmenter(config)`` then works in two steps per sample:
 1. ``plan(height, width, rng)`` makes every random draw for the sample (crop box, mirror, colour
    factors and their order, PCA alpha, normalisation jitter, random interpolation) in a fixed
    order from one block of uniforms, so a sample's result depends only on its RNG, not on
-   threads. The decisions are made by the one planner, in C (``recpipe/_plan.h``), which this
+   threads. The decisions are made by the one planner, in C (``csrc/plan/plan.h``), which this
    path calls through ``recpipe._plan`` and ``recpipe._batch`` calls for its runs: the two paths
    differ only in their kernels. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale the decode may
    use without losing output resolution, and ``decode_box(plan, scale)`` which pixels of that

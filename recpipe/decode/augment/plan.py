@@ -1,7 +1,7 @@
 """Planning: every random decision of one sample drawn up front, in a fixed order, from one
 block of uniforms (``SamplePlan``), so a sample's result depends only on its random stream.
 
-The decisions are made in C, by the one planner both decode paths call (``recpipe/_plan.h``:
+The decisions are made in C, by the one planner both decode paths call (``csrc/plan/plan.h``:
 ``recpipe._plan`` here, ``recpipe._batch`` for the runs it decodes), so the two paths can differ
 only in their kernels. ``Planner`` packs an ``AugmentConfig`` into the planner's options once,
 draws the sample's uniforms (and normals for PCA lighting) from its RNG and builds the
@@ -18,7 +18,7 @@ __all__ = ["Planner", "SamplePlan", "N_UNIFORM", "U_CROP", "U_MIRROR", "plan_opt
            "resize_shorter_size"]
 
 # the uniform slots of the per-sample block: U_<NAME> is recpipe._plan.DRAW_SLOTS[<name>]
-# (recpipe/_plan.h), N_UNIFORM its "drawn"; looked up when first asked for (the extension is
+# (csrc/plan/plan.h), N_UNIFORM its "drawn"; looked up when first asked for (the extension is
 # required, but importing recpipe does not need it built)
 _SLOT_NAMES = {"N_UNIFORM": "drawn", "U_INTER": "inter", "U_AFFINE": "affine", "U_RRC": "rrc",
                "U_CROP": "crop", "U_MIRROR": "mirror", "U_HLS": "hls", "U_ORDER": "order",

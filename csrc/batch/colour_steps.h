@@ -1,11 +1,11 @@
-/* Colour kernels of recpipe._batch (branch nativecolour, issue 21 item 2), kept out of _batch.c:
+/* Colour kernels of recpipe._batch, kept out of batch/batch.c:
  *
  * - MXNet's ImageNormalizeParam jitter (max_random_contrast / max_random_illumination): the
  *   per-sample gains and offsets of Renderer._affine_terms, in the same double arithmetic.
  * - PCA lighting (pca_noise): numpy's Generator.standard_normal(3) drawn after the sample's 64
  *   uniforms, through numpy's own ziggurat (random_standard_normal from numpy's libnpyrandom,
  *   linked when setup.py finds it: RECPIPE_NPYRANDOM) fed by our Philox, then the planner's
- *   float32 offsets (recpipe/_plan.h).
+ *   float32 offsets (csrc/plan/plan.h).
  * - HLS shift (random_h/s/l): OpenCV 5.0.0's uint8 RGB<->HLS conversions, which compute in
  *   float32 with one formula in their vector loop (8 pixels at a time, AVX2) and another in the
  *   scalar loop that ends each block of 256 pixels; both are reproduced, each pixel with the one
@@ -28,7 +28,7 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* numpy's Philox, defined in _batch.c */
+/* numpy's Philox, defined in batch/batch.c */
 static void philox_block(const uint64_t counter[4], const uint64_t key_in[2], uint64_t out[4]);
 
 #define CV_BLOCK 256 /* OpenCV's colour conversions work in blocks of this many pixels */
@@ -60,7 +60,7 @@ static void norm_terms(const run_options *opt, double contrast, double illuminat
     }
 }
 
-/* --- PCA lighting: the normals (recpipe/_plan.h turns them into offsets) -------------------- */
+/* --- PCA lighting: the normals (csrc/plan/plan.h turns them into offsets) -------------------- */
 
 #ifdef RECPIPE_NPYRANDOM
 #include <numpy/random/distributions.h>
@@ -443,7 +443,7 @@ static int stages_values(const run_options *opt)
 
 typedef struct {
     uint16_t halves[3][256];
-    float values[3][256];
+    float values[3][256], tail[3][256]; /* float32: float_table's (csrc/kernels/warp.h) */
 } value_tables;
 
 /* The tables of the options ``opt`` (a run's, or a sample's after norm_terms). */
@@ -452,11 +452,14 @@ static void make_tables(const run_options *opt, value_tables *tables)
     if (opt->is_half)
         half_table(opt, tables->halves);
     else
-        value_table(opt, tables->values);
+        float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, tables->values,
+                    tables->tail);
 }
 
 /* The staged uint8 sample ``from`` into ``to`` through the run's tables, or through the
- * sample's own when it draws contrast/illumination (its plan's ``contrast``, ``illumination``). */
+ * sample's own when it draws contrast/illumination (its plan's ``contrast``, ``illumination``):
+ * float32 by floats_of, the one writer of cv2.addWeighted's values (its short last block
+ * included), float16 by halves_of. */
 static void unstage(const run_options *opt, const value_tables *run_tables, double contrast,
                     double illumination, const uint8_t *from, void *to)
 {
@@ -468,9 +471,13 @@ static void unstage(const run_options *opt, const value_tables *run_tables, doub
         make_tables(&local, &own);
         tables = &own;
     }
-    staged_to(from, to, opt->out_h * opt->out_w, opt->nchw, opt->channels,
-              opt->is_half ? (const uint16_t(*)[256])tables->halves : NULL,
-              (const float(*)[256])tables->values);
+    long plane = opt->out_h * opt->out_w;
+    if (opt->is_half)
+        halves_of(from, to, plane, opt->nchw, opt->channels,
+                  (const uint16_t(*)[256])tables->halves);
+    else
+        floats_of(from, to, plane, opt->nchw, opt->channels,
+                  (const float(*)[256])tables->values, (const float(*)[256])tables->tail);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -1,5 +1,6 @@
 /*
- * The bilinear resize of recpipe._resize (see _resize.c for what it computes), shared with
+ * The bilinear resize of recpipe._resize (see kernels/resize_module.c for what it computes),
+ * shared with
  * recpipe._batch so that both write identical values. Fill a resize_job (src, height, width,
  * channels, dst, out_h, out_w, mirror, nchw, is_float, gains, offsets), call
  * resize_prepare(job, y_axis, x_axis), then resize_run(job) (no GIL needed), and

@@ -6,7 +6,7 @@
  * with its C kernels alone: an optional shorter-edge resize, then an output-sized crop (centre
  * or random) or a random-resized crop, brightness/contrast/saturation jitter, mirror and
  * normalisation (faces: a 112x112 record into a 112x112 slot; ImageNet's train and val). Every
- * sample is planned by recpipe/_plan.h's plan_full, the one planner, which the Python path calls
+ * sample is planned by csrc/plan/plan.h's plan_full, the one planner, which the Python path calls
  * too (recpipe._plan, from Planner.plan): this file derives what it needs from that plan and
  * has no planning of its own. decode_scale, decode_box and geometry.linear_axes are followed
  * step by step (same arithmetic), and the pixels are written by the same code as
@@ -33,7 +33,7 @@
  * not match is left to the Python path too, which raises its checksum error (``sum_matches``).
  *
  * ``options``: a recpipe.decode.native.RunOptions (a tuple; names in order in OPTION_FIELDS):
- * first the planner's options (Planner.options, parsed by recpipe/_plan.h's PLAN_FIELDS: out_h,
+ * first the planner's options (Planner.options, parsed by csrc/plan/plan.h's PLAN_FIELDS: out_h,
  * out_w, resize, rand_crop, mirror, rand_mirror, rrc, min_area, max_area, aspect_low,
  * aspect_high, brightness, contrast, saturation, ...), then the run's, parsed by OPTION_TABLE
  * below (nchw, gains, offsets, label_width, fast_dct, fast_upsample, strict, max_pixels,
@@ -44,14 +44,14 @@
  * 1/4, 1/8 the decoder offers). The random draws are those of numpy's
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64)
  * (then standard_normal(3) with PCA lighting), read by the planner at its slots (DRAW_SLOTS,
- * recpipe/_plan.h), so that pixels equal the Python path's.
+ * csrc/plan/plan.h), so that pixels equal the Python path's.
  * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
  * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
- * recpipe/_warp.h (geometric_into), then cropped and written as the Python path writes it.
+ * csrc/kernels/warp.h (geometric_into), then cropped and written as the Python path writes it.
  *
  * nativeinter: options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
  * auto, 10 drawn per resize from slots 0..2) picks how a resize the Python path hands to
- * cv2.resize is made: by recpipe/_interp.h (OpenCV's arithmetic, our code; bicubic as with
+ * cv2.resize is made: by csrc/kernels/interp.h (OpenCV's arithmetic, our code; bicubic as with
  * IPP off, as the Python path makes it); options.min_crop_size/max_crop_size (-1: off) draw a
  * random-size square crop (its side from slot 48); options.id_labels takes each sample's labels
  * from ``label_ids`` (ascending uint64 image ids) and ``label_values`` (label_width float32 a
@@ -68,16 +68,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "_chw_rows.h"
-#include "_crc32c.h"
-#include "_floats.h"
-#include "_interp.h"
-#include "_plan.h" /* the one planner: plan_full, the draw slots, the planning options */
-#include "_planes.h"
-#include "_resize_core.h"
-#include "_roi_core.h"
-#include "_jpegroi_methods.h" /* decode_region: one JPEG region, in the method table */
-#include "_warp.h"
+#include "kernels/chw_rows.h"
+#include "common/crc32c.h"
+#include "common/pyargs.h"
+#include "kernels/interp.h"
+#include "plan/plan.h" /* the one planner: plan_full, the draw slots, the planning options */
+#include "kernels/planes.h"
+#include "kernels/resize.h"
+#include "jpeg/roi.h"
+#include "jpeg/region.h" /* decode_region: one JPEG region, in the method table */
+#include "kernels/warp.h"
 
 #include <math.h>
 
@@ -86,7 +86,7 @@
 #define MAX_RECORD (256u << 20) /* larger records go to the Python path */
 
 typedef struct {
-    plan_config plan; /* what the planner reads (recpipe/_plan.h): the options' first fields */
+    plan_config plan; /* what the planner reads (csrc/plan/plan.h): the options' first fields */
     long out_h, out_w; /* the plan's, for the writers */
     int nchw, is_float, is_half; /* is_half: float16 out */
     float gains[3], offsets[3];
@@ -99,14 +99,14 @@ typedef struct {
     /* nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift */
     long channels;                     /* 1 or 3 */
     double means[3];                   /* per channel: the offsets are -mean * gain */
-    /* nativeaffine: MXNet's affine step and pad (recpipe/_warp.h) */
+    /* nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h) */
     int warp_lanes, fill;
     /* nativeinter: labels by image id */
     int id_labels;             /* labels from the caller's id table, not the record header */
 } run_options;
 
-#include "_augment_kernels.h" /* kernels on run_options */
-#include "_colour_kernels.h"  /* nativecolour's kernels on run_options */
+#include "batch/staging.h" /* kernels on run_options */
+#include "batch/colour_steps.h"  /* nativecolour's kernels on run_options */
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
  * zeroed by the kernel every time) and freed when the thread ends. */
@@ -345,7 +345,7 @@ static void write_crop(const run_options *opt, scratch *mem, const unsigned char
 
 /* --- one sample ---------------------------------------------------------------------------- */
 
-/* --- planning: recpipe/_plan.h's plan, then geometry step by step --------------------------- */
+/* --- planning: csrc/plan/plan.h's plan, then geometry step by step --------------------------- */
 
 typedef struct {
     long src_h, src_w, res_h, res_w; /* the image, and after the resize step */
@@ -564,7 +564,7 @@ static int colour_region(const run_options *opt, scratch *mem, const sample_plan
     return 0;
 }
 
-/* --- nativeinter: the resizes the Python path hands to cv2.resize (recpipe/_interp.h) ------ */
+/* --- the resizes the Python path hands to cv2.resize (kernels/interp.h) ---------------------- */
 
 /* geometry.resolve_inter: MXNet's automatic choice (9) by the sizes; the others as they are. */
 static int resolve_inter(int method, long old_h, long old_w, long new_h, long new_w)
@@ -700,15 +700,15 @@ static int write_region(const run_options *opt, scratch *mem, const sample_plan 
         write_crop(opt, mem, mem->region, stride, 0, plan->mirror, dst);
         return 0;
     }
-    /* float32: cv2's writers (Renderer._write) through recpipe/_warp.h's per-value tables */
+    /* float32: cv2's writers (Renderer._write) through csrc/kernels/warp.h's per-value tables */
     run_options unit = half_staging(opt);
     float table[3][256], tail[3][256];
     if (grow((void **)&mem->staged, &mem->staged_cap, 3 * n))
         return -1;
     write_crop(&unit, mem, mem->region, stride, 0, plan->mirror, mem->staged);
     float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, table, tail);
-    floats_of(mem->staged, dst, (long)n, opt->nchw, (const float(*)[256])table,
-              (const float(*)[256])tail);
+    floats_of(mem->staged, dst, (long)n, opt->nchw, opt->channels,
+              (const float(*)[256])table, (const float(*)[256])tail);
     return 0;
 }
 
@@ -808,8 +808,8 @@ static int geometric_into(sample_ctx *ctx, const full_plan *fp, long rows, long 
         float table[3][256], tail[3][256];
         write_crop(&unit, mem, mem->crop, crop_stride, 0, mirror, mem->staged);
         float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, table, tail);
-        floats_of(mem->staged, dst, (long)n, opt->nchw, (const float(*)[256])table,
-                  (const float(*)[256])tail);
+        floats_of(mem->staged, dst, (long)n, opt->nchw, opt->channels,
+                  (const float(*)[256])table, (const float(*)[256])tail);
     } else {
         write_crop(opt, mem, mem->crop, crop_stride, 0, mirror, dst);
     }
@@ -1039,7 +1039,7 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 /* --- arguments ------------------------------------------------------------------------------ */
 
 /* The run options, in the order recpipe.decode.native.RunOptions holds them: first the
- * planner's (PLAN_FIELDS of recpipe/_plan.h, parsed by plan_parse into run_options.plan), then
+ * planner's (PLAN_FIELDS of csrc/plan/plan.h, parsed by plan_parse into run_options.plan), then
  * these, the one place where their names, kinds and destinations are listed (exported with the
  * planner's as OPTION_FIELDS; a field added here is parsed, exported and checked against the
  * Python side by tests/decode/test_native.py). */
@@ -1077,7 +1077,7 @@ static const option_field OPTION_TABLE[] = {
     OPTION("mean_r", OPT_DOUBLE, means[0]),
     OPTION("mean_g", OPT_DOUBLE, means[1]),
     OPTION("mean_b", OPT_DOUBLE, means[2]),
-    /* nativeaffine: MXNet's affine step and pad (recpipe/_warp.h) */
+    /* nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h) */
     OPTION("fill_value", OPT_INT, fill),
     OPTION("warp_lanes", OPT_INT, warp_lanes),
     /* nativeinter */
@@ -1170,7 +1170,7 @@ static const char *run_option_name(Py_ssize_t i)
 }
 
 /* OPTION_FIELDS: the option names in order (the planner's, then the run's); DRAW_SLOTS: where
- * the planner (recpipe/_plan.h) reads its uniforms in a sample's block of N_UNIFORM. */
+ * the planner (csrc/plan/plan.h) reads its uniforms in a sample's block of N_UNIFORM. */
 static int add_contract(PyObject *module)
 {
     if (plan_add_contract(module, N_OPTIONS, run_option_name) < 0)
@@ -1477,7 +1477,7 @@ done:
     return result;
 }
 
-/* interp(src, dst, inv_x, inv_y, method, simd=True): recpipe/_interp.h's resize of a
+/* interp(src, dst, inv_x, inv_y, method, simd=True): csrc/kernels/interp.h's resize of a
  * C-contiguous uint8 (H, W, C) ``src`` into ``dst`` (H', W', C) as cv::hal::resize with those
  * inverse scales (for the tests that compare it with cv2.resize; simd False: scalar loops). */
 static PyObject *batch_interp(PyObject *self, PyObject *args)
@@ -1528,7 +1528,7 @@ static PyMethodDef batch_methods[] = {
      "cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe._batch computes it."},
     {"interp", batch_interp, METH_VARARGS,
      "interp(src_shape, src, dst_shape, dst, inv_x, inv_y, method, simd=True) -> True when "
-     "resized (src_shape: (h, w, c), dst_shape: (h2, w2); for tests: recpipe/_interp.h against "
+     "resized (src_shape: (h, w, c), dst_shape: (h2, w2); for tests: csrc/kernels/interp.h against "
      "cv2.resize; simd False: its scalar loops only)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,5 @@
 /* MXNet's affine step and pad for recpipe._batch (issue 21 item 2, branch nativeaffine), kept out
- * of _batch.c: the planned matrix (recpipe/_plan.h's, the Python path's) rounded to float32 as
+ * of batch/batch.c: the planned matrix (plan/plan.h's, the Python path's) rounded to float32 as
  * cv2 gets it, OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
  * and BORDER_CONSTANT reproduced bit for bit, cv2.copyMakeBorder's constant pad, and the float32
  * output table of the Python path's cv2 writers (Renderer._write).
@@ -172,7 +172,7 @@ static void warp_affine_linear(const warp_job *j)
     warp_rows_portable(j);
 }
 
-/* The planned forward matrix (recpipe/_plan.h, doubles) as cv2 gets it: float32 values. */
+/* The planned forward matrix (csrc/plan/plan.h, doubles) as cv2 gets it: float32 values. */
 static void warp_forward(const double matrix[6], double forward[6])
 {
     /* rounded through volatile floats: GCC 12's SLP vectorizer (-O3) dropped the float
@@ -214,7 +214,7 @@ static void work_crop(const uint8_t *img, long img_h, long img_w, const double *
 }
 
 /* Renderer._write's float32 values of each pixel value 0-255 in each channel (the float16
- * table's arithmetic, _augment_kernels.h's half_table, without the float16 step). NCHW planes
+ * table's arithmetic, batch/staging.h's half_table, without the float16 step). NCHW planes
  * are cv2.addWeighted's: fmaf(x, gain, offset) in blocks of ARITH_BLOCK values, except a last
  * block shorter than ARITH_LANES (one SIMD register), which its scalar loop computes as
  * x * gain rounded, plus offset (``tail``). recpipe.decode.native checks the rule against cv2
@@ -236,12 +236,12 @@ static void float_table(const float gains[3], const float offsets[3],
 }
 
 static void floats_of(const uint8_t *restrict from, float *restrict to, long plane, int nchw,
-                      const float table[3][256], const float tail[3][256])
+                      long channels, const float table[3][256], const float tail[3][256])
 {
     if (nchw) {
         long rest = plane % ARITH_BLOCK;
         long tail_from = rest > 0 && rest < ARITH_LANES ? plane - rest : plane;
-        for (long c = 0; c < 3; c++) {
+        for (long c = 0; c < channels; c++) {
             const uint8_t *src = from + c * plane;
             float *dst = to + c * plane;
             for (long i = 0; i < tail_from; i++)
@@ -251,11 +251,9 @@ static void floats_of(const uint8_t *restrict from, float *restrict to, long pla
         }
         return;
     }
-    for (long i = 0; i < plane; i++) {
-        to[3 * i] = table[0][from[3 * i]];
-        to[3 * i + 1] = table[1][from[3 * i + 1]];
-        to[3 * i + 2] = table[2][from[3 * i + 2]];
-    }
+    for (long i = 0; i < plane; i++)
+        for (long c = 0; c < channels; c++)
+            to[channels * i + c] = table[c][from[channels * i + c]];
 }
 
 #endif

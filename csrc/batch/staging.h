@@ -1,4 +1,4 @@
-/* Output kernels of recpipe._batch beyond uint8/float32 (issue 21 item 2), kept out of _batch.c.
+/* Output kernels of recpipe._batch beyond uint8/float32, kept out of batch/batch.c.
  *
  * float16 output: a sample is rendered as uint8 (the uint8 path, unchanged: the pixel values the
  * Python path normalises) and mapped through a per-run table of 3 x 256 halves computed with the
@@ -45,7 +45,8 @@ static inline uint16_t half_of(float value)
 }
 
 /* The options a float16 sample is rendered with first: as uint8 output (the pixel values the
- * Python path normalises, in the output's layout and mirrored), converted by staged_to. */
+ * Python path normalises, in the output's layout and mirrored), converted by halves_of or
+ * floats_of. */
 static run_options half_staging(const run_options *opt)
 {
     run_options unit = *opt;
@@ -54,45 +55,29 @@ static run_options half_staging(const run_options *opt)
     return unit;
 }
 
-/* The output value of every pixel value 0-255 in each channel, with the Python path's
- * (Renderer._write's, OpenCV's) arithmetic: NCHW, cv2.addWeighted to CV_16F/CV_32F, is one
- * fused float32 multiply-add; NHWC, cv2.multiply to CV_32F then cv2.add, rounds value * gain
- * (in double) to float32 and adds the float32 offset in float32. */
-static void value_table(const run_options *opt, float table[3][256])
-{
-    for (int c = 0; c < 3; c++)
-        for (int x = 0; x < 256; x++)
-            table[c][x] = opt->nchw ? fmaf((float)x, opt->gains[c], opt->offsets[c])
-                                    : (float)((double)x * opt->exact_gains[c]) + opt->offsets[c];
-}
-
-/* value_table's values as float16 (then converted to float16 by OpenCV, half_of). */
+/* float_table's float32 values (Renderer._write's arithmetic, csrc/kernels/warp.h) as float16, as
+ * OpenCV converts them (half_of): cv2.addWeighted to CV_16F rounds every value the same way,
+ * last block included. */
 static void half_table(const run_options *opt, uint16_t table[3][256])
 {
-    float values[3][256];
-    value_table(opt, values);
+    float values[3][256], tail[3][256];
+    float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, values, tail);
     for (int c = 0; c < 3; c++)
         for (int x = 0; x < 256; x++)
             table[c][x] = half_of(values[c][x]);
 }
 
-/* A sample rendered as uint8 (channels x plane or plane x channels) -> float16 (``halves``)
- * or float32 (``values``, when ``halves`` is NULL) through the tables. */
-static void staged_to(const uint8_t *restrict from, void *restrict to, long plane, int nchw,
-                      long channels, const uint16_t (*halves)[256], const float (*values)[256])
+/* A sample rendered as uint8 (channels x plane or plane x channels) -> float16 through the
+ * table. */
+static void halves_of(const uint8_t *restrict from, uint16_t *restrict to, long plane, int nchw,
+                      long channels, const uint16_t (*halves)[256])
 {
     long step = nchw ? 1 : channels, stride = nchw ? plane : 1;
     for (long c = 0; c < channels; c++) {
         const uint8_t *src = from + c * stride;
-        if (halves != NULL) {
-            uint16_t *dst = (uint16_t *)to + c * stride;
-            for (long i = 0; i < plane; i++)
-                dst[i * step] = halves[c][src[i * step]];
-        } else {
-            float *dst = (float *)to + c * stride;
-            for (long i = 0; i < plane; i++)
-                dst[i * step] = values[c][src[i * step]];
-        }
+        uint16_t *dst = to + c * stride;
+        for (long i = 0; i < plane; i++)
+            dst[i * step] = halves[c][src[i * step]];
     }
 }
 

@@ -1,5 +1,5 @@
 /*
- * recpipe._plan: the one planner (recpipe/_plan.h) for the Python path. recpipe._batch calls the
+ * recpipe._plan: the one planner (csrc/plan/plan.h) for the Python path. recpipe._batch calls the
  * same plan_full for every sample it renders, so the two paths differ only in their kernels.
  *
  * plan(options, uniforms, normals, height, width) -> the fields of a SamplePlan, in order:
@@ -21,7 +21,7 @@
 
 #include <string.h>
 
-#include "_plan.h"
+#include "plan/plan.h"
 
 /* ``options`` parsed into ``c`` (zeroed here); plan_release(c) afterwards, always. */
 static int parse_options(PyObject *options, plan_config *c)

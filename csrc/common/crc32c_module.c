@@ -1,8 +1,9 @@
-/* recpipe._crc32c: CRC32C of a bytes-like object (see _crc32c.h), without the GIL on big ones. */
+/* recpipe._crc32c: CRC32C of a bytes-like object (see common/crc32c.h), without the GIL on big
+ * ones. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_crc32c.h"
+#include "common/crc32c.h"
 
 #define RELEASE_GIL_FROM 65536
 

@@ -1,6 +1,6 @@
 /*
  * recpipe._batch's region decoder: region-of-interest and DCT-scaled JPEG decoding with
- * libjpeg(-turbo), included by _batch.c (one libjpeg extension) and listed in its method table
+ * libjpeg(-turbo), included by batch/batch.c (one libjpeg extension) and listed in its method table
  * by JPEGROI_METHODS; jpegroi_add_constants adds the library's version numbers to the module.
  *
  * decode_region(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample,
@@ -33,7 +33,7 @@
 
 #include <Python.h>
 
-#include "_roi_core.h"
+#include "jpeg/roi.h"
 
 static PyObject *roi_decode(PyObject *self, PyObject *args)
 {

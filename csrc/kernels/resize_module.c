@@ -24,9 +24,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_floats.h"
+#include "common/pyargs.h"
 
-#include "_resize_core.h"
+#include "kernels/resize.h"
 
 static int parse_axis(PyObject *obj, axis_spec *a, const char *name)
 {

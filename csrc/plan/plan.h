@@ -17,7 +17,7 @@
  * as nearbyint (half to even), int() as a cast (truncation), randint as
  * min(high, low + (long)(u * (high - low + 1))), and AlexNet's PCA offsets in float32 with one
  * order of operations. No fused multiply-adds (fp-contract off here, -ffp-contract=off for
- * recpipe/_plan.c): a contraction would change the last bit of a matrix or a factor.
+ * csrc/plan/plan_module.c): a contraction would change the last bit of a matrix or a factor.
  *
  * The options: PLAN_FIELDS below, in this order, parsed from a tuple by plan_parse (recpipe._plan
  * takes exactly these; recpipe._batch takes them as the first fields of its RunOptions).

@@ -21,12 +21,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_floats.h"
+#include "common/pyargs.h"
 
 #include <math.h>
 #include <stdint.h>
 
-#include "_planes.h"
+#include "kernels/planes.h"
 
 typedef struct {
     const uint8_t *src;

@@ -1,5 +1,5 @@
 /*
- * recpipe/_interp.h: uint8 resizes with OpenCV's (5.0) cv::resize arithmetic, bit for bit, for
+ * csrc/kernels/interp.h: uint8 resizes with OpenCV's (5.0) cv::resize arithmetic, bit for bit, for
  * the interpolations ImageRecordIter's ``inter_method`` names besides bilinear-in-C: 0 nearest,
  * 1 bilinear (cv::resize's own fixed-point one, for the resizes the Python path hands to
  * OpenCV), 2 bicubic, 3 area (the integer-factor fast path and the general path; below a

@@ -1,7 +1,7 @@
 /*
  * Region-of-interest, DCT-scaled JPEG decoding with libjpeg(-turbo), shared by recpipe._batch's
  * decode_region (one image per call) and fill (a run of records per call). See
- * _jpegroi_methods.h for the
+ * jpeg/region.h for the
  * behaviour; every function here runs without the GIL.
  *
  * A roi_job is filled with the request (data, size, scale, region, channels, options), then:
@@ -289,18 +289,29 @@ static int roi_read_rest(roi_job *job, size_t stride)
     JDIMENSION last = cinfo->output_height - 1;
     JSAMPROW row;
 
-    while (cinfo->output_scanline < last) {
-        if (jpeg_skip_scanlines(cinfo, last - cinfo->output_scanline) == 0) {
-            snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_skip_scanlines made no progress");
-            return -1;
-        }
-    }
     job->spare_row = (unsigned char *)PyMem_RawMalloc(stride ? stride : 1);
     if (job->spare_row == NULL) {
         snprintf(job->err.message, JMSG_LENGTH_MAX, "out of memory");
         return -1;
     }
     row = job->spare_row;
+    /* libjpeg-turbo's merged 2x2 upsampler (fast_upsample on 4:2:0) makes rows two at a time
+     * and keeps the second in its own spare row until the next read. jpeg_skip_scanlines
+     * neither returns nor clears that row, so a skip right after an odd number of rows leaves
+     * the upsampler one row behind the output counter: at the bottom it asks for an iMCU row
+     * past the last one (baseline: "premature end of data segment"; progressive: libjpeg waits
+     * for input that never comes). Reading the pending row first keeps them in step. */
+    if ((cinfo->output_scanline & 1) && cinfo->output_scanline < last
+        && jpeg_read_scanlines(cinfo, &row, 1) == 0) {
+        snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_read_scanlines made no progress");
+        return -1;
+    }
+    while (cinfo->output_scanline < last) {
+        if (jpeg_skip_scanlines(cinfo, last - cinfo->output_scanline) == 0) {
+            snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_skip_scanlines made no progress");
+            return -1;
+        }
+    }
     while (cinfo->output_scanline < cinfo->output_height) {
         if (jpeg_read_scanlines(cinfo, &row, 1) == 0) {
             snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_read_scanlines made no progress");
