@@ -132,6 +132,8 @@ def chunk_figures(runs, size, walls):
                              for w, run in zip(walls, runs))
     return {"chunks": runs[0].chunks, "bytes_per_chunk": statistics.median(nbytes),
             "tail_s": max(0.0, tail),
+            "cpu_s_per_mb": sum(r["cpu_seconds"] for r in receipts) / max(sum(nbytes) / 1e6,
+                                                                          1e-9),
             "walk_s": statistics.median(walks), "overhead_s": statistics.median(overhead),
             "cpu_s": statistics.median(r["cpu_seconds"] for r in receipts),
             "walk_mb_per_s": sum(nbytes) / 1e6 / max(sum(walks), 1e-9),
@@ -139,9 +141,11 @@ def chunk_figures(runs, size, walls):
 
 
 def model(figures, size, workers, chunk_bytes):
-    """Predicted wall seconds of a file of ``size`` bytes on ``workers`` one-thread workers:
-    plan + merge (driver, scaled by size) + waves of chunk tasks (walk + overhead)."""
-    per_byte = 1.0 / (figures["walk_mb_per_s"] * 1e6)
+    """Predicted wall seconds of a file of ``size`` bytes on ``workers`` one-thread workers,
+    each with a core of its own: plan (per chunk) + waves of chunk tasks (the task's CPU per
+    byte - on a core of its own a task's wall is its CPU - plus the per-task overhead) + the
+    driver's merge and tail (per byte). Storage bandwidth is not in it: cap by size / B."""
+    per_byte = figures["cpu_s_per_mb"] / 1e6
     chunks = max(1, -(-size // chunk_bytes))
     task = chunk_bytes * per_byte + figures["overhead_s"]
     waves = -(-chunks // workers)
@@ -158,7 +162,13 @@ def main():
     parser.add_argument("--chunk", default="8MB", help="chunk bytes of the cluster runs")
     parser.add_argument("--only", default="", help="comma-separated jobs to run")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--table", metavar="FILE", help="print the tables of a --json output")
     args = parser.parse_args()
+    if args.table:
+        with open(args.table) as f:
+            saved = json.load(f)
+        print_tables(saved["started_s"], saved["results"])
+        return
 
     from recpipe.packing.cluster import dask_client
     from recpipe.packing.packer import parse_size
@@ -208,6 +218,13 @@ def main():
     if args.json:
         print(json.dumps({"started_s": started, "results": results}, indent=2))
         return
+    print_tables(started, results)
+
+
+def print_tables(started, results):
+    """The tables of a run (``--table FILE`` prints them from a ``--json`` run's output)."""
+    modes = ("one process", "dask 1 worker", "dask 2 workers")
+    started = {int(k): v for k, v in started.items()}
     print(f"LocalCluster start: 1 worker {started[1]:.1f}s, 2 workers {started[2]:.1f}s")
     print(f"{'data: job':40} {'one s':>7} {'dask1 s':>8} {'dask2 s':>8} {'one/dask2':>9} "
           f"{'CPU one':>8} {'CPU dask2':>9}")
@@ -215,14 +232,15 @@ def main():
         one, d1, d2 = (entry[m] for m in modes)
         print(f"{key:40} {one['wall_s']:7.2f} {d1['wall_s']:8.2f} {d2['wall_s']:8.2f} "
               f"{one['wall_s'] / d2['wall_s']:9.2f} {one['cpu_s']:8.2f} {d2['cpu_s']:9.2f}")
-    print("\nper chunk (dask 2 workers, medians):")
-    print(f"{'data: job':40} {'chunks':>6} {'MB':>5} {'walk s':>7} {'ovh s':>6} {'MB/s':>6} "
-          f"{'plan s':>6} {'merge s':>7}")
+    print("\nper chunk (dask 2 workers, medians; CPU s/MB: the tasks', and one process's):")
+    print(f"{'data: job':40} {'chunks':>6} {'MB':>5} {'walk s':>7} {'task CPU':>8} "
+          f"{'ovh s':>6} {'CPU s/MB':>8} {'one':>6} {'plan s':>6} {'merge s':>7} {'tail s':>6}")
     for key, entry in results.items():
         c = entry["dask 2 workers"]["chunk"]
+        one = entry["one process"]["cpu_s"] / (entry["bytes"] / 1e6)
         print(f"{key:40} {c['chunks']:6d} {c['bytes_per_chunk'] / 1e6:5.1f} {c['walk_s']:7.3f} "
-              f"{c['overhead_s']:6.3f} {c['walk_mb_per_s']:6.1f} {c['driver_s']['plan']:6.2f} "
-              f"{c['driver_s']['merge']:7.2f}")
+              f"{c['cpu_s']:8.3f} {c['overhead_s']:6.3f} {c['cpu_s_per_mb']:8.4f} {one:6.4f} "
+              f"{c['driver_s']['plan']:6.2f} {c['driver_s']['merge']:7.2f} {c['tail_s']:6.2f}")
     print("\nmodel: a 100 GB file in 256 MiB chunks on N one-thread workers (hours)")
     for key, entry in results.items():
         c = entry["dask 2 workers"]["chunk"]

@@ -82,17 +82,36 @@ def dask_client(dask, workers=None, timeout=CONNECT_TIMEOUT):
         n_workers = workers or default_workers()
         log.info("starting a local Dask cluster of %d worker processes", n_workers)
         # the scheduler's HTTP server (the dashboard, with bokeh) on a free local port: its
-        # default 8787 may be taken by another cluster. The workers' statistical profiler (a
-        # thread sampling every task's stack every 10 ms) is off: it cost the decode-bound
-        # chunk tasks of verify 20-30% (BENCHMARKS.md, whole-file jobs on a cluster)
-        with require("dask", "dask").config.set({"distributed.worker.profile.enabled": False}):
+        # default 8787 may be taken by another cluster
+        with _local_worker_environment():
             cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
                                                processes=True, dashboard_address="127.0.0.1:0")
-        with cluster, distributed.Client(cluster, timeout=timeout) as client:
+        with cluster, _local_worker_environment(), \
+                distributed.Client(cluster, timeout=timeout) as client:
             yield client
         return
     with distributed.Client(str(dask), timeout=timeout) as client:
         yield client
+
+
+# Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, which also fixes glibc's
+# mmap threshold at 128 KiB: every decoded image and read block is then a fresh mmap, zeroed
+# page by page. It cost verify's chunk tasks 35% more CPU (BENCHMARKS.md, whole-file jobs on
+# a cluster): the workers of a local cluster start with glibc's own (adaptive) settings.
+_LOCAL_WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
+
+@contextlib.contextmanager
+def _local_worker_environment():
+    """Dask's settings for the workers of a local cluster; and this process's environment
+    restored after (a nanny copies its workers' variables into it when it starts one)."""
+    saved = dict(os.environ)
+    try:
+        with require("dask", "dask").config.set(_LOCAL_WORKER_CONFIG):
+            yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def cluster_info(client, timeout=CONNECT_TIMEOUT):

@@ -316,3 +316,13 @@ def test_chunk_results_are_read_without_pickle(tmp_path):
     (tmp_path / "work" / "plan.json").write_text(json.dumps({"file": "other"}))
     assert folder.start({"file": "this"}) == (None, set())
     assert not (tmp_path / "work").exists()  # another file's chunks are removed
+
+
+def test_empty_and_foreign_files_give_the_same_report(tmp_path):
+    (tmp_path / "empty.rec").write_bytes(b"")
+    same_verify(tmp_path / "empty.rec", 100)
+    (tmp_path / "photo.rec").write_bytes(jpeg(seed=3) * 20)  # not RecordIO at all
+    one, _ = same_verify(tmp_path / "photo.rec", 1000)
+    assert one["counts"] == {"bad-record": 1}
+    result, _ = index_on_cluster(str(tmp_path / "empty.rec"), cluster=here(100))
+    assert result.records == 0 and (tmp_path / "empty.idx").read_bytes() == b""

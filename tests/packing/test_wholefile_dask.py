@@ -300,3 +300,18 @@ def test_cli_extract_and_index_with_a_local_cluster(tmp_path, capsys):
     os.remove(tmp_path / "data.idx")
     assert main(["extract", rec, str(tmp_path / "three"), "--dask", "local"]) == 1
     assert "needs the .idx" in capsys.readouterr().err
+
+
+def test_a_local_cluster_keeps_glibc_malloc_settings_and_our_environment(monkeypatch):
+    """Dask's nannies give workers MALLOC_TRIM_THRESHOLD_=65536 (every large buffer a fresh
+    mmap: +35% CPU for verify's tasks, BENCHMARKS.md) and copy it into the caller's
+    environment: the local cluster's workers start without it, and the caller's environment
+    is as it was."""
+    from recpipe.packing.cluster import dask_client
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    before = dict(os.environ)
+    with dask_client("local", 1) as local:
+        seen = local.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        assert list(seen.values()) == [None]
+    assert dict(os.environ) == before
