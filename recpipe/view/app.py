@@ -235,8 +235,7 @@ class App:
             total = len(self.dataset)
             positions = np.arange(min(start, total), min(total, start + count), dtype=np.int64)
         elif order == "label":
-            if not self.labels.ready:
-                self.labels.start()
+            if not self._labels_ready():
                 return json_response({"order": order, "pending": self.labels.state()}, 202)
             positions, groups, total = self.labels.page(start, count)
         else:
@@ -248,6 +247,17 @@ class App:
         return json_response({"order": order, "start": start, "count": count, "total": total,
                               "of": "identity" if self.dataset.layout is not None else "label",
                               "records": records})
+
+    def _labels_ready(self):
+        """True when the by-label order is there; else start it (a 503 naming why when it
+        failed: it is not tried again)."""
+        if self.labels.ready:
+            return True
+        state = self.labels.state()
+        if state["state"] == "failed":
+            raise HttpError(503, f"the by-label order is not available: {state['error']}")
+        self.labels.start()
+        return False
 
     def _facts(self, positions):
         reader = self.dataset.reader
@@ -283,8 +293,7 @@ class App:
                 label = float(value)
             except ValueError:
                 raise HttpError(400, f"{text!r}: a label is a number, e.g. label:3") from None
-            if not self.labels.ready:
-                self.labels.start()
+            if not self._labels_ready():
                 return json_response({"order": "label", "pending": self.labels.state()}, 202)
             index = self.labels.first_of(label)
             positions, _, _ = self.labels.page(index, 1)

@@ -18,8 +18,9 @@ loader's own and not a re-implementation of them:
   (``_PlanKeepingLoader``), so asking for batch after batch of one epoch does not make its
   17M-record permutation again each time (resuming plans the epoch anew).
 
-Only the runtime settings that change no pixel are fixed here (threads, prefetch, no
-lookahead), as ``recpipe.decode.provenance`` lists them.
+Only the runtime settings that change no pixel are fixed here (threads, prefetch 1, no
+lookahead, a wait of at most ``batch_wait`` for a sample), as ``recpipe.decode.provenance``
+lists them.
 """
 
 import math
@@ -71,7 +72,8 @@ class ModelView:
     def __init__(self, dataset, options, *, threads=2, batch_wait=60.0):
         self.dataset = dataset
         self.options = options.replace(threads=threads, prefetch=1, lookahead=False,
-                                       provenance=None, trace=False)
+                                       provenance=None, trace=False,
+                                       timeout=min(options.timeout, batch_wait))
         self.config = self.options.augment
         self.batch_wait = batch_wait
         self._loader: Optional[ImageLoader] = None

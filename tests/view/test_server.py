@@ -531,3 +531,17 @@ def test_record_heads_gathered_from_windows_of_the_file_or_range_reads(pack, mon
     expected = [np.nan if o == offsets[FRAMING] else label_of(int(np.flatnonzero(offsets == o)[0]))
                 for o in shuffled]
     assert np.array_equal(label0, np.array(expected, np.float32), equal_nan=True)
+
+
+def test_a_label_scan_that_cannot_be_made_says_why(pack, monkeypatch):
+    from recpipe.view import labels
+
+    monkeypatch.setattr(labels, "MAX_SCANNED_RECORDS", 10)
+    with viewer(pack) as client:
+        client.get("/api/labels?start=1")
+        state = client.poll("/api/labels", lambda r: r.json()["state"] != "running").json()
+        assert state["state"] == "failed" and "60 records" in state["error"]
+        for path in ("/api/page?order=label", "/api/find?q=label:1"):
+            reply = client.get(path)
+            assert reply.status == 503 and "not available" in reply.json()["error"], path
+        assert client.get("/api/page?order=record").status == 200
