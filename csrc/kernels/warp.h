@@ -215,11 +215,12 @@ static void work_crop(const uint8_t *img, long img_h, long img_w, const double *
 
 /* Renderer._write's float32 values of each pixel value 0-255 in each channel (the float16
  * table's arithmetic, batch/staging.h's half_table, without the float16 step). NCHW planes
- * are cv2.addWeighted's: fmaf(x, gain, offset) in blocks of ARITH_BLOCK values, except a last
- * block shorter than ARITH_LANES (one SIMD register), which its scalar loop computes as
- * x * gain rounded, plus offset (``tail``). recpipe.decode.native checks the rule against cv2
- * (float_writer_matches) before sending float32 NCHW output here. */
-#define ARITH_BLOCK 1024
+ * are cv2.addWeighted's: it converts and computes a plane in blocks of ARITH_BLOCK values (1024
+ * bytes of float32), fmaf(x, gain, offset) in registers of ARITH_LANES values (a block's last,
+ * partial register redone over the block's last ARITH_LANES values), so only a block shorter
+ * than one register is computed by its scalar loop, as x * gain rounded, plus offset
+ * (``tail``): the last plane % 256 values when that is 1 to 7. */
+#define ARITH_BLOCK 256
 #define ARITH_LANES 8
 
 static void float_table(const float gains[3], const float offsets[3],

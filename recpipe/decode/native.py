@@ -25,7 +25,7 @@ from .augment.geometry import PAYING_SCALES
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
            "augment_is_native", "cubic_matches", "cubic_probes", "cv2_hls_is_native",
            "float_writer_matches",
-           "float_plane_is_native", "geometric_is_native", "interp_is_native", "native_module",
+           "geometric_is_native", "interp_is_native", "native_module",
            "run_options", "warp_lanes", "warp_probes"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
@@ -181,7 +181,7 @@ def geometric_is_native(config):
 @functools.lru_cache(maxsize=1)
 def float_writer_matches():
     """True when this process's cv2.addWeighted (Renderer._write's float32 NCHW writer) computes
-    as csrc/kernels/warp.h's float_table assumes: a fused multiply-add in blocks of 1024 values but
+    as csrc/kernels/warp.h's float_table assumes: a fused multiply-add in blocks of 256 values but
     a last block shorter than 8, which it multiplies and adds in two roundings."""
     try:
         import cv2
@@ -190,28 +190,19 @@ def float_writer_matches():
     rng = np.random.default_rng(8)
     gain, offset = 0.4212780230587512, -99.88173
     f_gain, f_offset = np.float32(gain), np.float32(offset)
-    for length in (7, 1024, 1030, 1032, 2053):
+    for length in (7, 13, 257, 263, 264, 513, 1024, 1030, 1032, 2053, 3332):
         values = rng.integers(0, 256, (1, length), dtype=np.uint8)
         out = np.empty((1, length), np.float32)
         cv2.addWeighted(values, gain, values, 0.0, offset, dst=out, dtype=cv2.CV_32F)
         fused = (values.astype(np.float64) * np.float64(f_gain)
                  + np.float64(f_offset)).astype(np.float32)  # exact product: one rounding
-        rest = length % 1024
+        rest = length % 256
         if 0 < rest < 8:
             fused[:, length - rest:] = values[:, length - rest:].astype(np.float32) * f_gain \
                 + f_offset
         if out.tobytes() != fused.tobytes():
             return False
     return True
-
-
-def float_plane_is_native(config):
-    """True when a float32 NCHW plane of ``config``'s output has a last block of cv2's
-    addWeighted that csrc/kernels/warp.h's tables reproduce: none, shorter than 8 values (all
-    unfused) or whole 8-lane registers (all fused). Other lengths (e.g. 513: its last value
-    unfused; 13: all fused) follow a rule not reproduced yet (found by the randomized test)."""
-    rest = (config.out_hw[0] * config.out_hw[1]) % 1024
-    return rest < 8 or rest % 8 == 0
 
 
 def warp_probes(count=24):
@@ -320,7 +311,7 @@ def _side_path_renders(config, *, hls):
             or (shifted and not hls)):
         return False
     if config.dtype == "float32" and config.layout == "NCHW" and not jitter:
-        return float_writer_matches() and float_plane_is_native(config)
+        return float_writer_matches()
     return True
 
 
