@@ -1,5 +1,4 @@
-/* MXNet's affine step and pad for recpipe._batch (issue 21 item 2, branch nativeaffine), kept out
- * of batch/batch.c: the planned matrix (plan/plan.h's, the Python path's) rounded to float32 as
+/* MXNet's affine step and pad for recpipe._batch, kept out of batch/batch.c: the planned matrix (plan/plan.h's, the Python path's) rounded to float32 as
  * cv2 gets it, OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
  * and BORDER_CONSTANT reproduced bit for bit, cv2.copyMakeBorder's constant pad, and the float32
  * output table of the Python path's cv2 writers (Renderer._write).
@@ -27,8 +26,6 @@
 #ifdef __SSE__
 #include <xmmintrin.h>
 #endif
-
-#define MAX_ROTATE_LIST 64 /* the most rotate_list angles recpipe._batch takes */
 
 /* cv::invertAffineTransform as warpAffine applies it (double, this order). */
 static void warp_invert(const double fwd[6], double inv[6])

@@ -34,20 +34,20 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "max_random_area", "min_aspect_ratio", "max_aspect_ratio", "rand_mirror", "mirror",
     "brightness", "contrast", "saturation", "mean_r", "mean_g", "mean_b", "std_r", "std_g",
     "std_b", "scale", "dtype", "layout",
-    # nativecolour: gray output (data_shape C=1), MXNet's contrast/illumination, PCA lighting,
+    # gray output (data_shape C=1), MXNet's contrast/illumination, PCA lighting,
     # HLS shift (csrc/batch/colour_steps.h)
     "max_random_contrast", "max_random_illumination",
     "pca_noise",
     "random_h", "random_s", "random_l",
-    # nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h; limits in augment_is_native)
+    # MXNet's affine step and pad (csrc/kernels/warp.h; limits in augment_is_native)
     "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
     "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
-    # nativeinter: every inter_method (see augment_is_native), random-size crops
+    # every inter_method (see augment_is_native), random-size crops
     "inter_method",
     "min_crop_size",
     "max_crop_size",
 })
-# nativeaffine: the most rotate_list angles C takes (MAX_ROTATE_LIST in csrc/kernels/warp.h)
+# the most rotate_list angles C takes (MAX_ROTATE_LIST in csrc/batch/options.h)
 MAX_ROTATE_LIST = 64
 NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
@@ -109,15 +109,15 @@ class RunOptions(NamedTuple):
     gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
     gain_g: float
     gain_b: float
-    # nativecolour: gray output
+    # the output's channels, the means (MXNet's contrast/illumination)
     channels: int  # 1 (gray) or 3
     mean_r: float  # the means unrounded (per-sample offsets: -mean * gain * contrast + ...)
     mean_g: float
     mean_b: float
-    # nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h)
+    # MXNet's affine step and pad (csrc/kernels/warp.h)
     fill_value: int
     warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
-    # nativeinter
+    # labels
     id_labels: bool  # labels from an id table (an imglist's), passed to fill beside the run
 
 
@@ -161,7 +161,7 @@ def augment_is_native(config):
 
 
 def geometric_is_native(config):
-    """nativeaffine: True when C renders ``config``'s affine step and pad as
+    """True when C renders ``config``'s affine step and pad as
     ``Renderer._full_image_crop`` does, or there are none. C has cv2.warpAffine's bilinear
     kernel (uint8, BORDER_CONSTANT) but not cv2.resize's: the resize step before the warp or
     pad, the crop resize of a random-resized crop and non-bilinear warps stay on the Python
@@ -252,7 +252,7 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
 
 
 def interp_is_native(config):
-    """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
+    """True when C renders ``config``'s resizes: bilinear ones always, the others
     (csrc/kernels/interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
     recpipe.image.opencv.resize, where cubic_matches) for 3-channel output without the colour
     recipes of csrc/batch/colour_steps.h, which are not wired into that path."""
@@ -378,7 +378,7 @@ def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Option
     jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
     colour_matches = (renderer.kernels.colour or config.channels == 1
                       or (config.dtype == "float16" and not jitter))
-    geometric = bool(config.affine_active or config.pad)  # nativeaffine: no resize kernel used
+    geometric = bool(config.affine_active or config.pad)  # MXNet's affine step and pad: no resize kernel used
     if not (augment_is_native(config) and (renderer.kernels.resize or geometric)
             and colour_matches
             and _colour_is_native(config, module)):
