@@ -294,7 +294,7 @@ def print_tables(started, results):
         print(f"{key:40} {c['chunks']:6d} {c['bytes_per_chunk'] / 1e6:5.1f} {c['walk_s']:7.3f} "
               f"{c['cpu_s']:8.3f} {c['overhead_s']:6.3f} {c['cpu_s_per_mb']:8.4f} {one:6.4f} "
               f"{c['driver_s']['plan']:6.2f} {c['driver_s']['merge']:7.2f} {c['tail_s']:6.2f}")
-    print("\nmodel: a 100 GB file in 256 MiB chunks on N one-thread workers (hours)")
+    print("\nmodel: 100 GB of this data in 256 MiB chunks on N one-thread workers (hours)")
     for key, entry in results.items():
         c = entry["dask 2 workers"]["chunk"]
         hours = [model(c, 100e9, n, 256 << 20) / 3600 for n in (1, 2, 8, 32, 128)]

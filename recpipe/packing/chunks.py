@@ -497,20 +497,20 @@ def timeout_for(chunk_bytes):
 
 class DaskChunks:
     """Chunk tasks on a Dask cluster (``cluster.run_tasks``): each wait for the next one to
-    finish bounded by ``timeout_for(chunk_bytes)``. A task may run twice (a worker lost while
-    it ran, or one retry after it raised): its result is the same."""
+    finish bounded by ``timeout_for`` the largest chunk. A task may run twice (a worker lost
+    while it ran, or one retry after it raised): its result is the same."""
 
-    def __init__(self, client, chunk_bytes, info=None):
+    def __init__(self, client, info=None):
         self.client = client
-        self.timeout = timeout_for(chunk_bytes)
         self.info = info or {}
 
     def run(self, calls, on_done):
         from .cluster import run_tasks
 
-        _, failures = run_tasks(self.client, chunk_task, calls, name="chunk",
-                                deadline=self.timeout, on_done=lambda i, r: on_done(calls[i], r),
-                                retries=1, what="chunk")
+        deadline = timeout_for(max(call.span.stop - call.span.start for call in calls))
+        _, failures = run_tasks(self.client, chunk_task, calls, name="chunk", deadline=deadline,
+                                on_done=lambda i, r: on_done(calls[i], r), retries=1,
+                                what="chunk")
         return [(calls[i], error) for i, error in failures]
 
     def run_one(self, call):

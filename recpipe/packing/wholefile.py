@@ -108,7 +108,7 @@ def _runner(options, size, run, decodes=False):
             client.run(single_thread_opencv)
         run.cluster = info
         run.chunk_bytes = chunk_bytes_for(size, info["threads"], options.chunk_bytes)
-        yield DaskChunks(client, run.chunk_bytes, info)
+        yield DaskChunks(client, info)
 
 
 # --- verify -----------------------------------------------------------------------------------
