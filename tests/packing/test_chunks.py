@@ -173,10 +173,12 @@ def test_write_sums_publishes_the_same_sidecar(tmp_path):
     one = verify(str(rec), decoder=get_decoder("auto"), write_sums=True)
     expected = sidecar.read_bytes()
     sidecar.unlink()
+    seen = []
     report, run = verify_on_cluster(str(rec), decoder=get_decoder("auto"), write_sums=True,
-                                    cluster=here(1500))
+                                    cluster=here(1500), progress=seen.append)
     assert report.to_dict() == one.to_dict() and run.chunks > 5
     assert sidecar.read_bytes() == expected
+    assert len(seen) == run.chunks and sum(seen) == rec.stat().st_size  # progress, by chunk
     assert not os.path.exists(work_url_for(str(rec), "verify"))  # removed when published
     # and the sidecar is checked in chunks as in one walk
     one, _ = same_verify(rec, 1500)
