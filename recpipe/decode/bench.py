@@ -21,10 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..system.host import node_share
 from ..io.reader import RecordReader
-from .cpu_meter import CpuMeter, busy_reason
+from .cpu_meter import CpuMeter, CpuShare
 from .decoders import get_decoder
 from .loader import ImageLoader
 from .records import RecordDecoder
+from .timing import machine_record, median_spread, rotated
 
 __all__ = ["TRAIN", "VAL", "FACES", "CONFIGS", "peak_rss_mb", "load_images", "bare_decode",
            "bare_decode_rate", "pipeline_rate", "thread_sweep", "measure", "summarize"]
@@ -156,10 +157,10 @@ def _median(values):
 def summarize(runs):
     """One figure from repeated runs of the same measurement: medians (rates, stage costs,
     GIL, wait, CPU), every run's rate, and the spread ``[min, max]`` of the rates."""
-    rates = [r["images_per_s"] for r in runs]
+    rates = median_spread(r["images_per_s"] for r in runs)
     summary = {"threads": runs[0]["threads"], "runs": len(runs),
-               "images_per_s": statistics.median(rates), "images_per_s_runs": rates,
-               "images_per_s_spread": [min(rates), max(rates)],
+               "images_per_s": rates["median"], "images_per_s_runs": rates["runs"],
+               "images_per_s_spread": rates["spread"],
                "cpu_ms_per_image": _median(r["cpu_ms_per_image"] for r in runs),
                "cores_used": _median(r["cpu"]["cores_used"] for r in runs),
                "run_queue_share": max((r["cpu"]["run_queue_share"] for r in runs
@@ -205,7 +206,7 @@ def measure(url, configs, *, threads=None, batch_size=128, seconds=1.0, dtype="u
     say(f"{len(jobs)} measurements x {repeats} runs of {seconds:g} s, interleaved "
         f"({threads} threads, {cores} usable cores)...")
     for round_ in range(repeats):
-        for job in jobs[round_ % len(jobs):] + jobs[:round_ % len(jobs)]:
+        for job in rotated(jobs, round_):
             name, n = job
             if name == "bare":
                 runs[job].append(bare_decode(images, n, decoder=decoder, seconds=seconds,
@@ -233,23 +234,6 @@ def measure(url, configs, *, threads=None, batch_size=128, seconds=1.0, dtype="u
         results["sweep_config"] = first
         results["sweep"] = [results["configs"][first] if n == threads
                             else summarize(runs[(first, n)]) for n in sweep]
-    shares = [_share(r) for job_runs in runs.values() for r in job_runs]
-    results["machine"] = _machine(shares, threads, cores, cores_source)
+    shares = [CpuShare.from_dict(r["cpu"]) for job_runs in runs.values() for r in job_runs]
+    results["machine"] = machine_record(shares, threads, cores, cores_source)
     return results
-
-
-def _share(run):
-    from .cpu_meter import CpuShare
-
-    cpu = dict(run["cpu"])
-    cpu.pop("cores_used")
-    return CpuShare(**cpu)
-
-
-def _machine(shares, threads, cores, cores_source):
-    loads = [s.load_average for s in shares if s.load_average is not None]
-    pressure = [s.cpu_pressure for s in shares if s.cpu_pressure is not None]
-    return {"cores": cores, "cores_source": cores_source,
-            "load_average": [min(loads), max(loads)] if loads else None,
-            "cpu_pressure": [min(pressure), max(pressure)] if pressure else None,
-            "busy": busy_reason(shares, threads)}

@@ -44,6 +44,11 @@ class CpuShare:
     def to_dict(self) -> dict:
         return {**asdict(self), "cores_used": self.cores_used}
 
+    @classmethod
+    def from_dict(cls, record: dict) -> "CpuShare":
+        """The share a ``to_dict`` record describes (``cores_used`` is derived, not read)."""
+        return cls(**{k: v for k, v in record.items() if k != "cores_used"})
+
 
 def _process_cpu_seconds():
     times = os.times()
