@@ -24,6 +24,7 @@ A contender that cannot run here (a peer that is not installed, no compiler) rai
 with the reason, which the result keeps; any other error fails the suite.
 """
 
+import dataclasses
 import datetime
 import itertools
 import json
@@ -226,8 +227,11 @@ def _timed(function, cores):
     start = time.perf_counter()
     out = function()
     wall = time.perf_counter() - start
+    children = _children_cpu() - children
+    # the CPU of the run's own processes: this one's and its children's (commands, runners)
     share = meter.read()
-    run = {"wall_s": wall, "cpu": share.to_dict(), "children_cpu_s": _children_cpu() - children}
+    share = dataclasses.replace(share, cpu_seconds=share.cpu_seconds + children)
+    run = {"wall_s": wall, "cpu": share.to_dict(), "children_cpu_s": children}
     if out:
         run.update(out)
     return run, share
