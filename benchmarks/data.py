@@ -13,6 +13,7 @@
 
 import glob
 import os
+import shutil
 from pathlib import Path
 from typing import List, Optional
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from .harness import REPO
 
-__all__ = ["photos", "photo_paths", "photos_rec", "faces_rec", "index_files", "jpeg_blobs",
+__all__ = ["photos", "photo_paths", "photos_tree", "photos_rec", "faces_rec", "index_files", "jpeg_blobs",
            "describe_rec", "SPACING", "REAL_RECORDS"]
 
 SPACING = 7168
@@ -45,6 +46,26 @@ def photo_paths(folder: Optional[str] = None, count: Optional[int] = None) -> Li
     if not paths:
         raise SystemExit(f"no JPEGs under {folder}/<class>/")
     return paths if count is None else paths[:count]
+
+
+def photos_tree(work: Path, count: Optional[int] = None) -> str:
+    """The photos folder, or (``count`` fewer than it holds) a class-folder tree of its first
+    ``count`` photos (what ``photos_rec(work, count)`` packs), hard links or copies."""
+    paths = photo_paths()
+    if count is None or count >= len(paths):
+        return photos()
+    folder = Path(work) / f"photos-{count}"
+    if not folder.exists():
+        tmp = Path(str(folder) + ".tmp")
+        for path in paths[:count]:
+            target = tmp / os.path.basename(os.path.dirname(path))
+            target.mkdir(parents=True, exist_ok=True)
+            try:  # a link would point outside the tree (pack refuses that): the bytes
+                os.link(path, target / os.path.basename(path))
+            except OSError:
+                shutil.copyfile(path, target / os.path.basename(path))
+        os.replace(tmp, folder)
+    return str(folder)
 
 
 def jpeg_blobs(count: Optional[int] = None, folder: Optional[str] = None) -> List[bytes]:

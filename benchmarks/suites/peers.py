@@ -79,9 +79,7 @@ class Peers(Suite):
     def prepare(self):
         o = self.options
         self.rec = data.photos_rec(self.work.parent / "data", o["photos"])
-        self.folder = data.photos()
-        if o["photos"] < len(data.photo_paths()):
-            self.folder = self._partial_tree(o["photos"])
+        self.folder = data.photos_tree(self.work.parent / "data", o["photos"])
         self.skips = {s for s in o["skip"].split(",") if s}
         self.configs = [c for c in o["configs"].split(",") if c]
         if not set(self.configs) <= {"train", "val"}:
@@ -102,16 +100,6 @@ class Peers(Suite):
         described = data.describe_rec(self.rec, "the photos packed pass-through")
         described["description"] += " (ImageFolder reads the same files)"
         return described
-
-    def _partial_tree(self, count):
-        """A class-folder tree of links to the first ``count`` photos (what the .rec holds)."""
-        folder = self.work / f"photos-{count}"
-        if not folder.exists():
-            for path in data.photo_paths(count=count):
-                target = folder / os.path.basename(os.path.dirname(path))
-                target.mkdir(parents=True, exist_ok=True)
-                os.symlink(path, target / os.path.basename(path))
-        return str(folder)
 
     # -- the plan: measurements and the ratios between them ----------------------------------
     def _common(self):
