@@ -116,8 +116,7 @@ def faces_rec(work: Path, count: int, folder: Optional[str] = None) -> str:
     paths = photo_paths(folder)
     classes = sorted({os.path.basename(os.path.dirname(p)) for p in paths})
     rng = np.random.default_rng(0)
-    tmp = rec + ".tmp"
-    with recpipe.RecordWriter(tmp, rec[:-4] + ".idx") as writer:
+    with recpipe.RecordWriter(rec, rec[:-4] + ".idx") as writer:  # published whole
         for i in range(count):
             path = paths[i % len(paths)]
             img = cv2.imread(path)
@@ -130,7 +129,6 @@ def faces_rec(work: Path, count: int, folder: Optional[str] = None) -> str:
             jpeg = cv2.imencode(".jpg", face, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
             label = float(classes.index(os.path.basename(os.path.dirname(path))))
             writer.write(recpipe.pack(recpipe.IRHeader(0, label, i, 0), jpeg), key=i)
-    os.replace(tmp, rec)
     return rec
 
 

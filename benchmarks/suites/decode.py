@@ -62,7 +62,7 @@ def make_cifar(rec, photos_rec, count=5000):
         return rec
     rng = np.random.default_rng(0)
     with recpipe.RecordReader(photos_rec) as reader, \
-            recpipe.RecordWriter(rec + ".tmp", rec[:-4] + ".idx") as writer:
+            recpipe.RecordWriter(rec, rec[:-4] + ".idx") as writer:  # published whole
         for i in range(count):
             header, jpeg = recpipe.unpack(reader[i % len(reader)])
             img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
@@ -74,7 +74,6 @@ def make_cifar(rec, photos_rec, count=5000):
             jpeg = cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
             writer.write(recpipe.pack(recpipe.IRHeader(0, float(header.label), i, 0), jpeg),
                          key=i)
-    os.replace(rec + ".tmp", rec)
     return rec
 
 
