@@ -279,6 +279,7 @@ def run_suite(cls, *, quick: bool = False, sets: Optional[Dict[str, str]] = None
     work = Path(work or REPO / ".bench") / cls.name
     work.mkdir(parents=True, exist_ok=True)
     started = datetime.datetime.now(datetime.timezone.utc)
+    commit = git_commit()  # what is measured: the checkout as the run starts
     machine = machine_facts()
     cores = machine["cores"]
     instance = cls(options, work, say)
@@ -339,7 +340,7 @@ def run_suite(cls, *, quick: bool = False, sets: Optional[Dict[str, str]] = None
         "date": started.isoformat(timespec="seconds"),
         "seconds": round((datetime.datetime.now(datetime.timezone.utc) - started)
                          .total_seconds(), 1),
-        **git_commit(), "quick": quick, "note": note,
+        **commit, "quick": quick, "note": note,
         "repeats": repeats, "warmup": warmup,
         "options": _jsonable(options), "defaults": _jsonable(defaults),
         "changed": _jsonable(changed), "machine": machine, "dataset": dataset,

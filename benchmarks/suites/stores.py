@@ -19,8 +19,9 @@ on the photos, ``faces`` = InsightFace's (112 px, flip, float32 normalised) on 1
 run is one loader (batch 128) for ``epochs`` epochs, the first untimed. Reported: images/s, the
 remote/local ratio, requests per epoch, bytes requested per byte used, and the CPU split per
 timed epoch (this process, the server, everything else on the machine, steal). ``auth`` makes
-SeaweedFS check every request's signature. ``fetch``: no pipeline; each reader fetches the
-photos ``.rec`` in ``fetch_ranges`` (KiB) from 4 threads: MiB/s and client CPU-s per GB.
+SeaweedFS check every request's signature. ``fetch``: also each reader alone, fetching the
+photos ``.rec`` in ``fetch_ranges`` (KiB) from 4 threads: MiB/s and client CPU-s per GB
+(``pipeline=false``: that alone).
 """
 
 import json
@@ -410,7 +411,8 @@ class Stores(Suite):
     title = "Object stores (S3, GCS, Azure Blob) against the same file read locally"
     grid = {"store": ("s3",), "case": ("photos:full", "faces:block")}
     options = {"readers": "auto", "threads": 2, "epochs": 4, "faces": 6000, "photos": 1000,
-               "auth": False, "weed_args": "", "fetch": False, "fetch_ranges": "8192,128"}
+               "auth": False, "weed_args": "", "pipeline": True, "fetch": False,
+               "fetch_ranges": "8192,128"}
     quick = {"case": ("photos:none",), "epochs": 2, "photos": 300, "faces": 300}
     repeats = 3
     warmup = 0  # every run's first epoch is its warm-up
@@ -433,7 +435,7 @@ class Stores(Suite):
         self.locals = {}
         if o["fetch"] or any(recipe == "photos" for recipe, _ in cases):
             self.locals["photos"] = data.photos_rec(self.work.parent / "data", o["photos"])
-        if not o["fetch"] and any(recipe == "faces" for recipe, _ in cases):
+        if o["pipeline"] and any(recipe == "faces" for recipe, _ in cases):
             self.locals["faces"] = data.faces_rec(self.work.parent / "data", o["faces"])
         self.stores, self.urls = {}, {}
         for name in o["store"]:
@@ -461,15 +463,20 @@ class Stores(Suite):
             return {}
         o = self.options
         clock = CpuClock(store.proc.pid)
-        if o["fetch"]:
-            if point["case"] != o["case"][0]:
-                return {}
+        found = {}
+        if o["fetch"] and point["case"] == o["case"][0]:
             sizes = [int(kib) * 1024 for kib in o["fetch_ranges"].split(",")]
-            return {f"{reader}, {size // 1024} KiB ranges":
-                    (lambda reader=reader, size=size: fetch_run(
-                        store, self.urls[store.name]["photos"], reader, size))
-                    for size in sizes for reader in self.readers}
-        recipe, shuffle = point["case"].split(":")
+            found.update({f"fetch: {reader}, {size // 1024} KiB ranges":
+                          (lambda reader=reader, size=size: fetch_run(
+                              store, self.urls[store.name]["photos"], reader, size))
+                          for size in sizes for reader in self.readers})
+        if o["pipeline"]:
+            found.update(self._pipeline(store, point["case"], clock))
+        return found
+
+    def _pipeline(self, store, case, clock):
+        o = self.options
+        recipe, shuffle = case.split(":")
         shuffle = SHUFFLES[shuffle]
 
         def local():
@@ -486,8 +493,6 @@ class Stores(Suite):
         return found
 
     def ratios(self, point):
-        if self.options["fetch"]:
-            return []
         return [Ratio(f"{point['store']}: {reader} / local", f"{point['store']}: {reader}",
                       "local") for reader in self.readers]
 
@@ -500,22 +505,17 @@ class Stores(Suite):
     @classmethod
     def tables(cls, result):
         o = result["options"]
-        if o.get("fetch"):
-            rows = []
-            for p in result["points"]:
-                for name in p["contenders"]:
-                    run = p["contenders"][name]["runs"][0] if p["contenders"][name]["runs"] \
-                        else {}
-                    rows.append([p["params"]["store"], name, run.get("range_reader", ""),
-                                 fmt(figure(p, name, "mib_per_s")),
-                                 fmt(figure(p, name, "client_cpu_s_per_gb"), 2)])
-            return [Table("The range readers alone: client CPU per GB (4 threads)",
-                          ["store", "reader and range size", "class", "MiB/s",
-                           "client CPU s/GB"], rows)]
-        rows, cpu_rows = [], []
+        rows, cpu_rows, fetch_rows = [], [], []
         for p in result["points"]:
             store, case = p["params"]["store"], p["params"]["case"]
-            for name in p["contenders"]:
+            for name, contender in p["contenders"].items():
+                if name.startswith("fetch: "):
+                    run = contender["runs"][0] if contender["runs"] else {}
+                    fetch_rows.append([store, name[len("fetch: "):],
+                                       run.get("range_reader", ""),
+                                       fmt(figure(p, name, "mib_per_s")),
+                                       fmt(figure(p, name, "client_cpu_s_per_gb"), 2)])
+                    continue
                 if name == "local":
                     continue
                 r = ratio(p, f"{name} / local")
@@ -533,7 +533,10 @@ class Stores(Suite):
                                  if None not in (local_cpu, remote_cpu) and gb else "n/a",
                                  fmt(figure(p, name, "cpu_s_per_epoch.other"), 3),
                                  fmt(figure(p, name, "cpu_s_per_epoch.steal"), 3)])
-        return [Table("The pipeline from an object store as a share of the same file read "
+        tables = []
+        if rows:
+            tables += [
+                Table("The pipeline from an object store as a share of the same file read "
                       "locally", ["case", "local img/s", "remote img/s", "remote / local",
                                   "requests/epoch", "bytes requested/used"], rows,
                       notes=f"Epochs 2-{o['epochs']} timed (the first warms up); photos = "
@@ -543,3 +546,8 @@ class Stores(Suite):
                 Table("Where the CPU goes (CPU-s per timed epoch, medians)",
                       ["case", "client, local run", "client, remote run", "server",
                        "extra client CPU s per GB fetched", "other jobs", "steal"], cpu_rows)]
+        if fetch_rows:
+            tables.append(Table("The range readers alone: client CPU per GB (4 threads)",
+                                ["store", "reader and range size", "class", "MiB/s",
+                                 "client CPU s/GB"], fetch_rows))
+        return tables
