@@ -19,6 +19,7 @@ DRAW_SLOTS: Dict[str, int]
 LIBJPEG_TURBO_VERSION: int  # where the headers were libjpeg-turbo's
 JPEG_LIB_VERSION: int
 PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting without the GIL)
+PNG_NATIVE: int  # 1 when built with libpng (PNG records decoded in the run, csrc/png/png.h)
 
 def fill(source: Union[int, Sequence[Tuple[Buffer, int]]], file_size: int, starts: Buffer,
          ends: Buffer, samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer,

@@ -77,6 +77,7 @@
 #include "kernels/planes.h"
 #include "kernels/resize.h"
 #include "jpeg/roi.h"
+#include "png/png.h" /* PNG records (with libpng) */
 #include "jpeg/region.h" /* decode_region: one JPEG region, in the method table */
 #include "kernels/warp.h"
 
@@ -255,6 +256,35 @@ typedef struct {
     roi_job job;
 } sample_ctx;
 
+/* The sample's plan for a ``rows`` x ``cols`` image: its draws (the Philox stream, numpy's
+ * normals) planned by plan/plan.h; 0, or -1 when it cannot be planned (Python raises). */
+static int plan_sample(sample_ctx *ctx, uint64_t sample, long rows, long cols, full_plan *fp)
+{
+    double u[N_UNIFORM], normals[3] = {0.0, 0.0, 0.0};
+    philox_uniforms(ctx->key, sample, ctx->epoch, u, N_UNIFORM);
+    if (ctx->opt->plan.pca_noise > 0)
+        pca_normals(ctx->key, sample, ctx->epoch, normals);
+    return plan_full(&ctx->opt->plan, u, normals, rows, cols, fp) == PLAN_OK ? 0 : -1;
+}
+
+/* A PNG record (png/png.h) decoded whole at full size, as the Python path's OpenCV decode
+ * gives it, then rendered; -1 to leave it to Python. */
+static int png_into(sample_ctx *ctx, const unsigned char *data, size_t size, uint64_t sample,
+                    void *dst)
+{
+    const run_options *opt = ctx->opt;
+    scratch *mem = ctx->mem;
+    long rows, cols;
+    full_plan fp;
+    if (png_decode(data, size, opt->render.channels, opt->max_pixels, &mem->pixels,
+                   &mem->pixels_cap, &rows, &cols) != 0
+        || plan_sample(ctx, sample, rows, cols, &fp) != 0)
+        return -1;
+    render_image image = {mem->pixels, (size_t)(cols * opt->render.channels), rows, cols,
+                          {0, 0, rows, cols, 1}};
+    return render_sample(&opt->render, &fp, &image, &mem->render, dst) == RENDER_DONE ? 0 : -1;
+}
+
 /* Decode ``data`` into ``dst`` (one slot): the plan (plan/plan.h), its geometry
  * (plan/geometry.h: the DCT scale and the box to decode), the region decode (jpeg/roi.h), then
  * rendering (kernels/render.h). 0 when done, -1 to leave it to Python. */
@@ -265,9 +295,10 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
     scratch *mem = ctx->mem;
     roi_job *job = &ctx->job;
     int status = -1;
-    double u[N_UNIFORM], normals[3] = {0.0, 0.0, 0.0};
     full_plan fp;
 
+    if (png_is_png(data, size))
+        return png_into(ctx, data, size, sample, dst);
     if (size < 3 || data[0] != 0xFF || data[1] != 0xD8 || data[2] != 0xFF)
         return -1;
     memset(job, 0, sizeof *job);
@@ -288,10 +319,7 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
         goto done;
     if (opt->max_pixels && (unsigned long long)rows * (unsigned long long)cols > opt->max_pixels)
         goto done;
-    philox_uniforms(ctx->key, sample, ctx->epoch, u, N_UNIFORM);
-    if (opt->plan.pca_noise > 0)
-        pca_normals(ctx->key, sample, ctx->epoch, normals);
-    if (plan_full(&opt->plan, u, normals, rows, cols, &fp) != PLAN_OK)
+    if (plan_sample(ctx, sample, rows, cols, &fp) != 0)
         goto done; /* the Python path raises its error */
     geo_config g = render_geometry(&opt->render);
     g.scales = opt->scales;
@@ -438,10 +466,10 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 
 /* --- arguments ------------------------------------------------------------------------------ */
 
-/* OPTION_FIELDS, DRAW_SLOTS (batch/options.h) and PCA_NATIVE. */
+/* OPTION_FIELDS, DRAW_SLOTS (batch/options.h), PCA_NATIVE and PNG_NATIVE. */
 static int add_contract(PyObject *module)
 {
-    if (run_add_contract(module) < 0)
+    if (run_add_contract(module) < 0 || PyModule_AddIntConstant(module, "PNG_NATIVE", PNG_NATIVE))
         return -1;
     return PyModule_AddIntConstant(module, "PCA_NATIVE", PCA_NATIVE);
 }
