@@ -12,7 +12,7 @@ Two build states, with libjpeg or without:
   ``fill``), needs libjpeg-turbo's headers (``apt-get install libjpeg62-turbo-dev`` or
   ``libjpeg-turbo8-dev``). It is probed for once: without a usable ``jpeglib.h``/``-ljpeg`` it
   is left out with one note saying how to get it (the manylinux wheel carries libjpeg-turbo;
-  ``tools/build_wheel.sh`` builds it), and recpipe decodes on its Python path.
+  ``ci/build_wheel.sh`` builds it), and recpipe decodes on its Python path.
 
 ``RECPIPE_REQUIRE_EXTENSIONS=1`` turns a left-out ``recpipe._batch`` into a build error (the
 wheel build sets it). ``RECPIPE_WITHOUT_LIBJPEG=1`` builds the state without libjpeg even where

@@ -2,7 +2,7 @@
 # Builds recpipe's sdist and manylinux wheels that carry libjpeg-turbo, so `pip install recpipe`
 # has every native path (_batch, _resize, _colour, _crc32c, _plan) without the system's libjpeg.
 #
-#   bash tools/build_wheel.sh DIR [PYTHON...]
+#   bash ci/build_wheel.sh DIR [PYTHON...]
 #
 # DIR gets recpipe-VERSION.tar.gz and one recpipe-VERSION-cpXY-cpXY-manylinux_*.whl per Python:
 # the PYTHONs given, else $PYTHON (default python3) plus every python3.10 ... python3.13 found on
@@ -19,7 +19,7 @@
 #  5. twine check on everything in DIR built here.
 set -euo pipefail
 if [ $# -lt 1 ]; then
-  echo "usage: bash tools/build_wheel.sh DIR [PYTHON...]" >&2
+  echo "usage: bash ci/build_wheel.sh DIR [PYTHON...]" >&2
   exit 2
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -2,11 +2,11 @@
 # The README's setup: recpipe from this checkout, editable, into the active Python (the venv you
 # are in, from `python -m venv` or `uv venv`, else python3; PYTHON=... chooses), with pip added
 # first where the venv has none (a `uv venv`). Installs nothing system-wide. Extra arguments go to
-# pip (e.g. `bash tools/install.sh '.[s3]'` instead of `.`). Then: `recpipe demo`.
+# pip (e.g. `bash ci/install.sh '.[s3]'` instead of `.`). Then: `recpipe demo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=tools/python_env.sh
-. tools/python_env.sh
+# shellcheck source=ci/python_env.sh
+. ci/python_env.sh
 
 echo "install.sh: recpipe (editable, from $(pwd)) into $(python_where)" >&2
 ensure_pip

@@ -1,4 +1,4 @@
-# Sourced by tools/install.sh and tools/test.sh: which Python they install into, and pip for it.
+# Sourced by ci/install.sh and ci/test.sh: which Python they install into, and pip for it.
 #
 #   PY             $PYTHON if set; else the active virtual environment's python ($VIRTUAL_ENV,
 #                  from `python -m venv`, `uv venv`, conda...); else python3 on PATH

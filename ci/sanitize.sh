@@ -2,8 +2,8 @@
 # Run the C-facing tests against recpipe's C extensions built with AddressSanitizer and
 # UndefinedBehaviorSanitizer.
 #
-#   bash tools/sanitize.sh                 # the default test files below
-#   bash tools/sanitize.sh -k region       # extra arguments go to pytest
+#   bash ci/sanitize.sh                 # the default test files below
+#   bash ci/sanitize.sh -k region       # extra arguments go to pytest
 #
 # The working tree (tracked files, as they are on disk) is copied to a temporary folder and the
 # extensions are built there with CFLAGS='-fsanitize=address,undefined,float-cast-overflow
@@ -12,7 +12,7 @@
 # itself is not instrumented, so the sanitizer runtimes are preloaded (LD_PRELOAD). Leak
 # detection is off (CPython keeps memory until exit by design); any ASan report or UB aborts the
 # test process, which fails the run. Needs gcc (or clang: CC=clang) with libasan/libubsan and
-# the libjpeg-turbo headers; the tests need what tools/test.sh installs.
+# the libjpeg-turbo headers; the tests need what ci/test.sh installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

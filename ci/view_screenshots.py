@@ -4,10 +4,10 @@ Packs 160 of the project's sample photos (16 from each class folder of
 ``shared/data/photos``, beside the repository) with two damaged records, lets a training epoch
 meet them (so they are in the loaders' quarantine), starts ``recpipe view --recipe train`` on
 the pack and saves the browse, record, batch and health views from headless chromium (the same
-browser the tests drive: ``bash tools/setup_browser.sh``), scaled to 800 px wide.
+browser the tests drive: ``bash ci/setup_browser.sh``), scaled to 800 px wide.
 
-    python tools/view_screenshots.py                 # writes docs/images/view-*.png
-    python tools/view_screenshots.py --out /tmp/shots
+    python ci/view_screenshots.py                 # writes docs/images/view-*.png
+    python ci/view_screenshots.py --out /tmp/shots
 """
 
 import argparse

@@ -119,7 +119,7 @@ def _inside(venv, tmp_path):
 @pytest.mark.parametrize("kind", ["venv", "uv"])
 def test_the_readme_commands_work_in_a_fresh_venv(kind, tmp_path):
     setup, test = readme_commands()
-    assert test.startswith("bash tools/test.sh"), test
+    assert test.startswith("bash ci/test.sh"), test
     checkout = _copy_checkout(tmp_path / "checkout")
     venv = _fresh_venv(kind, tmp_path / f"{kind}-env", tmp_path)
     env = _inside(venv, tmp_path)

@@ -18,7 +18,7 @@ from recpipe.io import IRHeader, pack
 from ._photos import pack_training_set
 
 torch = pytest.importorskip(
-    "torch", reason="torch is not installed: pip install torch==2.13.0 (tools/test.sh does)")
+    "torch", reason="torch is not installed: pip install torch==2.13.0 (ci/test.sh does)")
 rt = pytest.importorskip("recpipe.torch")
 
 N_IMAGES = 21

@@ -1,4 +1,4 @@
-"""Packaging: the manylinux wheel from ``tools/build_wheel.sh`` carries libjpeg-turbo, so installed
+"""Packaging: the manylinux wheel from ``ci/build_wheel.sh`` carries libjpeg-turbo, so installed
 into a fresh venv where the system's libjpeg, libturbojpeg and headers are hidden (a private mount
 namespace, /dev/null bound over each) it still has every native path; and a build from source
 without the headers leaves out only the libjpeg extension (_batch), saying so once.
@@ -71,9 +71,9 @@ def _clean_env(**extra):
 
 
 def _pip():
-    """pip of the running Python (tools/test.sh adds it to a venv that has none)."""
+    """pip of the running Python (ci/test.sh adds it to a venv that has none)."""
     if importlib.util.find_spec("pip") is None:
-        pytest.skip(f"no pip in {sys.executable} (a uv venv has none): bash tools/test.sh adds it")
+        pytest.skip(f"no pip in {sys.executable} (a uv venv has none): bash ci/test.sh adds it")
     return [sys.executable, "-m", "pip"]
 
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Build .venv-peers/: the interpreter that runs the peer contenders of tools/bench_peers.py
+# Build .venv-peers/: the interpreter that runs the peer contenders of benchmarks/suites/peers.py
 # (PyTorch DataLoader + torchvision, NVIDIA DALI's CPU pipeline, and recpipe itself).
 # Idempotent: re-running only installs what is missing. MXNet lives in its own venv
-# (tools/setup_mxnet_venv.sh -> .venv-mxnet/), because mxnet 1.9.1 needs numpy<1.24.
+# (ci/setup_mxnet_venv.sh -> .venv-mxnet/), because mxnet 1.9.1 needs numpy<1.24.
 #
-#   bash tools/setup_peers.sh            # build or complete .venv-peers
-#   PEERS_VENV=/path bash tools/setup_peers.sh
+#   bash benchmarks/peers/setup_peers.sh            # build or complete .venv-peers
+#   PEERS_VENV=/path bash benchmarks/peers/setup_peers.sh
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="${PEERS_VENV:-$repo_root/.venv-peers}"
 python_bin="${PYTHON:-python3}"
 

@@ -1,5 +1,5 @@
 """GIL-held time per image of the recipes issue 21 item 2 moved to the native path for
-resizes and labels, measured from outside the library (``tools/gil_probe.py``'s probe thread:
+resizes and labels, measured from outside the library (``gil_probe.py``'s probe thread:
 the time a pure-Python thread that always wants the GIL waited for it, per delivered image)
 beside the library's own counter, for source trees alternated (before/after), 1 decode thread:
 
@@ -9,7 +9,7 @@ beside the library's own counter, for source trees alternated (before/after), 1 
 - ``getitem``: ``recpipe.torch.RecordDataset[i]`` (val), one sample a call, map-style; where it
   decodes through ``_batch.fill``, ``python us`` is the consumer's CPU outside those calls.
 
-    python tools/gil_inter.py /tmp/photos.rec --recipes area,cubic,imglist,getitem \\
+    python experiments/2026-11-25-gil-probes/gil_inter.py /tmp/photos.rec --recipes area,cubic,imglist,getitem \\
         --trees before=/tmp/before,after=. --rounds 2 --seconds 3
 """
 
@@ -23,8 +23,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))  # experiments/<note>/ -> the repository
 sys.path.insert(0, HERE)
-from gil_probe import Probe  # noqa: E402  (tools/gil_probe.py: the outside measurement)
+from gil_probe import Probe  # noqa: E402  (gil_probe.py beside it: the outside measurement)
 
 VAL = dict(data_shape=(3, 224, 224), resize=256, dtype="uint8")
 RECIPES = ("area", "cubic", "imglist", "getitem")
@@ -149,7 +150,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rec")
     parser.add_argument("--recipes", default=",".join(RECIPES))
-    parser.add_argument("--trees", default=f"this={os.path.dirname(HERE)}",
+    parser.add_argument("--trees", default=f"this={REPO}",
                         help="comma list of NAME=PATH source trees (alternated)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=3.0)

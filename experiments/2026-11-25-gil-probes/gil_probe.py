@@ -20,7 +20,7 @@ batches while three measures run:
   from CPython's ``last_holder``, which still names a thread inside a GIL-releasing C call, so
   this share over-counts (an upper bound).
 
-    python tools/gil_probe.py /tmp/photos.rec --config train --threads 1,2 \\
+    python experiments/2026-11-25-gil-probes/gil_probe.py /tmp/photos.rec --config train --threads 1,2 \\
         --trees before=/tmp/before,after=. --rounds 3 --seconds 4 --py-spy
 
 Trees alternate ABBA (the order reverses every other round); ``ratio`` is the median over rounds
@@ -39,6 +39,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))  # experiments/<note>/ -> the repository
 PROBE_FUNCTION = "_probe_loop"
 
 
@@ -218,7 +219,7 @@ def main(argv=None):
     parser.add_argument("--extra", default=None,
                         help='JSON of loader keywords over the config, e.g. \'{"pca_noise": 0.1}\'')
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--trees", default=f"this={os.path.dirname(HERE)}",
+    parser.add_argument("--trees", default=f"this={REPO}",
                         help="comma list of NAME=PATH source trees (alternated)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)

@@ -2,7 +2,7 @@
 
 Each recipe runs in a fresh child process (``PYTHONPATH`` = the tree) that builds a shuffled
 ``ImageLoader`` (batch 128, ``--threads`` decode threads), warms it up, then consumes batches
-for ``--seconds`` while ``tools/gil_probe.py``'s measures run:
+for ``--seconds`` while ``gil_probe.py``'s measures run:
 
 - ``library us``: the loader's own counter (worker CPU outside GIL-releasing C calls) per image;
 - ``probe us``: a pure-Python thread that always wants the GIL; its wall time that is neither
@@ -18,7 +18,7 @@ contrast/illumination, and the non-bilinear ``inter_method`` values. Data: ``--p
 (ImageNet-like photos), ``--faces REC`` (112 px crops) and ``--cifar REC`` (32 px images; made
 from the photos when the file does not exist).
 
-    python tools/gil_table.py --photos /tmp/photos.rec --faces /tmp/faces.rec \\
+    python experiments/2026-11-25-gil-probes/gil_table.py --photos /tmp/photos.rec --faces /tmp/faces.rec \\
         --cifar /tmp/cifar.rec --threads 1 --rounds 2 --seconds 3 [--trees before=A,after=B]
 """
 
@@ -30,9 +30,10 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))  # experiments/<note>/ -> the repository
 sys.path.insert(0, HERE)
 if "PYTHONPATH" not in os.environ:  # the parent: this tree's recpipe (children get theirs)
-    sys.path.insert(1, os.path.dirname(HERE))
+    sys.path.insert(1, REPO)
 
 NORM = dict(mean_r=123.68, mean_g=116.78, mean_b=103.94, std_r=58.4, std_g=57.12, std_b=57.38)
 FACE_NORM = dict(mean_r=127.5, mean_g=127.5, mean_b=127.5, std_r=127.5, std_g=127.5,
@@ -191,7 +192,7 @@ def main(argv=None):
     parser.add_argument("--recipes", default=",".join(RECIPES),
                         help="comma list of recipe names (default: all)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--trees", default=f"this={os.path.dirname(HERE)}",
+    parser.add_argument("--trees", default=f"this={REPO}",
                         help="comma list of NAME=PATH source trees (alternated)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=3.0)

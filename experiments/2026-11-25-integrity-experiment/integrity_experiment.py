@@ -14,7 +14,7 @@ Without ``--drop-sums`` a checksum sidecar beside the pack (``PREFIX.sums``, whe
 writes one) stays, and checks every read; ``--drop-sums`` deletes it to measure what the
 decoder alone catches (a file made elsewhere).
 
-    python tools/integrity_experiment.py --drop-sums [--json]
+    python experiments/2026-11-25-integrity-experiment/integrity_experiment.py --drop-sums [--json]
 """
 
 import argparse
@@ -29,7 +29,7 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))  # experiments/<note>/ -> the repository
 sys.path.insert(0, REPO)
 
 PHOTOS = os.path.join(REPO, "..", "shared", "data", "photos")

@@ -1,13 +1,13 @@
 """Where a remote run's client CPU goes: thread CPU per epoch of each stage, s3 against local.
 
 Serves the faces (or photos) recipe's ``.rec`` from SeaweedFS on loopback (as
-``tools/bench_stores.py``) and runs one loader over the local file and one over ``s3://``,
+the stores suite, ``benchmarks/suites/stores.py``) and runs one loader over the local file and one over ``s3://``,
 alternated, timing epochs 2..N. Each stage's thread CPU (``time.thread_time`` around the call,
 summed over threads) is added up per epoch: ``fetch`` (a range request's body read, in the fetch
 threads), ``windows`` (a run's prefetched bytes taken from the plan), ``fill`` (a whole native
 run, ``windows`` included), ``plan`` (an epoch's prefetch plan).
 
-    python tools/remote_cpu.py --recipe faces --count 20000 --threads 2 --rounds 2
+    python experiments/2026-11-27-remote-cpu/remote_cpu.py --recipe faces --count 20000 --threads 2 --rounds 2
 """
 
 import argparse
@@ -18,11 +18,11 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)  # experiments/<note>/ -> the repository: recpipe and benchmarks
 
-import bench_s3  # noqa: E402  (tools/ is this script's folder)
-from bench_faces import make_faces  # noqa: E402
+from benchmarks import data  # noqa: E402
+from benchmarks.suites import stores as bench_s3  # noqa: E402  (the stores suite's servers)
 from recpipe.decode.loader import ImageLoader  # noqa: E402
 from recpipe.decode.records import RecordDecoder  # noqa: E402
 from recpipe.io.ranges.s3 import S3HttpRanges  # noqa: E402
@@ -84,11 +84,10 @@ def main():
     clock = StageClock()
     with tempfile.TemporaryDirectory() as tmp:
         if args.recipe == "faces":
-            local = make_faces(os.path.join(tmp, "faces"), args.count, args.photos)
+            local = data.faces_rec(os.path.join(tmp, "faces"), args.count, args.photos)
             shuffle = "block"
         else:
-            local, shuffle = os.path.join(tmp, "photos.rec"), True
-            bench_s3.pack_photos(args.photos, local)
+            local, shuffle = data.photos_rec(tmp, folder=args.photos), True
         os.makedirs(os.path.join(tmp, "weed"))
         proc, endpoint = bench_s3.start_weed(os.path.join(tmp, "weed"))
         try:

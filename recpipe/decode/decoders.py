@@ -444,7 +444,7 @@ def get_decoder(name: str = "auto", *, fast_dct: bool = False, fast_upsample: bo
 
     ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, libjpeg, simplejpeg,
     opencv): a
-    static order measured in ``tools/bench_decoders.py`` rather than a per-process timing, so two
+    static order measured in ``benchmarks/suites/decoders.py`` rather than a per-process timing, so two
     runs on the same machine always decode with the same library.
     """
     options = dict(fast_dct=fast_dct, fast_upsample=fast_upsample, strict=strict,

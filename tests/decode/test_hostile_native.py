@@ -70,7 +70,7 @@ def test_sane_extreme_aspects_still_work():
 def test_the_c_check_refuses_what_the_config_would(tmp_path, low, high):
     """Planner options changed after validation (here forced: the planner packs the config
     once) meet the C argument check, or run within bounds: never a float-to-long overflow
-    (UBSan in tools/sanitize.sh)."""
+    (UBSan in ci/sanitize.sh)."""
     rec = str(tmp_path / "a.rec")
     with recpipe.RecordWriter(rec) as writer:
         for i in range(8):

@@ -23,7 +23,7 @@ needs_roi = pytest.mark.skipif(
 
 
 def test_extension_built_when_required():
-    """tools/test.sh sets RECPIPE_REQUIRE_JPEGROI=1 after installing the headers."""
+    """ci/test.sh sets RECPIPE_REQUIRE_JPEGROI=1 after installing the headers."""
     if os.environ.get("RECPIPE_REQUIRE_JPEGROI") != "1":
         pytest.skip("RECPIPE_REQUIRE_JPEGROI is not set")
     assert _batch is not None, "recpipe._batch was not built"

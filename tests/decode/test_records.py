@@ -331,7 +331,7 @@ def test_loader_batches_equal_the_python_path_of_their_positions(tmp_path, threa
 
 
 def test_native_run_decoder_built_when_required():
-    """tools/test.sh sets RECPIPE_REQUIRE_JPEGROI=1 after installing the libjpeg headers, which
+    """ci/test.sh sets RECPIPE_REQUIRE_JPEGROI=1 after installing the libjpeg headers, which
     recpipe._batch needs too: then the native tests above must not be skipped."""
     import os
 

@@ -16,7 +16,7 @@ REFERENCE = json.loads((Path(__file__).parent / "data" / "reference_batches.json
 NAMES = [name for name, _, _ in CONFIGS]
 
 # the references were decoded by the system libjpeg-turbo; OpenCV's bundled copy may round
-# differently, so without the libjpeg decoder there is nothing to compare (tools/test.sh builds it)
+# differently, so without the libjpeg decoder there is nothing to compare (ci/test.sh builds it)
 pytestmark = pytest.mark.skipif(
     "libjpeg" not in available_decoders() and os.environ.get("RECPIPE_REQUIRE_JPEGROI") != "1",
     reason="the libjpeg decoder (recpipe._batch) is not built")

@@ -197,7 +197,7 @@ def test_scans_are_counted_without_decoding():
     assert count_scans(baseline[:2] + comment + baseline[2:], at_least=10) == 1
 
 
-@pytest.mark.timeout(120)  # a hang guard only (refused in < 0.1 s; tools/bench_integrity.py --bomb)
+@pytest.mark.timeout(120)  # a hang guard only (refused in < 0.1 s; python -m benchmarks integrity)
 @pytest.mark.parametrize("name", available_decoders())
 def test_a_scan_bomb_is_refused_by_every_backend(name):
     bomb = scan_bomb(2048, 2048, 2080, components=3)

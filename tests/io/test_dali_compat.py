@@ -1,6 +1,6 @@
 """NVIDIA DALI's CPU reader (``fn.readers.mxnet``) reads a recpipe pack unchanged with its
 ``.sums`` checksum sidecar beside it: same record bytes, same labels. Skipped where DALI is not
-installed (``tools/setup_peers.sh`` installs it; CI does not, it is large)."""
+installed (``benchmarks/peers/setup_peers.sh`` installs it; CI does not, it is large)."""
 
 import os
 

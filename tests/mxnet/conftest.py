@@ -1,4 +1,4 @@
-"""Cross-checks against the real mxnet 1.9.1, run in its own venv (``tools/setup_mxnet_venv.sh``).
+"""Cross-checks against the real mxnet 1.9.1, run in its own venv (``ci/setup_mxnet_venv.sh``).
 
 ``mxnet_python`` is ``$RECPIPE_MXNET_PYTHON`` or ``<repo>/.venv-mxnet/bin/python``; the tests skip
 when neither works. mxnet code runs as subprocesses of ``mx_helpers.py`` (JSON in, JSON out).
@@ -45,7 +45,7 @@ def mxnet_python():
     """Path of a python that imports mxnet 1.9.1; skips the test when there is none."""
     python = _venv_python()
     if not python.exists():
-        pytest.skip(f"no mxnet venv at {python}: run tools/setup_mxnet_venv.sh "
+        pytest.skip(f"no mxnet venv at {python}: run ci/setup_mxnet_venv.sh "
                     "(or set RECPIPE_MXNET_PYTHON)")
     probe = subprocess.run([str(python), "-c", "import mxnet; print(mxnet.__version__)"],
                            capture_output=True, text=True, timeout=CALL_TIMEOUT)

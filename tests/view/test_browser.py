@@ -4,7 +4,7 @@ page driven in a real headless browser (Debian's chromium through selenium and c
 Browse, jump to a key, open a record, see the damaged ones marked, the augmentation draws and a
 batch, and compare the pixels the page shows for a batch with what ``ImageLoader`` delivers (the
 PNGs behind the page's images, and the pixels the browser itself decoded from them). Skips,
-saying why, where chromium, chromedriver or selenium is missing (``tools/setup_browser.sh``
+saying why, where chromium, chromedriver or selenium is missing (``ci/setup_browser.sh``
 installs them).
 """
 
@@ -40,11 +40,11 @@ WAIT = 60
 def _missing():
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
-            return f"{path} is missing (bash tools/setup_browser.sh installs it)"
+            return f"{path} is missing (bash ci/setup_browser.sh installs it)"
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "selenium is not installed (bash tools/setup_browser.sh installs it)"
+        return "selenium is not installed (bash ci/setup_browser.sh installs it)"
     return None
 
 

@@ -9,7 +9,7 @@ client signs a presigned GET URL of the object (SigV4 query authentication, sign
 on its own keep-alive ``http.client`` connection and reads the body with ``recv_into`` straight
 into one buffer per request. Through s3fs every body goes through aiohttp's event-loop thread
 (a protocol callback per socket read, chunk objects, a join at the end): about 0.9 CPU-s of
-client CPU per GB against 0.4 here (loopback, tools/bench_stores.py), CPU that the decode threads
+client CPU per GB against 0.4 here (loopback, benchmarks/suites/stores.py), CPU that the decode threads
 lose when they share the cores. Request buffers are reused (``RequestBufferPool``, one per process) and the prefetcher
 and the stream hand out slices of them: a record's bytes are copied twice, from the socket into
 the request buffer and from there into the payload ``RecordReader`` returns (from a local file:
