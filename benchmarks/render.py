@@ -114,9 +114,15 @@ def table_markdown(table: Table, charts: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _sections(chosen: Dict[str, Dict[str, Any]]):
-    """``(suite class, result, tables)`` in the suites' order, for the suites with results."""
-    names = [n for n in ORDER if n in chosen] + sorted(set(chosen) - set(ORDER))
+# the docs page leads with the questions a user comes with
+DOCS_FIRST = ("peers", "faces", "decode", "stores", "pack")
+
+
+def _sections(chosen: Dict[str, Dict[str, Any]], first=()):
+    """``(suite class, result, tables)`` in the suites' order (``first`` ahead), for the suites
+    with results."""
+    order = list(first) + [n for n in ORDER if n not in first]
+    names = [n for n in order if n in chosen] + sorted(set(chosen) - set(order))
     for name in names:
         cls = load(name)
         yield cls, chosen[name], cls.tables(chosen[name])
@@ -154,7 +160,7 @@ def render_markdown(results: Path = RESULTS, quick: bool = False) -> str:
 def render_docs(results: Path = RESULTS, quick: bool = False) -> str:
     """The docs page's results block: the headline tables, charted, each with its command."""
     out = []
-    for cls, result, tables in _sections(latest(results, quick)):
+    for cls, result, tables in _sections(latest(results, quick), DOCS_FIRST):
         headline = [t for t in tables if t.headline]
         if not headline:
             continue
@@ -167,6 +173,10 @@ def render_docs(results: Path = RESULTS, quick: bool = False) -> str:
     if not out:
         out.append("No benchmark results yet: run `python -m benchmarks` and "
                    "`python -m benchmarks.render`.\n")
+    out.append("Every table names the command that made it (`python -m benchmarks SUITE`, one "
+               "harness, contenders alternated within one run); every run's result is kept in "
+               "`benchmarks/results/<suite>/<date>-<commit>.json`, and `BENCHMARKS.md` in the "
+               "repository has every suite's tables, generated from the newest results.\n")
     return "\n".join(out).rstrip() + "\n"
 
 
