@@ -146,3 +146,33 @@ def test_the_result_has_the_schema_and_is_written_by_date_and_commit(recorder, t
 def test_a_broken_result_is_refused():
     with pytest.raises(ValueError, match="no 'points'"):
         validate({"schema": 1})
+
+
+def test_the_harness_and_recpipe_bench_share_one_timing_core():
+    from recpipe.decode import bench, cpu_meter, timing
+
+    assert harness.rotated is timing.rotated is bench.rotated
+    assert harness.median_spread is timing.median_spread is bench.median_spread
+    assert harness.machine_record is timing.machine_record is bench.machine_record
+    assert harness.CpuMeter is cpu_meter.CpuMeter is bench.CpuMeter
+
+
+def test_the_decode_suite_times_what_recpipe_bench_times(monkeypatch, tmp_path):
+    """Its contenders are recpipe bench's own functions (replaced here by recorders)."""
+    from recpipe.decode import bench
+    from benchmarks.suites import load
+
+    calls = []
+    monkeypatch.setattr(bench, "bare_decode", lambda images, threads, **kw: calls.append(
+        ("bare", threads)) or {"images_per_s": 100.0})
+    monkeypatch.setattr(bench, "pipeline_rate", lambda rec, config, threads, **kw: calls.append(
+        ("pipeline", config.get("data_shape"), threads, kw["dtype"])) or
+        {"images_per_s": 150.0, "stage_ms_per_image": {"decode": 1.0}, "trace": None})
+    decode = load("decode")
+    suite = decode({**harness.resolve_options(decode, quick=True), "configs": "train",
+                    "recipes": "faces"}, tmp_path, say=lambda _: None)
+    suite.images, suite.recs = [b""], {"photos": "p.rec", "faces": "f.rec"}
+    runs = {name: run() for name, run in suite.contenders({"threads": 1}).items()}
+    assert calls == [("bare", 1), ("pipeline", (3, 224, 224), 1, "uint8"),
+                     ("pipeline", (3, 112, 112), 1, "float32")]
+    assert runs["train pipeline"]["stage_ms.decode"] == 1.0
