@@ -2,7 +2,7 @@
 
 Reads a JSON list of blocks (``where``, ``language``, ``code``) on stdin. Python blocks share
 one namespace, so a later block may use what an earlier one made (a page reads top to bottom);
-bash blocks run with ``bash -euo pipefail``. Stops at the first failing block: prints where it
+bash blocks run with ``bash -eu`` (a pipeline counts by its last command, as in a shell: ``... | head`` is fine). Stops at the first failing block: prints where it
 is and exits 1. Run as a script by tests/docs/test_examples.py (a process of its own per page:
 loaders, threads and working folder never touch the test process).
 """
@@ -26,7 +26,7 @@ def main():
             if block["language"] == "python":
                 exec(compile(block["code"], block["where"], "exec"), namespace)
             else:
-                subprocess.run(["bash", "-euo", "pipefail", "-c", block["code"]], check=True,
+                subprocess.run(["bash", "-eu", "-c", block["code"]], check=True,
                                timeout=BASH_TIMEOUT, stdin=subprocess.DEVNULL)
         except BaseException:  # noqa: B036 - SystemExit from an example is a failure too
             sys.stdout.flush()

@@ -36,6 +36,41 @@ def example_data(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A moto S3 server on 127.0.0.1 (tests/io/s3server.py), for the pages whose examples read
+    ``s3://my-bucket/...``: they run as on AWS, the endpoint and test credentials coming from
+    the environment (``AWS_ENDPOINT_URL``) as a user's would."""
+    pytest.importorskip("s3fs", reason="s3fs not installed: pip install -e '.[test,s3]'")
+    pytest.importorskip("moto.moto_server.werkzeug_app", reason="moto[server] not installed")
+    from tests.io.s3server import S3Server
+
+    server = S3Server()
+    yield server.endpoint
+    server.stop()
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+          "BOTO_CONFIG": "/dev/null"}
+
+
+def _fill_bucket(endpoint, work, env):
+    """``s3://my-bucket`` holding the example files (train.*, faces_emore/*), fresh per page."""
+    code = f"""
+import os, s3fs
+fs = s3fs.S3FileSystem(endpoint_url={endpoint!r})
+if fs.exists("my-bucket"):
+    fs.rm("my-bucket", recursive=True)
+fs.mkdir("my-bucket")
+for name in sorted(os.listdir(".")):
+    if name.startswith("train."):
+        fs.put_file(name, "my-bucket/" + name)
+for name in sorted(os.listdir("faces_emore")):
+    fs.put_file("faces_emore/" + name, "my-bucket/faces_emore/" + name)
+"""
+    subprocess.run([sys.executable, "-c", code], cwd=work, env=env, check=True, timeout=120)
+
+
 @pytest.fixture
 def workdir(example_data, tmp_path):
     """A copy of the example data, a private cache and quarantine, and ``recpipe`` on PATH."""
@@ -73,10 +108,16 @@ PAGES = pages()
 
 @pytest.mark.timeout(PAGE_TIMEOUT + 60)
 @pytest.mark.parametrize("page", PAGES, ids=[page_id(p) for p in PAGES])
-def test_page_examples_run(page, workdir):
+def test_page_examples_run(page, workdir, request):
     work, env = workdir
     found = blocks(page)
     runnable = [b for b in found if b.skip is None and b.runner is None]
+    if any("s3://" in b.code for b in runnable):
+        endpoint = request.getfixturevalue("s3_endpoint")
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+            env.pop(name, None)
+        env.update(S3_ENV, AWS_ENDPOINT_URL=endpoint)
+        _fill_bucket(endpoint, work, env)
     for block in found:
         if block.skip:
             print(f"{block.where}: not run: {block.skip}")
