@@ -1,24 +1,16 @@
 """Type stubs of recpipe's libjpeg extension (csrc/batch/batch.c): the native run decoder
 (``fill``) and the region decoder (``decode_region``, csrc/jpeg/region.h).
 
-``options`` is a ``recpipe.decode.native.RunOptions``: the planner's options first
-(``recpipe._plan.OPTION_FIELDS``, parsed by csrc/plan/plan.h's one table), then the run's. The
-tuple below lists its fields' types in ``OPTION_FIELDS`` order (tests/decode/test_native.py
-checks the two against each other), and ``OPTION_FIELDS`` is (tests/test_stubs.py checks these
-names against the module's):
-
-    out_h, out_w, resize, rand_crop, mirror, rand_mirror, rrc, min_area, max_area, aspect_low,
-    aspect_high, brightness, contrast, saturation, max_contrast, max_illumination, pca_noise,
-    random_h, random_s, random_l, affine, max_shear_ratio, max_rotate_angle, rotate, rotate_list,
-    min_random_scale, max_random_scale, min_img_size, max_img_size, pad, inter_method,
-    min_crop_size, max_crop_size, nchw, gains, offsets, label_width, fast_dct, fast_upsample,
-    strict, max_pixels, max_bytes, check_rest, max_scans, scales, gain_r, gain_g, gain_b,
-    channels, mean_r, mean_g, mean_b, fill_value, warp_lanes, id_labels
+``fill``'s ``options`` is a ``recpipe.decode.native.RunOptions``: the planner's options first
+(``recpipe._plan.OPTION_FIELDS``), then the run's (csrc/batch/options.h); ``OPTION_FIELDS`` is
+its field names in order (tests/decode/test_native.py checks the two against each other).
 """
 
 from typing import Dict, List, Sequence, Tuple, Union
 
 from typing_extensions import Buffer
+
+from recpipe.decode.native import RunOptions
 
 OPTION_FIELDS: Tuple[str, ...]
 DRAW_SLOTS: Dict[str, int]
@@ -28,23 +20,54 @@ PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting withou
 
 def fill(source: Union[int, Sequence[Tuple[Buffer, int]]], file_size: int, starts: Buffer,
          ends: Buffer, samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer,
-         status: Buffer, key_lo: int, key_hi: int, epoch: int,
-         options: Tuple[int, int, int, bool, bool, bool, bool, float, float, float, float, float,
-                        float, float, float, float, float, int, int, int, bool, float, int, int,
-                        tuple, float, float, float, float, int, int, int, int, bool,
-                        Tuple[float, float, float], Tuple[float, float, float], int, bool, bool,
-                        bool, int, int, bool, int, int, float, float, float, int, float, float,
-                        float, int, int, bool],
-         sums: Buffer = b"", label_ids: Buffer = b"", label_values: Buffer = b"") -> int: ...
-def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]: ...
+         status: Buffer, key_lo: int, key_hi: int, epoch: int, options: RunOptions,
+         sums: Buffer = b"", label_ids: Buffer = b"", label_values: Buffer = b"") -> int:
+    """Decode and render a run of records into batch slots without the GIL; returns how many
+    samples were done.
+
+    ``source``: a local .rec's file descriptor (records are ``pread``), or ``(window, base)``
+    pairs, each a buffer of the file's bytes from offset ``base`` on. ``starts``/``ends``
+    (int64): each record's byte span in the file of ``file_size`` bytes; ``samples`` (int64):
+    each sample's index in the sampling order (it keys the random draws: numpy's
+    ``Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch])``); ``slots`` (int64):
+    the slot each fills in ``images`` (uint8, float16 or float32, ``(C, H, W)`` when
+    ``options.nchw``) and ``labels`` (float32, ``label_width`` a slot). ``status`` (uint8): 1
+    for each sample done, 0 for each left to the caller (anything unusual; the Python path then
+    decodes it or raises its precise error). ``sums`` (uint32, empty: none): each record's
+    expected CRC32C; a record that does not match is left to the caller. ``label_ids`` (sorted
+    uint64) and ``label_values`` (``label_width`` float32 a row): labels by the record's image
+    id, with ``options.id_labels``.
+    """
+
+def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> List[float]:
+    """The first ``count`` uniforms of the sample's random stream (for tests)."""
+
 def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int,
                   y1: int, channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
                   max_bytes: int, check_rest: bool = ...,
-                  max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]: ...
-def colour_convert(code: int, pixels: Buffer, width: int) -> bytes: ...
-def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]: ...
+                  max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]:
+    """``(pixels, height, width, depth, x, y, full_height, full_width)``: the part of a JPEG
+    decoded at ``scale_num/scale_den`` that covers ``(x0, y0, x1, y1)`` (scaled coordinates;
+    ``x1``/``y1`` < 0: to the edge), starting at scaled ``(x, y)``; only that part is decoded.
+    ValueError with libjpeg's message on an error (and, with ``strict``, on a warning);
+    ``check_rest`` reads the rest of the scan so that what a full decode would warn about
+    raises too; ``max_scans`` (0: none) refuses streams with more scans. The GIL is released
+    while libjpeg runs."""
+
+def colour_convert(code: int, pixels: Buffer, width: int) -> bytes:
+    """Rows of ``width`` uint8 pixels converted as cv2.cvtColor does (code 0: RGB2HLS, 1:
+    HLS2RGB; for tests)."""
+
+def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]:
+    """The 3 standard normals PCA lighting draws after the sample's uniforms (for tests; zeros
+    when ``PCA_NATIVE`` is 0)."""
+
 def warp_affine(src: Buffer, height: int, width: int, channels: int,
                 forward: Tuple[float, float, float, float, float, float], out_h: int, out_w: int,
-                fill: int, lanes: int) -> bytes: ...
+                fill: int, lanes: int) -> bytes:
+    """cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe computes it (for tests)."""
+
 def interp(src_shape: Tuple[int, int, int], src: Buffer, dst_shape: Tuple[int, int], dst: Buffer,
-           inv_x: float, inv_y: float, method: int, simd: bool = ...) -> bool: ...
+           inv_x: float, inv_y: float, method: int, simd: bool = ...) -> bool:
+    """True when ``src`` was resized into ``dst`` with cv2.resize's arithmetic
+    (csrc/kernels/interp.h; ``simd`` False: its scalar loops only; for tests)."""

@@ -1,5 +1,5 @@
-"""Type stubs of recpipe's planner (csrc/plan/plan_module.c, csrc/plan/plan.h): every random decision of a
-sample, for both decode paths.
+"""Type stubs of recpipe's planner (csrc/plan/plan_module.c, csrc/plan/plan.h): every random
+decision of a sample, for both decode paths.
 
 ``options`` is ``recpipe.decode.augment.plan.Planner.options``: the tuple below lists its fields'
 types in ``OPTION_FIELDS`` order, and ``OPTION_FIELDS`` is (tests/test_stubs.py checks these names
@@ -27,6 +27,12 @@ Options = Tuple[int, int, int, bool, bool, bool, bool, float, float, float, floa
                 Tuple[int, ...], float, float, float, float, int, int, int, int]
 
 def plan(options: Options, uniforms: Buffer, normals: Optional[Buffer], height: int,
-         width: int) -> tuple: ...
-def check(options: Options) -> None: ...
-def resize_shorter(height: int, width: int, size: int) -> Tuple[int, int]: ...
+         width: int) -> tuple:
+    """The fields of one sample's ``SamplePlan`` (in its order), or ``(status, rows, cols)``
+    when the image cannot be planned (``BAD_SIZE``, ``UNDER_CROP``, ``TOO_LARGE``).
+    ``uniforms``: 64 float64 read at ``DRAW_SLOTS``; ``normals``: None, or 3 float64 (with
+    PCA lighting)."""
+def check(options: Options) -> None:
+    """``options`` parsed and validated as ``plan`` does (TypeError/ValueError)."""
+def resize_shorter(height: int, width: int, size: int) -> Tuple[int, int]:
+    """MXNet's resize step: the shorter edge to ``size``, the other ``size * long // short``."""

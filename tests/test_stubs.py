@@ -142,19 +142,27 @@ def test_the_probes_catch_a_lying_stub():
     assert _stub_parameters(swapped) != _doc_parameters(module.fill)
 
 
-def test_the_batch_stub_lists_the_option_fields_in_order():
-    """_batch.pyi's docstring names OPTION_FIELDS; they are the module's and RunOptions'."""
+def test_the_batch_stub_types_fill_options_as_run_options():
+    """_batch.pyi types fill's options as recpipe.decode.native.RunOptions, whose fields are the
+    module's OPTION_FIELDS."""
     from recpipe.decode.native import RunOptions
 
-    module = _module("_batch")
-    docstring = ast.get_docstring(_stub("_batch"))
-    block = docstring.split("``OPTION_FIELDS`` is", 1)[1].split("\n\n", 1)[1]
-    listed = tuple(name.strip() for name in block.replace("\n", " ").split(",") if name.strip())
-    assert listed == module.OPTION_FIELDS == RunOptions._fields
-    options = next(node for node in _stub("_batch").body
-                   if isinstance(node, ast.FunctionDef) and node.name == "fill").args.args
-    annotation = next(arg for arg in options if arg.arg == "options").annotation
-    assert len(annotation.slice.elts) == len(module.OPTION_FIELDS)
+    module, tree = _module("_batch"), _stub("_batch")
+    imported = {alias.name: node.module for node in tree.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert imported["RunOptions"] == "recpipe.decode.native"
+    fill = next(node for node in tree.body
+                if isinstance(node, ast.FunctionDef) and node.name == "fill")
+    annotation = next(arg for arg in fill.args.args if arg.arg == "options").annotation
+    assert ast.unparse(annotation) == "RunOptions"
+    assert module.OPTION_FIELDS == RunOptions._fields
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_stub_function_has_a_docstring(name):
+    for node in _stub(name).body:
+        if isinstance(node, ast.FunctionDef):
+            assert ast.get_docstring(node), f"{name}.{node.name} has no docstring in its stub"
 
 
 def test_the_plan_stub_lists_the_option_fields_in_order():

@@ -8,10 +8,11 @@ repeated. The clusters are started once, before the rounds (their start is timed
 output is checked against the one-process run's (same report, sidecar, index, files).
 
 Reported: wall seconds (median), the ratio one process / cluster, CPU seconds (this process plus
-the workers' tasks), and per chunk: bytes, records, walk seconds (the job's own work in the
-task), task overhead (open, version check, saving the result: task seconds - walk seconds), and
-the driver's seconds (plan, waiting for the tasks, following and merging); then the scaling
-model for N workers made of those per-chunk figures (BENCHMARKS.md, whole-file jobs).
+the workers' tasks; each output is read and compared after the clock stops), and per chunk:
+bytes, records, walk seconds (the job's own work in the task), task overhead (open, version
+check, saving the result: task seconds - walk seconds), and the driver's seconds (plan, waiting
+for the tasks, following and merging); then the scaling model for N workers made of those
+per-chunk figures (BENCHMARKS.md, whole-file jobs).
 
     python tools/bench_wholefile.py --rounds 3            # table; --json for the raw figures
 """
@@ -69,8 +70,10 @@ def job_verify(rec, scratch, cluster):
     else:
         report, run = verify_on_cluster(rec, decoder=get_decoder("auto"), write_sums=True,
                                         cluster=cluster)
-    with open(rec[:-4] + ".sums", "rb") as f:
-        output = (json.dumps(report.to_dict(), sort_keys=True), f.read())
+    def output():
+        with open(rec[:-4] + ".sums", "rb") as f:
+            return json.dumps(report.to_dict(), sort_keys=True), f.read()
+
     return output, run
 
 
@@ -84,8 +87,11 @@ def job_index(rec, scratch, cluster):
         rebuild_index(rec, out)
     else:
         _, run = index_on_cluster(rec, out, cluster=cluster)
-    with open(out, "rb") as f:
-        return f.read(), run
+    def output():
+        with open(out, "rb") as f:
+            return f.read()
+
+    return output, run
 
 
 def job_extract(rec, scratch, cluster):
@@ -99,12 +105,15 @@ def job_extract(rec, scratch, cluster):
         extract_records(rec, out, shard_size=CHUNK)
     else:
         _, run = extract_on_cluster(rec, out, shard_size=CHUNK, cluster=cluster)
-    files = {}
-    for root, _, names in os.walk(out):
-        for name in names:
-            with open(os.path.join(root, name), "rb") as f:
-                files[os.path.relpath(os.path.join(root, name), out)] = len(f.read())
-    return json.dumps(files, sort_keys=True), run
+    def output():
+        files = {}
+        for root, _, names in os.walk(out):
+            for name in names:
+                with open(os.path.join(root, name), "rb") as f:
+                    files[os.path.relpath(os.path.join(root, name), out)] = f.read()
+        return files
+
+    return output, run
 
 
 JOBS = {"verify --decode --write-sums": job_verify, "index": job_index, "extract": job_extract}
@@ -112,11 +121,13 @@ CHUNK = 8 << 20
 
 
 def timed(job, rec, scratch, cluster):
+    """The job's wall and CPU seconds (this process and the tasks'), then its output (read
+    after the clock stopped)."""
     wall, cpu = time.perf_counter(), time.process_time()
     output, run = job(rec, scratch, cluster)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     task_cpu = sum(r.get("cpu_seconds", 0.0) for r in run.receipts) if run else 0.0
-    return {"wall": wall, "cpu": cpu + task_cpu, "run": run}, output
+    return {"wall": wall, "cpu": cpu + task_cpu, "run": run}, output()
 
 
 def chunk_figures(runs, size, walls):
@@ -197,16 +208,14 @@ def main():
             size = os.path.getsize(rec)
             for job in jobs:
                 timings = {mode: [] for mode in modes}
-                timed(JOBS[job], rec, scratch, None)  # warm-up (page cache, imports)
+                _, reference = timed(JOBS[job], rec, scratch, None)  # warm-up; the reference
                 order = list(modes)
                 for k in range(args.rounds):
                     for mode in order[k % len(order):] + order[:k % len(order)]:
                         figures, output = timed(JOBS[job], rec, scratch, modes[mode])
-                        timings[mode].append((figures, output))
+                        assert output == reference, f"{name} {job} {mode}: another output"
+                        timings[mode].append((figures, None))
                         print(f"{name} {job} {mode}: {figures['wall']:.2f}s", file=sys.stderr)
-                reference = timings["one process"][0][1]
-                assert all(out == reference for runs in timings.values() for _, out in runs), \
-                    f"{name} {job}: the outputs differ"
                 entry = {"bytes": size}
                 for mode, runs in timings.items():
                     entry[mode] = {"wall_s": statistics.median(f["wall"] for f, _ in runs),

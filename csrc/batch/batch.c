@@ -45,11 +45,11 @@
  * Philox(key=(key_hi << 64) | key_lo, counter=[0, 0, sample, epoch]) -> Generator.random(64)
  * (then standard_normal(3) with PCA lighting), read by the planner at its slots (DRAW_SLOTS,
  * csrc/plan/plan.h), so that pixels equal the Python path's.
- * nativeaffine: with ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
+ * With ``affine`` or ``pad`` (MXNet's affine step and pad: shear, angle, scale,
  * aspect and rotate_list index in slots 3..7) the image is decoded whole, warped and padded by
  * csrc/kernels/warp.h (geometric_into), then cropped and written as the Python path writes it.
  *
- * nativeinter: options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
+ * options.inter_method (0 nearest, 1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9
  * auto, 10 drawn per resize from slots 0..2) picks how a resize the Python path hands to
  * cv2.resize is made: by csrc/kernels/interp.h (OpenCV's arithmetic, our code; bicubic as with
  * IPP off, as the Python path makes it); options.min_crop_size/max_crop_size (-1: off) draw a
@@ -70,6 +70,7 @@
 
 #include "kernels/chw_rows.h"
 #include "common/crc32c.h"
+#include "common/philox.h"
 #include "common/pyargs.h"
 #include "kernels/interp.h"
 #include "plan/plan.h" /* the one planner: plan_full, the draw slots, the planning options */
@@ -85,28 +86,10 @@
 #define IMAGE_HEADER 24        /* IRHeader: flag u32, label f32, id u64, id2 u64 */
 #define MAX_RECORD (256u << 20) /* larger records go to the Python path */
 
-typedef struct {
-    plan_config plan; /* what the planner reads (csrc/plan/plan.h): the options' first fields */
-    long out_h, out_w; /* the plan's, for the writers */
-    int nchw, is_float, is_half; /* is_half: float16 out */
-    float gains[3], offsets[3];
-    long label_width;
-    int fast_dct, fast_upsample, strict, check_rest;
-    int max_scans; /* 0: no limit */
-    unsigned long long max_pixels, max_bytes;
-    int scales;
-    double exact_gains[3]; /* gains unrounded: float16 output's NHWC arithmetic */
-    /* nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift */
-    long channels;                     /* 1 or 3 */
-    double means[3];                   /* per channel: the offsets are -mean * gain */
-    /* nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h) */
-    int warp_lanes, fill;
-    /* nativeinter: labels by image id */
-    int id_labels;             /* labels from the caller's id table, not the record header */
-} run_options;
 
-#include "batch/staging.h" /* kernels on run_options */
-#include "batch/colour_steps.h"  /* nativecolour's kernels on run_options */
+#include "batch/options.h" /* the run contract: run_options, parsed from RunOptions */
+#include "batch/staging.h"
+#include "batch/colour_steps.h"
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
  * zeroed by the kernel every time) and freed when the thread ends. */
@@ -123,7 +106,7 @@ typedef struct {
     size_t region_cap;
     uint8_t *staged; /* a float16 sample's pixel values before conversion */
     size_t staged_cap;
-    uint8_t *crop; /* nativeaffine: the crop of the warped/padded image, out_h x out_w x 3 */
+    uint8_t *crop; /* the crop of the warped/padded image, out_h x out_w x 3 */
     size_t crop_cap;
 } scratch;
 
@@ -171,54 +154,6 @@ static void scratch_trim(scratch *mem)
         free(mem->pixels);
         mem->pixels = NULL;
         mem->pixels_cap = 0;
-    }
-}
-
-/* --- numpy's Philox4x64-10 ------------------------------------------------------------------ */
-
-static inline uint64_t mulhilo(uint64_t a, uint64_t b, uint64_t *hi)
-{
-    __uint128_t product = (__uint128_t)a * b;
-    *hi = (uint64_t)(product >> 64);
-    return (uint64_t)product;
-}
-
-static void philox_block(const uint64_t counter[4], const uint64_t key_in[2], uint64_t out[4])
-{
-    uint64_t c[4] = {counter[0], counter[1], counter[2], counter[3]};
-    uint64_t key[2] = {key_in[0], key_in[1]};
-    for (int round = 0; round < 10; round++) {
-        uint64_t hi0, hi1;
-        uint64_t lo0 = mulhilo(0xD2E7470EE14C6C93ULL, c[0], &hi0);
-        uint64_t lo1 = mulhilo(0xCA5A826395121157ULL, c[2], &hi1);
-        uint64_t next[4] = {hi1 ^ c[1] ^ key[0], lo1, hi0 ^ c[3] ^ key[1], lo0};
-        memcpy(c, next, sizeof c);
-        key[0] += 0x9E3779B97F4A7C15ULL;
-        key[1] += 0xBB67AE8584CAA73BULL;
-    }
-    memcpy(out, c, sizeof c);
-}
-
-/* Uniform ``which`` of Generator(Philox(key, counter=[0, 0, sample, epoch])).random(n): a new
- * Philox increments the counter before each block of four 64-bit outputs. */
-static double uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch, unsigned which)
-{
-    uint64_t counter[4] = {0, 0, sample, epoch}, block[4];
-    uint64_t step = which / 4 + 1;
-    counter[0] = step; /* no carry: which < 2**64 - 1 */
-    philox_block(counter, key, block);
-    return (double)(block[which % 4] >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* The first N_UNIFORM uniforms of the sample's stream. */
-static void uniforms_of(const uint64_t key[2], uint64_t sample, uint64_t epoch, double *u)
-{
-    uint64_t counter[4] = {0, 0, sample, epoch}, block[4];
-    for (unsigned b = 0; b < N_UNIFORM / 4; b++) {
-        counter[0] = b + 1;
-        philox_block(counter, key, block);
-        for (int i = 0; i < 4; i++)
-            u[4 * b + i] = (double)(block[i] >> 11) * (1.0 / 9007199254740992.0);
     }
 }
 
@@ -747,7 +682,7 @@ typedef struct {
     double contrast, illumination; /* the last sample's plan: MXNet's normalisation jitter */
 } sample_ctx;
 
-/* nativeaffine: Renderer._full_image_crop for MXNet's affine step and pad (no resize step, no
+/* Renderer._full_image_crop for MXNet's affine step and pad (no resize step, no
  * upscaling, a plain output-sized crop), then mirror, colour jitter and normalisation as the
  * Python path writes them (Renderer._write / _write_float_path). The image is decoded whole
  * (geometry.decode_box: None). 0 when done, -1 to leave the sample to Python. */
@@ -848,7 +783,7 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
         goto done;
     if (opt->max_pixels && (unsigned long long)rows * (unsigned long long)cols > opt->max_pixels)
         goto done;
-    uniforms_of(ctx->key, sample, ctx->epoch, u);
+    philox_uniforms(ctx->key, sample, ctx->epoch, u, N_UNIFORM);
     if (opt->plan.pca_noise > 0)
         pca_normals(ctx->key, sample, ctx->epoch, normals);
     if (plan_full(&opt->plan, u, normals, rows, cols, &fp) != PLAN_OK)
@@ -861,7 +796,7 @@ static int decode_into(sample_ctx *ctx, const unsigned char *data, size_t size, 
         norm_terms(opt, fp.contrast, fp.illumination, &local);
         opt = &local;
     }
-    if (opt->plan.affine || opt->plan.pad) { /* nativeaffine: warped and/or padded */
+    if (opt->plan.affine || opt->plan.pad) { /* MXNet's affine step and pad: warped and/or padded */
         status = geometric_into(ctx, &fp, rows, cols, dst);
         goto done;
     }
@@ -1038,142 +973,10 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
 
 /* --- arguments ------------------------------------------------------------------------------ */
 
-/* The run options, in the order recpipe.decode.native.RunOptions holds them: first the
- * planner's (PLAN_FIELDS of csrc/plan/plan.h, parsed by plan_parse into run_options.plan), then
- * these, the one place where their names, kinds and destinations are listed (exported with the
- * planner's as OPTION_FIELDS; a field added here is parsed, exported and checked against the
- * Python side by tests/decode/test_native.py). */
-typedef enum {
-    OPT_LONG, OPT_INT, OPT_BOOL, OPT_ULL, OPT_DOUBLE, OPT_FLOAT3
-} option_kind;
-
-typedef struct {
-    const char *name;
-    option_kind kind;
-    size_t offset;
-} option_field;
-
-#define OPTION(name, kind, member) {name, kind, offsetof(run_options, member)}
-
-static const option_field OPTION_TABLE[] = {
-    /* (the planner's fields first: PLAN_FIELDS) */
-    OPTION("nchw", OPT_BOOL, nchw),
-    OPTION("gains", OPT_FLOAT3, gains),
-    OPTION("offsets", OPT_FLOAT3, offsets),
-    OPTION("label_width", OPT_LONG, label_width),
-    OPTION("fast_dct", OPT_BOOL, fast_dct),
-    OPTION("fast_upsample", OPT_BOOL, fast_upsample),
-    OPTION("strict", OPT_BOOL, strict),
-    OPTION("max_pixels", OPT_ULL, max_pixels),
-    OPTION("max_bytes", OPT_ULL, max_bytes),
-    OPTION("check_rest", OPT_BOOL, check_rest),
-    OPTION("max_scans", OPT_INT, max_scans),
-    OPTION("scales", OPT_INT, scales),
-    OPTION("gain_r", OPT_DOUBLE, exact_gains[0]),
-    OPTION("gain_g", OPT_DOUBLE, exact_gains[1]),
-    OPTION("gain_b", OPT_DOUBLE, exact_gains[2]),
-    /* nativecolour: gray output, MXNet's contrast/illumination, PCA lighting, HLS shift */
-    OPTION("channels", OPT_LONG, channels),
-    OPTION("mean_r", OPT_DOUBLE, means[0]),
-    OPTION("mean_g", OPT_DOUBLE, means[1]),
-    OPTION("mean_b", OPT_DOUBLE, means[2]),
-    /* nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h) */
-    OPTION("fill_value", OPT_INT, fill),
-    OPTION("warp_lanes", OPT_INT, warp_lanes),
-    /* nativeinter */
-    OPTION("id_labels", OPT_BOOL, id_labels),
-};
-
-#define N_OPTIONS ((Py_ssize_t)(sizeof(OPTION_TABLE) / sizeof(OPTION_TABLE[0])))
-
-static int parse_option(PyObject *item, const option_field *field, run_options *opt)
-{
-    char *dst = (char *)opt + field->offset;
-    long value;
-    int truth;
-    switch (field->kind) {
-    case OPT_LONG:
-    case OPT_INT:
-        value = PyLong_AsLong(item);
-        if (value == -1 && PyErr_Occurred())
-            return -1;
-        if (field->kind == OPT_LONG)
-            *(long *)dst = value;
-        else if (value < INT_MIN || value > INT_MAX) {
-            PyErr_Format(PyExc_OverflowError, "options.%s is out of range", field->name);
-            return -1;
-        } else
-            *(int *)dst = (int)value;
-        return 0;
-    case OPT_BOOL:
-        truth = PyObject_IsTrue(item);
-        if (truth < 0)
-            return -1;
-        *(int *)dst = truth;
-        return 0;
-    case OPT_ULL:
-        *(unsigned long long *)dst = PyLong_AsUnsignedLongLong(item);
-        return PyErr_Occurred() ? -1 : 0;
-    case OPT_DOUBLE:
-        *(double *)dst = PyFloat_AsDouble(item);
-        return PyErr_Occurred() ? -1 : 0;
-    case OPT_FLOAT3:
-        return parse_floats(item, (float *)dst, 3, field->name);
-    }
-    return -1;
-}
-
-/* ``options`` into ``opt`` (zeroed by the caller); plan_release(&opt->plan) afterwards, always. */
-static int parse_options(PyObject *options, run_options *opt)
-{
-    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != N_PLAN_FIELDS + N_OPTIONS) {
-        PyErr_Format(PyExc_TypeError, "options must be a tuple of %zd values (OPTION_FIELDS)",
-                     N_PLAN_FIELDS + N_OPTIONS);
-        return -1;
-    }
-    if (plan_parse(options, 0, &opt->plan))
-        return -1;
-    opt->out_h = opt->plan.out_h;
-    opt->out_w = opt->plan.out_w;
-    if (opt->plan.n_angles > MAX_ROTATE_LIST) {
-        PyErr_Format(PyExc_TypeError, "options.rotate_list must be a tuple of at most %d ints",
-                     MAX_ROTATE_LIST);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < N_OPTIONS; i++) {
-        if (parse_option(PyTuple_GET_ITEM(options, N_PLAN_FIELDS + i), &OPTION_TABLE[i], opt)) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError))  /* name the field */
-                PyErr_Format(PyExc_TypeError, "options.%s has the wrong type",
-                             OPTION_TABLE[i].name);
-            return -1;
-        }
-    }
-    if ((opt->plan.affine && opt->warp_lanes != 8 && opt->warp_lanes != 16
-         && opt->warp_lanes != 32) || opt->fill < 0 || opt->fill > 255) {
-        PyErr_SetString(PyExc_ValueError, "warp_lanes or fill_value is invalid");
-        return -1;
-    }
-    if (opt->max_scans < 0) {
-        PyErr_SetString(PyExc_ValueError, "max_scans must be >= 0 (0: no limit)");
-        return -1;
-    }
-    if (opt->label_width < 1) { /* (out_h and out_w: plan_parse's) */
-        PyErr_SetString(PyExc_ValueError, "out_h, out_w and label_width must be positive");
-        return -1;
-    }
-    return 0;
-}
-
-static const char *run_option_name(Py_ssize_t i)
-{
-    return OPTION_TABLE[i].name;
-}
-
-/* OPTION_FIELDS: the option names in order (the planner's, then the run's); DRAW_SLOTS: where
- * the planner (csrc/plan/plan.h) reads its uniforms in a sample's block of N_UNIFORM. */
+/* OPTION_FIELDS, DRAW_SLOTS (batch/options.h) and PCA_NATIVE. */
 static int add_contract(PyObject *module)
 {
-    if (plan_add_contract(module, N_OPTIONS, run_option_name) < 0)
+    if (run_add_contract(module) < 0)
         return -1;
     return PyModule_AddIntConstant(module, "PCA_NATIVE", PCA_NATIVE);
 }
@@ -1320,7 +1123,7 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     req.sums = sums.len > 0 ? sums.buf : NULL;
     if (check_column(&starts, req.count, 8, "starts") || check_column(&ends, req.count, 8, "ends")
         || check_column(&samples, req.count, 8, "samples")
-        || check_column(&slots, req.count, 8, "slots") || parse_options(options, &req.opt))
+        || check_column(&slots, req.count, 8, "slots") || run_parse(options, &req.opt))
         goto done;
     req.file_size = file_size;
     req.starts = starts.buf;
@@ -1365,7 +1168,7 @@ static PyObject *batch_fill(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(done_count);
 done:
-    plan_release(&req.opt.plan);
+    run_release(&req.opt);
     release_windows(held);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&ends);
@@ -1393,7 +1196,7 @@ static PyObject *batch_uniforms(PyObject *self, PyObject *args)
     uint64_t key[2] = {key_lo, key_hi};
     PyObject *list = PyList_New(count);
     for (unsigned int i = 0; list != NULL && i < count; i++) {
-        PyObject *value = PyFloat_FromDouble(uniform(key, sample, epoch, i));
+        PyObject *value = PyFloat_FromDouble(philox_uniform(key, sample, epoch, i));
         if (value == NULL) {
             Py_CLEAR(list);
             break;
@@ -1439,7 +1242,7 @@ static PyObject *batch_normals(PyObject *self, PyObject *args)
     return Py_BuildValue("(ddd)", out[0], out[1], out[2]);
 }
 
-/* nativeaffine: warp_affine(src, forward, out_h, out_w, fill, lanes) -> bytes: cv2.warpAffine of a
+/* warp_affine(src, forward, out_h, out_w, fill, lanes) -> bytes: cv2.warpAffine of a
  * C-contiguous uint8 (H, W, channels) image (channels 1 or 3) by the forward 2x3 matrix (six
  * floats, float32 values) with INTER_LINEAR and BORDER_CONSTANT fill, as recpipe._batch computes
  * it (out_h x out_w x channels bytes); for tests and the gate's check of ``lanes``. */
@@ -1510,9 +1313,10 @@ static PyObject *batch_interp(PyObject *self, PyObject *args)
 static PyMethodDef batch_methods[] = {
     {"fill", batch_fill, METH_VARARGS,
      "fill(source, file_size, starts, ends, samples, slots, images, labels, status, key_lo, "
-     "key_hi, "
-     "epoch, options, sums=b'', label_ids=b'', label_values=b'') -> samples done (see the "
-     "module source)."},
+     "key_hi, epoch, options, sums=b'', label_ids=b'', label_values=b'') -> samples done: a "
+     "run of records decoded and rendered into batch slots without the GIL, as the Python path "
+     "renders them (options: a recpipe.decode.native.RunOptions; recpipe/_batch.pyi says "
+     "more)."},
     {"colour_convert", batch_colour_convert, METH_VARARGS,
      "colour_convert(code, pixels, width) -> bytes: rows of ``width`` uint8 pixels converted as "
      "cv2.cvtColor does (code 0: RGB2HLS, 1: HLS2RGB; for tests)."},

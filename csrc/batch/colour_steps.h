@@ -14,12 +14,17 @@
  * Everything here is evaluated without contraction into fused multiply-adds (fp-contract=off),
  * except where OpenCV itself fuses (fmaf).
  */
-#ifndef RECPIPE_COLOUR_KERNELS_H
-#define RECPIPE_COLOUR_KERNELS_H
+#ifndef RECPIPE_BATCH_COLOUR_STEPS_H
+#define RECPIPE_BATCH_COLOUR_STEPS_H
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+
+#include "batch/options.h"
+#include "batch/staging.h" /* half_table, halves_of */
+#include "common/philox.h"
+#include "kernels/warp.h"  /* float_table, floats_of */
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
@@ -27,9 +32,6 @@
 #elif defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
-
-/* numpy's Philox, defined in batch/batch.c */
-static void philox_block(const uint64_t counter[4], const uint64_t key_in[2], uint64_t out[4]);
 
 #define CV_BLOCK 256 /* OpenCV's colour conversions work in blocks of this many pixels */
 #define CV_LANES 8   /* ... and their vector loops (AVX2) on this many float32 at a time */

@@ -5,13 +5,16 @@
  * Python path's arithmetic and rounded to nearest even (numpy's and OpenCV's float16 rounding;
  * overflow -> inf, subnormals rounded). Portable C: no F16C needed, so the build states do not
  * grow. */
-#ifndef RECPIPE_AUGMENT_KERNELS_H
-#define RECPIPE_AUGMENT_KERNELS_H
+#ifndef RECPIPE_BATCH_STAGING_H
+#define RECPIPE_BATCH_STAGING_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
+
+#include "batch/options.h"
+#include "kernels/warp.h" /* float_table */
 
 static inline uint16_t half_of(float value)
 {

@@ -1,13 +1,14 @@
-/* A float array from a Python sequence of numbers, shared by recpipe's C extensions. */
-#ifndef RECPIPE_FLOATS_H
-#define RECPIPE_FLOATS_H
+/* Argument helpers of recpipe's C extensions: checked sizes, a float array from a Python
+ * sequence of numbers. */
+#ifndef RECPIPE_COMMON_PYARGS_H
+#define RECPIPE_COMMON_PYARGS_H
 
 #include <Python.h>
 
 /* ``*out = a * b * c`` for positive sizes; -1 with a ValueError naming ``name`` when the
  * product overflows (so that a later size comparison cannot wrap around and pass). */
-static int checked_size(Py_ssize_t *out, Py_ssize_t a, Py_ssize_t b, Py_ssize_t c,
-                        const char *name)
+static inline int checked_size(Py_ssize_t *out, Py_ssize_t a, Py_ssize_t b, Py_ssize_t c,
+                               const char *name)
 {
     Py_ssize_t ab;
     if (a < 0 || b < 0 || c < 0 || __builtin_mul_overflow(a, b, &ab)
@@ -21,7 +22,7 @@ static int checked_size(Py_ssize_t *out, Py_ssize_t a, Py_ssize_t b, Py_ssize_t 
 
 /* Fill ``out`` with the ``count`` numbers of ``seq``; -1 with an exception naming ``name``
  * when it is not a sequence of exactly ``count`` numbers. */
-static int parse_floats(PyObject *seq, float *out, Py_ssize_t count, const char *name)
+static inline int parse_floats(PyObject *seq, float *out, Py_ssize_t count, const char *name)
 {
     PyObject *fast = PySequence_Fast(seq, "expected a sequence of numbers");
     if (fast == NULL)

@@ -19,6 +19,8 @@
 #ifndef RECPIPE_ROI_CORE_H
 #define RECPIPE_ROI_CORE_H
 
+#include <Python.h> /* PyMem_Raw* */
+
 #include <limits.h>
 #include <setjmp.h>
 #include <stdio.h>

@@ -1,5 +1,4 @@
-/* MXNet's affine step and pad for recpipe._batch (issue 21 item 2, branch nativeaffine), kept out
- * of batch/batch.c: the planned matrix (plan/plan.h's, the Python path's) rounded to float32 as
+/* MXNet's affine step and pad for recpipe._batch, kept out of batch/batch.c: the planned matrix (plan/plan.h's, the Python path's) rounded to float32 as
  * cv2 gets it, OpenCV 5.0.0's cv2.warpAffine for uint8 images with INTER_LINEAR
  * and BORDER_CONSTANT reproduced bit for bit, cv2.copyMakeBorder's constant pad, and the float32
  * output table of the Python path's cv2 writers (Renderer._write).
@@ -27,8 +26,6 @@
 #ifdef __SSE__
 #include <xmmintrin.h>
 #endif
-
-#define MAX_ROTATE_LIST 64 /* the most rotate_list angles recpipe._batch takes */
 
 /* cv::invertAffineTransform as warpAffine applies it (double, this order). */
 static void warp_invert(const double fwd[6], double inv[6])
@@ -215,11 +212,12 @@ static void work_crop(const uint8_t *img, long img_h, long img_w, const double *
 
 /* Renderer._write's float32 values of each pixel value 0-255 in each channel (the float16
  * table's arithmetic, batch/staging.h's half_table, without the float16 step). NCHW planes
- * are cv2.addWeighted's: fmaf(x, gain, offset) in blocks of ARITH_BLOCK values, except a last
- * block shorter than ARITH_LANES (one SIMD register), which its scalar loop computes as
- * x * gain rounded, plus offset (``tail``). recpipe.decode.native checks the rule against cv2
- * (float_writer_matches) before sending float32 NCHW output here. */
-#define ARITH_BLOCK 1024
+ * are cv2.addWeighted's: it converts and computes a plane in blocks of ARITH_BLOCK values (1024
+ * bytes of float32), fmaf(x, gain, offset) in registers of ARITH_LANES values (a block's last,
+ * partial register redone over the block's last ARITH_LANES values), so only a block shorter
+ * than one register is computed by its scalar loop, as x * gain rounded, plus offset
+ * (``tail``): the last plane % 256 values when that is 1 to 7. */
+#define ARITH_BLOCK 256
 #define ARITH_LANES 8
 
 static void float_table(const float gains[3], const float offsets[3],

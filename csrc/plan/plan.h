@@ -1,4 +1,4 @@
-/* The one planner of recpipe (issue 21 item 3): every random decision of one sample, drawn in a
+/* The one planner of recpipe: every random decision of one sample, drawn in a
  * fixed order from its block of N_UNIFORM uniforms (and three standard normals for PCA
  * lighting), for both paths. recpipe._plan calls it for the Python path
  * (recpipe.decode.augment.plan.Planner builds its SamplePlan from the result); recpipe._batch
@@ -28,6 +28,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
+
+#include "common/fields.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
@@ -74,8 +76,7 @@ typedef struct {
     int affine;                        /* AugmentConfig.affine_active */
     double max_shear;
     long max_angle, rotate;
-    long n_angles;
-    long *angles;                      /* rotate_list (PyMem; plan_release frees it) */
+    field_longs rotate_list;           /* the angles (PyMem; plan_release frees them) */
     double min_scale, max_scale, min_img, max_img;
     long pad;
     int inter_method;                  /* 0-4, 9 auto, 10 drawn per resize */
@@ -142,8 +143,9 @@ static int plan_affine(const plan_config *c, const double *u, full_plan *p)
     long angle = plan_randint(u[U_AFFINE + 1], -c->max_angle, c->max_angle);
     if (c->rotate > 0)
         angle = c->rotate;
-    if (c->n_angles > 0)
-        angle = c->angles[plan_randint(u[U_AFFINE + 4], 0, c->n_angles - 1)];
+    if (c->rotate_list.count > 0)
+        angle = c->rotate_list.values[plan_randint(u[U_AFFINE + 4], 0,
+                                                   c->rotate_list.count - 1)];
     double a = cos((double)angle / 180.0 * PLAN_PI), b = sin((double)angle / 180.0 * PLAN_PI);
     double scale = u[U_AFFINE + 2] * (c->max_scale - c->min_scale) + c->min_scale;
     double ratio = u[U_AFFINE + 3] * (c->aspect_high - c->aspect_low) + c->aspect_low;
@@ -339,130 +341,56 @@ static int plan_full(const plan_config *c, const double u[N_UNIFORM], const doub
 
 /* --- the options tuple ------------------------------------------------------------------------ */
 
-typedef enum { PLAN_LONG, PLAN_INT, PLAN_BOOL, PLAN_DOUBLE, PLAN_ANGLES } plan_kind;
+#define PLAN_FIELD(name, member, kind) FIELD_AS(plan_config, name, member, kind)
 
-typedef struct {
-    const char *name;
-    plan_kind kind;
-    size_t offset;
-} plan_field;
-
-#define PLAN_FIELD(name, kind, member) {name, kind, offsetof(plan_config, member)}
-
-/* The one parse table of the planning options, in tuple order (exported as OPTION_FIELDS by
- * recpipe._plan; the first fields of recpipe._batch's). */
-static const plan_field PLAN_FIELDS[] = {
-    PLAN_FIELD("out_h", PLAN_LONG, out_h),
-    PLAN_FIELD("out_w", PLAN_LONG, out_w),
-    PLAN_FIELD("resize", PLAN_LONG, resize),
-    PLAN_FIELD("rand_crop", PLAN_BOOL, rand_crop),
-    PLAN_FIELD("mirror", PLAN_BOOL, mirror),
-    PLAN_FIELD("rand_mirror", PLAN_BOOL, rand_mirror),
-    PLAN_FIELD("rrc", PLAN_BOOL, rrc),
-    PLAN_FIELD("min_area", PLAN_DOUBLE, min_area),
-    PLAN_FIELD("max_area", PLAN_DOUBLE, max_area),
-    PLAN_FIELD("aspect_low", PLAN_DOUBLE, aspect_low),
-    PLAN_FIELD("aspect_high", PLAN_DOUBLE, aspect_high),
-    PLAN_FIELD("brightness", PLAN_DOUBLE, colour[0]),
-    PLAN_FIELD("contrast", PLAN_DOUBLE, colour[1]),
-    PLAN_FIELD("saturation", PLAN_DOUBLE, colour[2]),
-    PLAN_FIELD("max_contrast", PLAN_DOUBLE, max_contrast),
-    PLAN_FIELD("max_illumination", PLAN_DOUBLE, max_illumination),
-    PLAN_FIELD("pca_noise", PLAN_DOUBLE, pca_noise),
-    PLAN_FIELD("random_h", PLAN_LONG, hls[0]),
-    PLAN_FIELD("random_s", PLAN_LONG, hls[1]),
-    PLAN_FIELD("random_l", PLAN_LONG, hls[2]),
-    PLAN_FIELD("affine", PLAN_BOOL, affine),
-    PLAN_FIELD("max_shear_ratio", PLAN_DOUBLE, max_shear),
-    PLAN_FIELD("max_rotate_angle", PLAN_LONG, max_angle),
-    PLAN_FIELD("rotate", PLAN_LONG, rotate),
-    PLAN_FIELD("rotate_list", PLAN_ANGLES, n_angles),
-    PLAN_FIELD("min_random_scale", PLAN_DOUBLE, min_scale),
-    PLAN_FIELD("max_random_scale", PLAN_DOUBLE, max_scale),
-    PLAN_FIELD("min_img_size", PLAN_DOUBLE, min_img),
-    PLAN_FIELD("max_img_size", PLAN_DOUBLE, max_img),
-    PLAN_FIELD("pad", PLAN_LONG, pad),
-    PLAN_FIELD("inter_method", PLAN_INT, inter_method),
-    PLAN_FIELD("min_crop_size", PLAN_LONG, min_crop),
-    PLAN_FIELD("max_crop_size", PLAN_LONG, max_crop),
+/* The planning options, in tuple order (exported as OPTION_FIELDS by recpipe._plan; the first
+ * fields of recpipe._batch's), parsed by common/fields.h. */
+static const field PLAN_FIELDS[] = {
+    PLAN_FIELD("out_h", out_h, FIELD_LONG),
+    PLAN_FIELD("out_w", out_w, FIELD_LONG),
+    PLAN_FIELD("resize", resize, FIELD_LONG),
+    PLAN_FIELD("rand_crop", rand_crop, FIELD_BOOL),
+    PLAN_FIELD("mirror", mirror, FIELD_BOOL),
+    PLAN_FIELD("rand_mirror", rand_mirror, FIELD_BOOL),
+    PLAN_FIELD("rrc", rrc, FIELD_BOOL),
+    PLAN_FIELD("min_area", min_area, FIELD_DOUBLE),
+    PLAN_FIELD("max_area", max_area, FIELD_DOUBLE),
+    PLAN_FIELD("aspect_low", aspect_low, FIELD_DOUBLE),
+    PLAN_FIELD("aspect_high", aspect_high, FIELD_DOUBLE),
+    PLAN_FIELD("brightness", colour[0], FIELD_DOUBLE),
+    PLAN_FIELD("contrast", colour[1], FIELD_DOUBLE),
+    PLAN_FIELD("saturation", colour[2], FIELD_DOUBLE),
+    PLAN_FIELD("max_contrast", max_contrast, FIELD_DOUBLE),
+    PLAN_FIELD("max_illumination", max_illumination, FIELD_DOUBLE),
+    PLAN_FIELD("pca_noise", pca_noise, FIELD_DOUBLE),
+    PLAN_FIELD("random_h", hls[0], FIELD_LONG),
+    PLAN_FIELD("random_s", hls[1], FIELD_LONG),
+    PLAN_FIELD("random_l", hls[2], FIELD_LONG),
+    PLAN_FIELD("affine", affine, FIELD_BOOL),
+    PLAN_FIELD("max_shear_ratio", max_shear, FIELD_DOUBLE),
+    PLAN_FIELD("max_rotate_angle", max_angle, FIELD_LONG),
+    PLAN_FIELD("rotate", rotate, FIELD_LONG),
+    PLAN_FIELD("rotate_list", rotate_list, FIELD_LONGS),
+    PLAN_FIELD("min_random_scale", min_scale, FIELD_DOUBLE),
+    PLAN_FIELD("max_random_scale", max_scale, FIELD_DOUBLE),
+    PLAN_FIELD("min_img_size", min_img, FIELD_DOUBLE),
+    PLAN_FIELD("max_img_size", max_img, FIELD_DOUBLE),
+    PLAN_FIELD("pad", pad, FIELD_LONG),
+    PLAN_FIELD("inter_method", inter_method, FIELD_INT),
+    PLAN_FIELD("min_crop_size", min_crop, FIELD_LONG),
+    PLAN_FIELD("max_crop_size", max_crop, FIELD_LONG),
 };
 
-#define N_PLAN_FIELDS ((Py_ssize_t)(sizeof(PLAN_FIELDS) / sizeof(PLAN_FIELDS[0])))
+#define N_PLAN_FIELDS FIELD_COUNT(PLAN_FIELDS)
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
 
-#ifdef Py_PYTHON_H /* parsing: for the extensions that include Python.h */
-
-/* rotate_list: a tuple of ints, copied into PyMem (plan_release frees it). */
-static int plan_parse_angles(PyObject *item, plan_config *c)
-{
-    if (!PyTuple_Check(item)) {
-        PyErr_SetString(PyExc_TypeError, "options.rotate_list must be a tuple of ints");
-        return -1;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(item);
-    c->n_angles = 0;
-    c->angles = n > 0 ? PyMem_New(long, (size_t)n) : NULL;
-    if (n > 0 && c->angles == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long angle = PyLong_AsLong(PyTuple_GET_ITEM(item, i));
-        if (angle == -1 && PyErr_Occurred())
-            return -1;
-        if (angle < -1000000000L || angle > 1000000000L) {
-            PyErr_SetString(PyExc_ValueError, "options.rotate_list: an angle is out of range");
-            return -1;
-        }
-        c->angles[c->n_angles++] = angle;
-    }
-    return 0;
-}
-
-static int plan_parse_field(PyObject *item, const plan_field *field, plan_config *c)
-{
-    char *dst = (char *)c + field->offset;
-    long value;
-    int truth;
-    switch (field->kind) {
-    case PLAN_LONG:
-    case PLAN_INT:
-        value = PyLong_AsLong(item);
-        if (value == -1 && PyErr_Occurred())
-            return -1;
-        if (field->kind == PLAN_LONG) {
-            *(long *)dst = value;
-        } else if (value < INT_MIN || value > INT_MAX) {
-            PyErr_Format(PyExc_OverflowError, "options.%s is out of range", field->name);
-            return -1;
-        } else {
-            *(int *)dst = (int)value;
-        }
-        return 0;
-    case PLAN_BOOL:
-        truth = PyObject_IsTrue(item);
-        if (truth < 0)
-            return -1;
-        *(int *)dst = truth;
-        return 0;
-    case PLAN_DOUBLE:
-        *(double *)dst = PyFloat_AsDouble(item);
-        return PyErr_Occurred() ? -1 : 0;
-    case PLAN_ANGLES:
-        return plan_parse_angles(item, c);
-    }
-    return -1;
-}
-
 /* Frees what plan_parse allocated (the angles); safe on a zeroed or half-parsed config. */
 static void plan_release(plan_config *c)
 {
-    PyMem_Free(c->angles);
-    c->angles = NULL;
-    c->n_angles = 0;
+    fields_release(PLAN_FIELDS, N_PLAN_FIELDS, c);
 }
 
 /* A ValueError for options planning cannot honour (limits that keep every size inside long and
@@ -515,14 +443,8 @@ static int plan_invalid(const plan_config *c)
  * caller), validated; -1 with an exception naming the field. plan_release afterwards, always. */
 static int plan_parse(PyObject *options, Py_ssize_t first, plan_config *c)
 {
-    for (Py_ssize_t i = 0; i < N_PLAN_FIELDS; i++) {
-        if (plan_parse_field(PyTuple_GET_ITEM(options, first + i), &PLAN_FIELDS[i], c)) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) /* name the field */
-                PyErr_Format(PyExc_TypeError, "options.%s has the wrong type",
-                             PLAN_FIELDS[i].name);
-            return -1;
-        }
-    }
+    if (fields_parse(options, first, PLAN_FIELDS, N_PLAN_FIELDS, c))
+        return -1;
     return plan_invalid(c) ? -1 : 0;
 }
 
@@ -535,20 +457,13 @@ static PyObject *plan_draw_slots(void)
                          U_NORM, "affine", U_AFFINE, "inter", U_INTER, "crop", U_CROP);
 }
 
-/* A module's contract: OPTION_FIELDS, the planner's field names followed by ``n_more`` more
- * (``more_name(i)``: the extension's own, in its tuple order), and DRAW_SLOTS. */
-static int plan_add_contract(PyObject *module, Py_ssize_t n_more,
-                             const char *(*more_name)(Py_ssize_t))
+/* A module's contract: OPTION_FIELDS, the planner's field names followed by those of ``more``
+ * (``n_more`` rows: the extension's own, in its tuple order; NULL: none), and DRAW_SLOTS. */
+static int plan_add_contract(PyObject *module, const field *more, Py_ssize_t n_more)
 {
-    PyObject *names = PyTuple_New(N_PLAN_FIELDS + n_more), *slots;
-    for (Py_ssize_t i = 0; names != NULL && i < N_PLAN_FIELDS + n_more; i++) {
-        const char *text = i < N_PLAN_FIELDS ? PLAN_FIELDS[i].name : more_name(i - N_PLAN_FIELDS);
-        PyObject *name = PyUnicode_FromString(text);
-        if (name == NULL)
-            Py_CLEAR(names);
-        else
-            PyTuple_SET_ITEM(names, i, name);
-    }
+    const field *tables[2] = {PLAN_FIELDS, more};
+    Py_ssize_t counts[2] = {N_PLAN_FIELDS, n_more};
+    PyObject *names = fields_names(tables, counts, more != NULL ? 2 : 1), *slots;
     if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
         Py_XDECREF(names);
         return -1;
@@ -560,7 +475,5 @@ static int plan_add_contract(PyObject *module, Py_ssize_t n_more,
     }
     return 0;
 }
-
-#endif /* Py_PYTHON_H */
 
 #endif

@@ -182,7 +182,7 @@ static struct PyModuleDef plan_module = {
  * the statuses of plan. */
 static int add_contract(PyObject *module)
 {
-    if (plan_add_contract(module, 0, NULL) < 0)
+    if (plan_add_contract(module, NULL, 0) < 0)
         return -1;
     if (PyModule_AddIntConstant(module, "BAD_SIZE", PLAN_BAD_SIZE) < 0
         || PyModule_AddIntConstant(module, "UNDER_CROP", PLAN_UNDER_CROP) < 0

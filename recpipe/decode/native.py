@@ -25,7 +25,7 @@ from .augment.geometry import PAYING_SCALES
 __all__ = ["MAX_ROTATE_LIST", "NATIVE_AUGMENT_FIELDS", "NATIVE_DTYPES", "RunOptions",
            "augment_is_native", "cubic_matches", "cubic_probes", "cv2_hls_is_native",
            "float_writer_matches",
-           "float_plane_is_native", "geometric_is_native", "interp_is_native", "native_module",
+           "geometric_is_native", "interp_is_native", "native_module",
            "run_options", "warp_lanes", "warp_probes"]
 
 # AugmentConfig fields recpipe._batch renders (with the value limits of ``augment_is_native``)
@@ -34,20 +34,20 @@ NATIVE_AUGMENT_FIELDS = frozenset({
     "max_random_area", "min_aspect_ratio", "max_aspect_ratio", "rand_mirror", "mirror",
     "brightness", "contrast", "saturation", "mean_r", "mean_g", "mean_b", "std_r", "std_g",
     "std_b", "scale", "dtype", "layout",
-    # nativecolour: gray output (data_shape C=1), MXNet's contrast/illumination, PCA lighting,
+    # gray output (data_shape C=1), MXNet's contrast/illumination, PCA lighting,
     # HLS shift (csrc/batch/colour_steps.h)
     "max_random_contrast", "max_random_illumination",
     "pca_noise",
     "random_h", "random_s", "random_l",
-    # nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h; limits in augment_is_native)
+    # MXNet's affine step and pad (csrc/kernels/warp.h; limits in augment_is_native)
     "max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio", "max_random_scale",
     "min_random_scale", "max_img_size", "min_img_size", "pad", "fill_value",
-    # nativeinter: every inter_method (see augment_is_native), random-size crops
+    # every inter_method (see augment_is_native), random-size crops
     "inter_method",
     "min_crop_size",
     "max_crop_size",
 })
-# nativeaffine: the most rotate_list angles C takes (MAX_ROTATE_LIST in csrc/kernels/warp.h)
+# the most rotate_list angles C takes (MAX_ROTATE_LIST in csrc/batch/options.h)
 MAX_ROTATE_LIST = 64
 NATIVE_DTYPES = ("uint8", "float32", "float16")
 # the DCT scales C may decode at, as the bits of RunOptions.scales
@@ -109,15 +109,15 @@ class RunOptions(NamedTuple):
     gain_r: float  # the gains unrounded (float16 NHWC output rounds value * gain in double)
     gain_g: float
     gain_b: float
-    # nativecolour: gray output
+    # the output's channels, the means (MXNet's contrast/illumination)
     channels: int  # 1 (gray) or 3
     mean_r: float  # the means unrounded (per-sample offsets: -mean * gain * contrast + ...)
     mean_g: float
     mean_b: float
-    # nativeaffine: MXNet's affine step and pad (csrc/kernels/warp.h)
+    # MXNet's affine step and pad (csrc/kernels/warp.h)
     fill_value: int
     warp_lanes: int  # OpenCV's warp block width on this machine (warp_lanes()), 0: no warp
-    # nativeinter
+    # labels
     id_labels: bool  # labels from an id table (an imglist's), passed to fill beside the run
 
 
@@ -161,7 +161,7 @@ def augment_is_native(config):
 
 
 def geometric_is_native(config):
-    """nativeaffine: True when C renders ``config``'s affine step and pad as
+    """True when C renders ``config``'s affine step and pad as
     ``Renderer._full_image_crop`` does, or there are none. C has cv2.warpAffine's bilinear
     kernel (uint8, BORDER_CONSTANT) but not cv2.resize's: the resize step before the warp or
     pad, the crop resize of a random-resized crop and non-bilinear warps stay on the Python
@@ -181,7 +181,7 @@ def geometric_is_native(config):
 @functools.lru_cache(maxsize=1)
 def float_writer_matches():
     """True when this process's cv2.addWeighted (Renderer._write's float32 NCHW writer) computes
-    as csrc/kernels/warp.h's float_table assumes: a fused multiply-add in blocks of 1024 values but
+    as csrc/kernels/warp.h's float_table assumes: a fused multiply-add in blocks of 256 values but
     a last block shorter than 8, which it multiplies and adds in two roundings."""
     try:
         import cv2
@@ -190,28 +190,19 @@ def float_writer_matches():
     rng = np.random.default_rng(8)
     gain, offset = 0.4212780230587512, -99.88173
     f_gain, f_offset = np.float32(gain), np.float32(offset)
-    for length in (7, 1024, 1030, 1032, 2053):
+    for length in (7, 13, 257, 263, 264, 513, 1024, 1030, 1032, 2053, 3332):
         values = rng.integers(0, 256, (1, length), dtype=np.uint8)
         out = np.empty((1, length), np.float32)
         cv2.addWeighted(values, gain, values, 0.0, offset, dst=out, dtype=cv2.CV_32F)
         fused = (values.astype(np.float64) * np.float64(f_gain)
                  + np.float64(f_offset)).astype(np.float32)  # exact product: one rounding
-        rest = length % 1024
+        rest = length % 256
         if 0 < rest < 8:
             fused[:, length - rest:] = values[:, length - rest:].astype(np.float32) * f_gain \
                 + f_offset
         if out.tobytes() != fused.tobytes():
             return False
     return True
-
-
-def float_plane_is_native(config):
-    """True when a float32 NCHW plane of ``config``'s output has a last block of cv2's
-    addWeighted that csrc/kernels/warp.h's tables reproduce: none, shorter than 8 values (all
-    unfused) or whole 8-lane registers (all fused). Other lengths (e.g. 513: its last value
-    unfused; 13: all fused) follow a rule not reproduced yet (found by the randomized test)."""
-    rest = (config.out_hw[0] * config.out_hw[1]) % 1024
-    return rest < 8 or rest % 8 == 0
 
 
 def warp_probes(count=24):
@@ -261,7 +252,7 @@ def _native_warp(module, image, forward, out_h, out_w, fill, lanes):
 
 
 def interp_is_native(config):
-    """nativeinter: True when C renders ``config``'s resizes: bilinear ones always, the others
+    """True when C renders ``config``'s resizes: bilinear ones always, the others
     (csrc/kernels/interp.h, cv2.resize's arithmetic; bicubic as with IPP off,
     recpipe.image.opencv.resize, where cubic_matches) for 3-channel output without the colour
     recipes of csrc/batch/colour_steps.h, which are not wired into that path."""
@@ -320,7 +311,7 @@ def _side_path_renders(config, *, hls):
             or (shifted and not hls)):
         return False
     if config.dtype == "float32" and config.layout == "NCHW" and not jitter:
-        return float_writer_matches() and float_plane_is_native(config)
+        return float_writer_matches()
     return True
 
 
@@ -387,7 +378,7 @@ def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Option
     jitter = config.brightness or config.contrast or config.saturation or config.pca_noise > 0
     colour_matches = (renderer.kernels.colour or config.channels == 1
                       or (config.dtype == "float16" and not jitter))
-    geometric = bool(config.affine_active or config.pad)  # nativeaffine: no resize kernel used
+    geometric = bool(config.affine_active or config.pad)  # MXNet's affine step and pad: no resize kernel used
     if not (augment_is_native(config) and (renderer.kernels.resize or geometric)
             and colour_matches
             and _colour_is_native(config, module)):

@@ -79,16 +79,11 @@ class RecordSums:
 
     def __getstate__(self):
         # a copy for another process (a chunk task of ``verify``) or a part of this one: the
-        # lock is this object's own, and the probe source stays with the file's opener (a
-        # copy that was not probed yet takes each mismatch as the record's)
+        # probe source stays with the file's opener (a copy that was not probed yet takes each
+        # mismatch as the record's)
         state = self.__dict__.copy()
-        del state["_probe_lock"]
         state["_source"] = None
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._probe_lock = threading.Lock()
 
     @property
     def token(self):

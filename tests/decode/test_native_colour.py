@@ -182,13 +182,16 @@ def test_native_batches_equal_the_python_paths(rec, recipe, geometry, dtype, lay
 
 
 @needs_hls
-@pytest.mark.parametrize("out_hw", [(36, 57), (38, 27), (41, 25)])
+@pytest.mark.parametrize("out_hw", [(36, 57), (38, 27), (41, 25), (68, 49), (19, 27), (9, 29),
+                                    (1, 13), (33, 8)])
 @pytest.mark.parametrize("geometry", sorted(GEOMETRIES))
 def test_hls_float32_planes_ending_in_a_short_block_equal_the_python_path(rec, geometry, out_hw):
-    """A float32 NCHW plane of 2052, 1026 or 1025 values ends in a block of cv2.addWeighted
-    shorter than one register, which it multiplies and adds in two roundings: the HLS path's
-    float writer (values staged as uint8, then written) once fused those too (one ulp apart in
-    the last values of a plane with a per-channel mean, e.g. RECPIPE_DIFF_SEED=5150, 424242)."""
+    """cv2.addWeighted writes a float32 NCHW plane in blocks of 256 values; a last block shorter
+    than one register (8 values: planes of 2052, 1026, 1025, 3332, 513, 261 values) it multiplies
+    and adds in two roundings, the others (13, 264 values) fused. The HLS path's float writer
+    (values staged as uint8, then written) once fused those too, and the rule had blocks of 1024
+    (one ulp apart in the last values of a plane with a per-channel mean, e.g.
+    RECPIPE_DIFF_SEED=5150, 424242, 2)."""
     kwargs = dict(data_shape=(3,) + out_hw, dtype="float32", layout="NCHW", random_h=40,
                   rand_mirror=True, mean_r=100.1, mean_b=25.97, std_g=43.6, std_b=79.09,
                   scale=6067.96)
