@@ -6,7 +6,9 @@
 #    root (RECPIPE_NO_APT=1: never)
 #  - this package with its test extras, editable, and CPU torch for the recpipe.torch tests
 #  - .venv-mxnet: the real mxnet 1.9.1 with numpy<1.24, for the compatibility cross-checks
-# Extra arguments go to pytest (e.g. `bash ci/test.sh tests/io -x`).
+# Extra arguments go to pytest (e.g. `bash ci/test.sh tests/io -x`). The tests include the
+# benchmarks' smoke check (tests/benchmarks/test_quick.py: `python -m benchmarks --quick`, every
+# suite at smoke size, a few minutes; no timing is asserted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=ci/python_env.sh
