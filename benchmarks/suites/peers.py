@@ -196,9 +196,9 @@ class Peers(Suite):
             return
         o = self.options
         for config in self.configs:
-            keys = {}
+            keys, what = {}, "jitter, normalised" if config == "train" else "normalised"
             for module in ("mxnet", "recpipe"):
-                key = f"{module} ImageRecordIter {config} + jitter, normalised"
+                key = f"{module} ImageRecordIter {config}, {what}"
                 argv = [PEERS / "image_record_iter.py", "--module", module, "--rec", self.rec,
                         "--config", config, "--threads", o["iter_threads"],
                         "--batches", o["iter_batches"]]
@@ -207,7 +207,7 @@ class Peers(Suite):
                     "images_per_s": run_runner(python, argv)["images_per_s"]}
                 keys[module] = key
             ratios.append(Ratio(f"{config}: recpipe.mxnet.ImageRecordIter vs "
-                                f"mx.io.ImageRecordIter (jitter, normalised)",
+                                f"mx.io.ImageRecordIter ({what})",
                                 keys["recpipe"], keys["mxnet"]))
 
     def contenders(self, point):
@@ -258,8 +258,9 @@ class Peers(Suite):
             tables.append(Table(
                 "The drop-in recpipe.mxnet.ImageRecordIter against mx.io.ImageRecordIter",
                 ["comparison", "ratio"], [[r["name"], fmt_ratio(r)] for r in iters],
-                notes=f"MXNet's example-script settings (random-resized crop, mirror, colour "
-                      f"jitter 0.4, ImageNet normalisation), preprocess_threads="
+                notes=f"MXNet's example-script settings (train: random-resized crop, mirror, "
+                      f"colour jitter 0.4; val: resize 256, centre crop 224; both ImageNet "
+                      f"normalisation), preprocess_threads="
                       f"{result['options']['iter_threads']}, batch 64, both in .venv-mxnet."))
         rates = [[name, fmt(figure(p, name, "images_per_s")),
                   fmt(figure(p, name, "cpu_per_wall"), 2),
