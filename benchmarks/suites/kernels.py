@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import data
 from ..format import figure, fmt, fmt_ratio, ratio
-from ..harness import Ratio, Skip, Suite, Table, suite
+from ..harness import Ratio, Suite, Table, suite
 
 JITTER = dict(brightness=0.4, contrast=0.4, saturation=0.4)  # the usual ImageNet colour jitter
 NORMALISE = dict(mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.395, std_g=57.12,

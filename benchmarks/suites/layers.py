@@ -17,7 +17,7 @@ import sys
 import time
 
 from .. import data
-from ..format import figure, fmt, fmt_ratio, ratio
+from ..format import figure, fmt, fmt_ratio
 from ..harness import REPO, Ratio, Skip, Suite, Table, suite
 
 PLAN_RECIPES = {

@@ -18,7 +18,7 @@ import tempfile
 
 from .. import data
 from ..format import figure, fmt, fmt_ratio, ratio
-from ..harness import Ratio, Skip, Suite, Table, suite
+from ..harness import Ratio, Suite, Table, suite
 from .peers import mxnet_python
 
 TARGETS = {"re-encode": 1.5, "pass-through": 3.0}

@@ -20,7 +20,7 @@ import sys
 
 from .. import data
 from ..format import fmt, fmt_ratio, figure
-from ..harness import REPO, Ratio, Skip, Suite, Table, suite
+from ..harness import REPO, Ratio, Suite, Table, suite
 
 PEERS = REPO / "benchmarks" / "peers"
 MXNET_DEFAULT_PREPROCESS_THREADS = 4

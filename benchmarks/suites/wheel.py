@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 from ..format import figure, fmt, fmt_ratio, ratio
-from ..harness import REPO, Ratio, Skip, Suite, Table, suite
+from ..harness import REPO, Ratio, Suite, Table, suite
 
 NATIVE = ("_batch", "_kernels", "_resize", "_colour", "_crc32c", "_plan")
 _WHICH = ("import importlib.util, json, recpipe\nfiles = {'recpipe': recpipe.__file__}\n"
