@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# a path into the repository written in prose or code: ci/x.sh, benchmarks/y/z.py ...
+# a path into the repository written in prose or code (a script under ci, benchmarks ...)
 PATH = re.compile(r"(?<![\w./-])((?:ci|benchmarks|experiments|tools)/[\w./-]+\.(?:sh|py|txt|c))")
 MXNETS_OWN = {"tools/im2rec.py", "tools/rec2idx.py"}  # MXNet's scripts, named as MXNet names them
 
