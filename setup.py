@@ -207,7 +207,8 @@ setup(
         # last bit from Python's arithmetic (csrc/plan/plan.h also says so for recpipe._batch)
         _extension("_plan", "plan/plan_module.c", ["plan"],
                    extra_compile_args=["-O3", "-ffp-contract=off"]),
-        _extension("_batch", "batch/batch.c", ["batch", "common", "jpeg", "kernels", "plan", "png"],
+        _extension("_batch", "batch/batch.c",
+                   ["batch", "common", "jpeg", "kernels", "plan", "png", "record"],
                    libraries=["jpeg"]),
     ],
     cmdclass={"build_ext": RecpipeBuildExt},
