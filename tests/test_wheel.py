@@ -105,7 +105,7 @@ def wheel(tmp_path_factory):
                     "_batch")
     _pip()  # build_wheel.sh runs `python -m pip wheel`
     out = tmp_path_factory.mktemp("dist")
-    build = subprocess.run(["bash", str(ROOT / "tools" / "build_wheel.sh"), str(out),
+    build = subprocess.run(["bash", str(ROOT / "ci" / "build_wheel.sh"), str(out),
                             sys.executable], capture_output=True, text=True, timeout=900,
                            env=_clean_env())
     assert build.returncode == 0, build.stderr[-4000:]

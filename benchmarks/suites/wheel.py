@@ -37,10 +37,8 @@ def clean_env(**extra):
 
 def build_wheel():
     out = REPO / ".bench" / "wheel"
-    script = next(p for p in (REPO / "ci" / "build_wheel.sh", REPO / "tools" / "build_wheel.sh")
-                  if p.exists())
-    subprocess.run(["bash", str(script), str(out), sys.executable], check=True,
-                   stdout=subprocess.DEVNULL, env=clean_env())
+    subprocess.run(["bash", str(REPO / "ci" / "build_wheel.sh"), str(out), sys.executable],
+                   check=True, stdout=subprocess.DEVNULL, env=clean_env())
     tag = "cp%d%d" % sys.version_info[:2]
     return next(str(out / f) for f in sorted(os.listdir(out))
                 if f.endswith(".whl") and f"-{tag}-" in f)
