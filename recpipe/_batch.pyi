@@ -44,15 +44,16 @@ def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> L
 
 def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int,
                   y1: int, channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
-                  max_bytes: int, check_rest: bool = ...,
-                  max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]:
+                  max_bytes: int, check_rest: bool = ..., max_scans: int = ...,
+                  restarts: bool = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]:
     """``(pixels, height, width, depth, x, y, full_height, full_width)``: the part of a JPEG
     decoded at ``scale_num/scale_den`` that covers ``(x0, y0, x1, y1)`` (scaled coordinates;
     ``x1``/``y1`` < 0: to the edge), starting at scaled ``(x, y)``; only that part is decoded.
     ValueError with libjpeg's message on an error (and, with ``strict``, on a warning);
     ``check_rest`` reads the rest of the scan so that what a full decode would warn about
-    raises too; ``max_scans`` (0: none) refuses streams with more scans. The GIL is released
-    while libjpeg runs."""
+    raises too; ``max_scans`` (0: none) refuses streams with more scans; ``restarts`` (default
+    True): a stream with restart intervals is decoded from the intervals the rectangle touches
+    (same pixels). The GIL is released while libjpeg runs."""
 
 def colour_convert(code: int, pixels: Buffer, width: int) -> bytes:
     """Rows of ``width`` uint8 pixels converted as cv2.cvtColor does (code 0: RGB2HLS, 1:

@@ -78,6 +78,7 @@
 #include "kernels/resize.h"
 #include "jpeg/roi.h"
 #include "jpeg/region.h" /* decode_region: one JPEG region, in the method table */
+#include "jpeg/restart_methods.h" /* add_restarts, restart_layout: in the method table */
 #include "kernels/warp.h"
 
 #include <math.h>
@@ -1327,6 +1328,7 @@ static PyMethodDef batch_methods[] = {
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
     JPEGROI_METHODS
+    RESTART_METHODS
     {"warp_affine", batch_warp_affine, METH_VARARGS,
      "warp_affine(src, height, width, channels, forward, out_h, out_w, fill, lanes) -> bytes: "
      "cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe._batch computes it."},

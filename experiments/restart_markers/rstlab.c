@@ -1,6 +1,7 @@
 /*
- * The experiment's C side, loaded by run.py with ctypes (inside the Python process, so roi.h's
- * PyMem_Raw* resolve): transcoding, pixel comparisons and timed decodes.
+ * The experiment's C side, loaded by run.py with ctypes (inside the Python process, so the
+ * headers' PyMem_Raw* resolve): transcoding, pixel comparisons and timed decodes, with the
+ * package's own C (csrc/jpeg/restart.h, transcode.h, roi.h; the prototypes were moved there).
  *
  *     cc -O2 -shared -fPIC -I csrc -I $(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
  *        -o /tmp/rstlab.so experiments/restart_markers/rstlab.c -ljpeg
@@ -13,8 +14,8 @@
 #include <time.h>
 
 #include "jpeg/roi.h"
-#include "restart.h"
-#include "transcode.h"
+#include "jpeg/restart.h"
+#include "jpeg/transcode.h"
 
 /* This thread's CPU time: on a shared 2-core machine the time other processes take from it
  * stays out of the measurement (wall clocks varied 2x between rounds there). */
@@ -45,7 +46,7 @@ long lab_transcode(const unsigned char *data, size_t size, unsigned rows, unsign
         memcpy(out, t.out.bytes, t.out.size);
         result = (long)t.out.size;
     }
-    free(t.out.bytes);
+    PyMem_RawFree(t.out.bytes);
     return result;
 }
 
@@ -59,7 +60,7 @@ double lab_transcode_time(const unsigned char *data, size_t size, unsigned rows,
         rst_transcoding t;
         if (rst_transcode(&t, data, size, &opt) != 0)
             return -1;
-        free(t.out.bytes);
+        PyMem_RawFree(t.out.bytes);
     }
     return now() - t0;
 }
@@ -71,14 +72,15 @@ typedef struct {
     int fast_upsample, fast_dct;
 } lab_request;
 
-/* The region's decode with the cut: the job decodes the cut's JPEG, the window mapped back. */
+/* The region's decode: mode 2 through the cut of restart intervals (roi.h's hook), mode 1
+ * the whole stream. */
 static int region_decode(const unsigned char *data, size_t size, const lab_request *r,
                          unsigned char **pixels, unsigned *h, unsigned *w, unsigned *x,
-                         unsigned *y, rst_buffer *cut_buf)
+                         unsigned *y, rst_buffer *unused)
 {
     roi_job *job = (roi_job *)calloc(1, sizeof(roi_job));
-    unsigned px = 0, py = 0;
     int status;
+    (void)unused;
     job->data = data;
     job->size = size;
     job->scale_num = 1;
@@ -90,28 +92,8 @@ static int region_decode(const unsigned char *data, size_t size, const lab_reque
     job->channels = 3;
     job->fast_dct = r->fast_dct;
     job->fast_upsample = r->fast_upsample;
+    job->whole_stream = r->mode != 2;
     roi_init_errors(job);
-    if (r->mode == 2) {
-        rst_layout l;
-        if (rst_read_layout(data, size, &l)) {
-            long m = 2 * (long)(l.h_max > l.v_max ? l.h_max : l.v_max);
-            rst_cut cut;
-            rst_cut_of(&l, (r->x0 - m) * (long)r->den, (r->y0 - m) * (long)r->den,
-                       (r->x1 + m) * (long)r->den, (r->y1 + m) * (long)r->den, &cut);
-            if (!rst_cut_is_whole(&l, &cut) && rst_build(data, size, &l, &cut, cut_buf) == 0) {
-                unsigned cx, cy, cw, ch;
-                rst_cut_box(&l, &cut, &cx, &cy, &cw, &ch);
-                px = cx / r->den;
-                py = cy / r->den;
-                job->data = cut_buf->bytes;
-                job->size = cut_buf->size;
-                job->x0 -= px;
-                job->x1 -= px;
-                job->y0 -= py;
-                job->y1 -= py;
-            }
-        }
-    }
     status = roi_guarded(job, roi_start);
     if (status == 0) {
         size_t bytes = (size_t)job->out_w * job->out_h * 3;
@@ -121,8 +103,8 @@ static int region_decode(const unsigned char *data, size_t size, const lab_reque
         status = roi_guarded(job, roi_read);
         *h = job->out_h;
         *w = job->out_w;
-        *x = job->out_x + px;
-        *y = job->out_y + py;
+        *x = job->out_x;
+        *y = job->out_y;
     }
     roi_free(job);
     free(job);
@@ -162,7 +144,7 @@ int lab_region(const unsigned char *data, size_t size, int mode, long x0, long y
             memcpy(out, pixels, bytes);
     }
     free(pixels);
-    free(cut.bytes);
+    rst_buffer_free(&cut);
     return status;
 }
 
@@ -182,13 +164,13 @@ double lab_time(const unsigned char *const *datas, const size_t *sizes, const lo
                                                &cut);
         if (status != 0) {
             free(pixels);
-            free(cut.bytes);
+            rst_buffer_free(&cut);
             return -1;
         }
     }
     double t = now() - t0;
     free(pixels);
-    free(cut.bytes);
+    rst_buffer_free(&cut);
     return t;
 }
 
@@ -211,7 +193,7 @@ double lab_time_cut(const unsigned char *const *datas, const size_t *sizes, cons
             total += (double)cut.size;
     }
     double t = now() - t0;
-    free(cut.bytes);
+    rst_buffer_free(&cut);
     *bytes = total;
     return t;
 }
@@ -288,7 +270,7 @@ long lab_cut(const unsigned char *data, size_t size, long x0, long y0, long x1, 
         memcpy(out, cut.bytes, cut.size);
         n = (long)cut.size;
     }
-    free(cut.bytes);
+    rst_buffer_free(&cut);
     return n;
 }
 
@@ -319,6 +301,6 @@ int lab_time_paired(int m, int n, const unsigned char *const *datas, const size_
         }
     }
     free(pixels);
-    free(cut.bytes);
+    rst_buffer_free(&cut);
     return status;
 }
