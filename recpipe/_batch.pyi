@@ -6,7 +6,7 @@
 its field names in order (tests/decode/test_native.py checks the two against each other).
 """
 
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from typing_extensions import Buffer
 
@@ -54,6 +54,19 @@ def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int
     raises too; ``max_scans`` (0: none) refuses streams with more scans; ``restarts`` (default
     True): a stream with restart intervals is decoded from the intervals the rectangle touches
     (same pixels). The GIL is released while libjpeg runs."""
+
+def add_restarts(data: Buffer, rows: int = ..., mcus: int = ...,
+                 optimize: bool = ...) -> Optional[bytes]:
+    """``data`` (a JPEG) with restart intervals, losslessly: the DCT coefficients written back
+    (and read back and compared), ``rows`` > 0 one interval every ``rows`` MCU rows, else the
+    divisor of a row's MCU count nearest ``mcus`` (default 4); ``optimize`` (default True):
+    optimal Huffman tables. None when the stream cannot take them (progressive, arithmetic,
+    lossless, not 8-bit); ValueError on a libjpeg error or corrupt-data warning. The GIL is
+    released while libjpeg runs."""
+
+def restart_layout(data: Buffer) -> Optional[Tuple[int, int, int, int, int, int, int]]:
+    """``(interval, mcus_per_row, mcu_rows, row_group, col_mcus, mcu_width, mcu_height)``: the
+    restart intervals a region decode can use, or None."""
 
 def colour_convert(code: int, pixels: Buffer, width: int) -> bytes:
     """Rows of ``width`` uint8 pixels converted as cv2.cvtColor does (code 0: RGB2HLS, 1:

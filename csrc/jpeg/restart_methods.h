@@ -21,9 +21,8 @@
 #include "jpeg/restart.h"
 #include "jpeg/transcode.h"
 
-static PyObject *restart_add(PyObject *self, PyObject *args, PyObject *kwargs)
+static PyObject *restart_add(PyObject *self, PyObject *args)
 {
-    static char *keywords[] = {"data", "rows", "mcus", "optimize", NULL};
     Py_buffer view;
     unsigned int rows = 0, mcus = 4;
     int optimize = 1, status;
@@ -31,8 +30,7 @@ static PyObject *restart_add(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     (void)self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|IIp:add_restarts", keywords, &view, &rows,
-                                     &mcus, &optimize))
+    if (!PyArg_ParseTuple(args, "y*|IIp:add_restarts", &view, &rows, &mcus, &optimize))
         return NULL;
     t = (rst_transcoding *)PyMem_RawCalloc(1, sizeof *t);
     if (t == NULL) {
@@ -75,7 +73,7 @@ static PyObject *restart_layout_of(PyObject *self, PyObject *args)
 }
 
 #define RESTART_METHODS                                                                            \
-    {"add_restarts", (PyCFunction)(void (*)(void))restart_add, METH_VARARGS | METH_KEYWORDS,      \
+    {"add_restarts", restart_add, METH_VARARGS,                                                   \
      "add_restarts(data, rows=0, mcus=4, optimize=True) -> bytes or None: the JPEG with restart " \
      "intervals, losslessly (None: it cannot take them)"},                                         \
     {"restart_layout", restart_layout_of, METH_VARARGS,                                            \
