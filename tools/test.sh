@@ -51,6 +51,11 @@ if [ $need_apt = 1 ] && [ -z "${RECPIPE_NO_APT:-}" ]; then
       "and region-decode tests will be skipped" >&2
   fi
 fi
+# libpng's headers: PNG records decoded in recpipe._batch's runs (csrc/png/png.h); optional
+if [ ! -f /usr/include/png.h ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  apt-get install -y -q libpng-dev >/dev/null 2>&1 || echo "warning: no libpng headers: PNG" \
+    "records stay on the Python path and tests/decode/test_native_png.py is skipped" >&2
+fi
 # with the headers and a compiler here, recpipe._batch must build (tests/decode/test_jpegroi.py)
 if [ -f /usr/include/jpeglib.h ] && command -v cc >/dev/null; then
   export RECPIPE_REQUIRE_JPEGROI=1
