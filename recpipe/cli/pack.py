@@ -37,7 +37,8 @@ def register(subparsers):
                    help="store every file's bytes as they are, whatever the format (no decode)")
     p.add_argument("--reencode", action="store_true",
                    help="decode and re-encode every image, JPEGs too (at --quality, default 95). "
-                        "Default: JPEGs keep their bytes unless --resize, --center-crop, "
+                        "Default: JPEGs keep their pixels (their bytes with --restart off) "
+                        "unless --resize, --center-crop, "
                         "--quality, --encoding .png or --color 0 asks for a change; other "
                         "formats, CMYK and EXIF-rotated JPEGs are always re-encoded")
     p.add_argument("--resize", type=int, default=0, metavar="S",
@@ -54,8 +55,8 @@ def register(subparsers):
                    help="restart markers in the JPEGs written, losslessly (same pixels: the "
                         "coefficients are written back, optimal Huffman tables), so that a "
                         "random crop decodes only the intervals it touches: 'auto' (intervals "
-                        "of about 4 MCUs), a number of MCU rows per interval, or 'off'. "
-                        "Default: off. Not with --pass-through")
+                        "of about 4 MCUs: the default), a number of MCU rows per interval, or "
+                        "'off' (keep the JPEG bytes as they are). Not with --pass-through")
     p.add_argument("--pack-label", action="store_true",
                    help="store all labels of a multi-label .lst line (im2rec --pack-label)")
     p.add_argument("--exact", action="store_true",

@@ -21,9 +21,10 @@ __all__ = ["PackOptions", "PACK_KEYWORDS", "PACK_ON_ERROR", "ENCODINGS", "check_
 # the loaders' vocabulary (recpipe.errors.ON_ERROR) less "replace": a file is packed or not
 PACK_ON_ERROR = ("raise", "skip")
 ENCODINGS = (None, ".jpg", ".jpeg", ".png")
-# restart markers when ``restart`` is not given (``image.restart``); "off" where recpipe's libjpeg
-# extension is not built
-DEFAULT_RESTART = "off"
+# restart markers when ``restart`` is not given (``image.restart``): "auto", measured to pay
+# (BENCHMARKS.md "Restart markers": random crops decode 1.25x faster, files 2.3% smaller, 2.6 ms
+# more CPU per photo at pack time); "off" where recpipe's libjpeg extension is not built
+DEFAULT_RESTART = "auto"
 
 
 @dataclass(frozen=True)

@@ -126,3 +126,20 @@ def test_restart_names_are_canonical_in_the_plan():
     assert PackOptions(restart="AUTO").image_options().restart == "auto"
     assert PackOptions(restart=3).image_options().restart == "3"
     assert PackOptions(restart="off").image_options().restart == "off"
+
+
+def test_auto_is_the_default_where_the_extension_is_built(monkeypatch):
+    import recpipe.packing.options as options
+
+    assert PackOptions().image_options().restart == "auto"
+    monkeypatch.setattr(options, "restarts_available", lambda: False)
+    assert PackOptions().image_options().restart == "off"  # the default degrades quietly
+    with pytest.raises(ImportError, match="libjpeg"):
+        PackOptions(restart="auto").image_options()  # asked for: a clear error
+    assert PackOptions(restart="off").image_options().restart == "off"
+
+
+def test_default_pack_gives_markers(folder, tmp_path):
+    root, _ = folder
+    summary = pack_dataset(str(root), str(tmp_path / "o"), shuffle=False, workers=1)
+    assert summary.actions == {"kept": 1, "restarted": 4, "transcoded": 1}
