@@ -9,7 +9,8 @@ Data: ``../shared/data/photos`` (1000 JPEGs, ~440 px) packed three times: ``plai
 (``--restart off``: the bytes as they were), ``auto`` (``--restart auto``: intervals of about 4
 MCUs, optimal Huffman tables) and ``rows`` (``--restart 1``: one MCU row an interval); and 3000
 face crops (112x112, quality 95, ``tools/bench_faces.py``'s recipe), ``plain`` and ``auto``
-(``recpipe retrofit``).
+(``recpipe retrofit``); and 48 large photos (``--large``: 4 x 6 mosaics of the shared ones,
+1760x2640, quality 90), ``plain`` and ``auto``: the regime where a DCT scale applies to the crop.
 
 Every measurement is a subprocess timing steady-state batches (``tools/peers/_common.measure``:
 untimed batches until a fetch waits, then ``--batches`` batches of 128):
@@ -58,7 +59,7 @@ RUNNER_TIMEOUT_S = 600
 
 # -- data ----------------------------------------------------------------------------------------
 
-def prepare(work, faces_count):
+def prepare(work, faces_count, large_count=0):
     """The packed files: ``{name: rec}`` and what packing them cost (``pack`` rows)."""
     from recpipe.packing.packer import pack_dataset
     from recpipe.packing.retrofit import retrofit_restarts
@@ -78,7 +79,39 @@ def prepare(work, faces_count):
     if not os.path.exists(marked):
         retrofit_restarts(faces, marked)
     recs["faces_auto"] = marked
+    if large_count:
+        folder = os.path.join(work, "large")
+        make_large(folder, large_count)
+        for name, restart in (("plain", "off"), ("auto", "auto")):
+            rec = os.path.join(work, f"large_{name}.rec")
+            if not os.path.exists(rec):
+                pack_dataset(folder, rec, restart=restart, shuffle=True, seed=0)
+            recs[f"large_{name}"] = rec
     return recs
+
+
+def make_large(folder, count, tiles=(4, 6)):
+    """``count`` large photos (about 1760x2640): mosaics of 4 x 6 of the shared photos (real
+    photo texture at camera size; the shared set has no large photos), quality 90, 4:2:0."""
+    import glob
+
+    import cv2
+    import numpy as np
+
+    done = os.path.join(folder, ".done")
+    if os.path.exists(done):
+        return
+    paths = sorted(glob.glob(os.path.join(PHOTOS, "*", "*.jpg")))
+    rng = np.random.default_rng(5)
+    os.makedirs(os.path.join(folder, "c0"), exist_ok=True)
+    for i in range(count):
+        picks = rng.choice(len(paths), tiles[0] * tiles[1], replace=False)
+        cells = [cv2.resize(cv2.imread(paths[k]), (440, 440), interpolation=cv2.INTER_AREA)
+                 for k in picks]
+        rows = [np.hstack(cells[r * tiles[1]:(r + 1) * tiles[1]]) for r in range(tiles[0])]
+        cv2.imwrite(os.path.join(folder, "c0", f"{i:03d}.jpg"), np.vstack(rows),
+                    [cv2.IMWRITE_JPEG_QUALITY, 90])
+    open(done, "w").close()
 
 
 def pack_costs(work, rounds):
@@ -207,10 +240,19 @@ def plan(args, recs):
                 items.append((f"dali train [{name}] {t}", lambda rec=recs[f"photos_{name}"],
                               th=th: run_json([args.dali_python, os.path.join(PEERS, "dali_cpu.py"),
                                                "--rec", rec, "--config", "train"] + th + common)))
+        faces = ["--batches", str(args.face_batches), "--warmup", str(args.warmup)]
         for name in ("plain", "auto"):
             items.append((f"recpipe faces [{name}] {t}", lambda rec=recs[f"faces_{name}"],
                           th=th: run_json([python, os.path.abspath(__file__), "--runner", "faces",
-                                           "--rec", rec] + th + common)))
+                                           "--rec", rec] + th + faces)))
+        if "large_plain" in recs:
+            large = ["--batches", str(args.large_batches), "--warmup", "1"]
+            for name in ("plain", "auto"):
+                items.append((f"recpipe train [large_{name}] {t}", lambda rec=recs[
+                    f"large_{name}"], th=th: run_json([python, loader, "--rec", rec, "--config",
+                                                       "train"] + th + large)))
+            items.append((f"bare full decode [large_plain] {t}", lambda th=th: run_json(
+                [python, loader, "--bare", "--rec", recs["large_plain"]] + th + large)))
     return items
 
 
@@ -259,6 +301,14 @@ def ratios(results, threads, dali):
             (f"faces: recpipe (markers) vs C loop (no markers), {t} thr",
              f"recpipe faces [auto] {t}", f"c_loop [faces_plain] {t}", None),
         ]
+        pairs += [
+            (f"large photos, train: markers (auto) vs no markers, {t} thr",
+             f"recpipe train [large_auto] {t}", f"recpipe train [large_plain] {t}", None),
+            (f"large photos, train: markers (auto) vs bare full decode, {t} thr",
+             f"recpipe train [large_auto] {t}", f"bare full decode [large_plain] {t}", None),
+            (f"large photos, train: no markers vs bare full decode, {t} thr",
+             f"recpipe train [large_plain] {t}", f"bare full decode [large_plain] {t}", None),
+        ]
         if dali:
             pairs += [
                 (f"train: markers (auto) vs DALI CPU on the same file, {t} thr",
@@ -284,7 +334,9 @@ def markdown(report):
              f"Machine: {report['machine']}; load average {report['load'][0]:.2f} at start, "
              f"{report['load'][1]:.2f} at end.  ",
              "Data: the 1000 shared photos packed plain / `--restart auto` / `--restart 1`; "
-             f"{report['faces']} 112x112 faces plain / retrofitted (`auto`). Rates: medians of "
+             f"{report['faces']} 112x112 faces plain / retrofitted (`auto`); {report['large']} "
+             "large photos (4 x 6 mosaics of the shared ones, 1760x2640) plain / `auto`. Rates: "
+             "medians of "
              "per-round ratios; `CPU` = images per CPU-second of the process (what compares on "
              "a shared machine), `wall` = images/s.", "",
              "| target | CPU ratio (per round) | wall ratio | goal |", "|---|---:|---:|---:|"]
@@ -326,6 +378,11 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--c-seconds", type=float, default=2.0)
     ap.add_argument("--faces", type=int, default=3000)
+    ap.add_argument("--face-batches", type=int, default=80,
+                    help="timed batches of the faces runs (a faces batch takes ~15 ms)")
+    ap.add_argument("--large", type=int, default=48,
+                    help="large photos (mosaics of the shared ones, ~1760x2640); 0: none")
+    ap.add_argument("--large-batches", type=int, default=3)
     ap.add_argument("--pack-rounds", type=int, default=3)
     ap.add_argument("--dali-python", default=None,
                     help="python with nvidia-dali-cuda120 (default: .venv-dali or .venv-peers)")
@@ -345,7 +402,7 @@ def main(argv=None):
     if not args.dali_python:
         log("no python with nvidia.dali: DALI is skipped (tools/setup_peers.sh installs it)")
     load_start = os.getloadavg()[0]
-    recs = prepare(args.work, args.faces)
+    recs = prepare(args.work, args.faces, args.large)
     sizes = {name: os.path.getsize(rec) for name, rec in recs.items()}
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as scratch:
         args.scratch = scratch
@@ -354,7 +411,7 @@ def main(argv=None):
     report = {"command": "python tools/bench_restart.py " + " ".join(argv),
               "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
                          f"{platform.platform()}",
-              "load": (load_start, os.getloadavg()[0]), "faces": args.faces,
+              "load": (load_start, os.getloadavg()[0]), "faces": args.faces, "large": args.large,
               "dali_python": args.dali_python, "rounds": results, "pack": pack, "sizes": sizes,
               "ratios": ratios(results, args.threads, bool(args.dali_python))}
     text = markdown(report)
