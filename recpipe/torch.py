@@ -342,6 +342,8 @@ class RecordDataset:
         return TransformedDataset(self, _First(fn), lazy=lazy)
 
     def close(self):
+        """Close this process's reader of the file (a forked worker's inherited one is left to
+        its parent); the next ``dataset[i]`` opens it again."""
         if self._reader is not None and not self._inherited:  # (the parent's: left to it)
             self._reader.close()
 
@@ -380,12 +382,15 @@ class TransformedDataset:
         return self._apply(self.dataset[index])
 
     def set_epoch(self, epoch):
+        """Pass ``epoch`` to the underlying dataset (its augmentation draws)."""
         self.dataset.set_epoch(epoch)
 
     def transform(self, fn, lazy=True):
+        """This dataset with ``fn`` applied to every sample after the present transforms."""
         return TransformedDataset(self, fn, lazy=lazy)
 
     def transform_first(self, fn, lazy=True):
+        """This dataset with ``fn`` applied to the image (first element) of every sample."""
         return TransformedDataset(self, _First(fn), lazy=lazy)
 
 
@@ -407,6 +412,7 @@ class ShardSampler:
         self._order(0)  # validate now
 
     def set_epoch(self, epoch):
+        """Make the next ``iter`` yield epoch ``epoch``'s order (call it before each epoch)."""
         self.epoch = int(epoch)
 
     def _order(self, epoch):
@@ -499,6 +505,7 @@ class TorchLoader:
         return self._last_pad
 
     def set_epoch(self, epoch):
+        """Make the next ``iter`` epoch number ``epoch`` (its order and augmentation draws)."""
         self.loader.set_epoch(epoch)
 
     def state_dict(self):
@@ -510,6 +517,7 @@ class TorchLoader:
         self.loader.load_state_dict(state)
 
     def stats(self):
+        """Images/s, consumer wait, per-stage seconds and error counts (``ImageLoader.stats``)."""
         return self.loader.stats()
 
     def close(self):
