@@ -143,3 +143,20 @@ def test_default_pack_gives_markers(folder, tmp_path):
     root, _ = folder
     summary = pack_dataset(str(root), str(tmp_path / "o"), shuffle=False, workers=1)
     assert summary.actions == {"kept": 1, "restarted": 4, "transcoded": 1}
+
+
+def test_inspect_counts_the_images_with_markers(folder, tmp_path, capsys):
+    from recpipe.image.info import sniff
+
+    root, files = folder
+    assert sniff(files["a/wide.jpg"]).restart_interval is None
+    pack_dataset(str(root), str(tmp_path / "m"), shuffle=False, workers=1, restart=2)
+    pack_dataset(str(root), str(tmp_path / "p"), shuffle=False, workers=1, restart="off")
+    image = _records(tmp_path / "m.rec")[0][1]
+    assert sniff(image).restart_interval == restart_layout(image).interval
+    assert main(["inspect", str(tmp_path / "m.rec"), "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["images"]["restart_markers"] == 5  # not progressive
+    assert main(["inspect", str(tmp_path / "p.rec")]) == 0
+    assert "restart markers 0" in capsys.readouterr().out
