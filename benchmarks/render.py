@@ -115,7 +115,7 @@ def table_markdown(table: Table, charts: bool = False) -> str:
 
 
 # the docs page leads with the questions a user comes with
-DOCS_FIRST = ("peers", "faces", "decode", "stores", "pack")
+DOCS_FIRST = ("peers", "faces", "restart", "decode", "stores", "pack")
 
 
 def _sections(chosen: Dict[str, Dict[str, Any]], first=()):

@@ -7,7 +7,7 @@ from ..harness import SUITES
 
 __all__ = ["ORDER", "load", "load_all"]
 
-ORDER = ["decode", "peers", "faces", "decoders", "kernels", "index", "order", "pack",
+ORDER = ["decode", "peers", "faces", "restart", "decoders", "kernels", "index", "order", "pack",
          "integrity", "stores", "autotune", "provenance", "capacity", "wheel", "view",
          "wholefile", "layers"]
 

@@ -3,8 +3,9 @@
 - ``recpipe pack`` against MXNet's ``im2rec.py --num-thread 2`` on the same folder, re-encoding
   (``--resize 256 --quality 95``) and pass-through; im2rec runs with the mxnet venv's python from
   a ``.lst`` made beforehand (untimed); speedup = im2rec's time / recpipe's, per round;
-- ``recpipe pack``'s modes: the default (JPEG bytes kept), ``--reencode`` (every image decoded
-  and encoded at quality 95, the old default) and ``--pass-through``.
+- ``recpipe pack``'s modes: the default (JPEG pixels kept, restart markers added losslessly),
+  ``--restart off`` (JPEG bytes kept, the default before restart markers), ``--reencode`` (every
+  image decoded and encoded at quality 95, the first default) and ``--pass-through``.
 
 CPU time is the command's user + system with the processes it waited for, which says more than
 wall time when other jobs load the machine.
@@ -22,8 +23,8 @@ from ..harness import Ratio, Suite, Table, suite
 from .peers import mxnet_python
 
 TARGETS = {"re-encode": 1.5, "pass-through": 3.0}
-MODES = {"default (keep JPEG bytes)": [], "--reencode": ["--reencode"],
-         "--pass-through": ["--pass-through"]}
+MODES = {"default (restart markers)": [], "--restart off (bytes)": ["--restart", "off"],
+         "--reencode": ["--reencode"], "--pass-through": ["--pass-through"]}
 
 
 def run_command(cmd, cwd):
@@ -156,7 +157,7 @@ class Pack(Suite):
                       "made beforehand; re-encode = `--resize 256 --quality 95`.",
                 chart="speedup", chart_title="recpipe pack against im2rec.py (x faster)",
                 headline=True))
-        modes = [m for m in MODES if f"pack {m}" in p["contenders"]]
+        modes = [name[len("pack "):] for name in p["contenders"] if name.startswith("pack ")]
         if modes:
             rows = [[m, fmt(figure(p, f"pack {m}", "wall_s"), 2),
                      fmt(figure(p, f"pack {m}", "children_cpu_s"), 2),
