@@ -16,7 +16,6 @@ each: images/s (wall) and images per CPU-second of the process and its threads (
 on a machine shared with other work); a ratio is the median of its per-round ratios.
 """
 
-import glob
 import json
 import os
 import resource
@@ -31,7 +30,7 @@ import numpy as np
 
 from .. import data
 from ..format import figure, fmt, fmt_ratio, ratio
-from ..harness import REPO, Ratio, Skip, Suite, Table, suite
+from ..harness import Ratio, Skip, Suite, Table, suite
 from .faces import build_c_loop
 from .peers import PEERS, imports, peers_python, run_runner
 
