@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MODULE_LIST = ROOT / "tools" / "typecheck_modules.txt"
 # Raise this when you add entries to tools/typecheck_modules.txt (never lower it).
-MINIMUM_ENTRIES = 48
+MINIMUM_ENTRIES = 49
 
 
 def checked_paths():

@@ -14,7 +14,7 @@ from typing import NamedTuple, Tuple
 import numpy as np
 
 from .._optional import require
-from ..image import ImageArray
+from .images import ImageArray
 
 __all__ = ["DataBatch", "DataDesc", "DataIter", "NUMPY_BACKEND", "from_numpy"]
 

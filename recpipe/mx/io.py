@@ -10,7 +10,7 @@ iterator); without it, the data classes of ``recpipe.mx.dataiter`` and numpy arr
 
 from typing import Dict
 
-from ..mxnet import iterator_classes
+from .record_iter import iterator_classes
 from .backend import mxnet_or_numpy
 from .coverage import not_covered
 from .random import current_seed
