@@ -24,7 +24,7 @@ FLOORS = {
     "io": 30,  # RecordIO files, indexes, sources, integrity
     "decode": 40, "mx.recordio": 40,  # decoding and augmenting into batches; mx.recordio
     "adapters": 45,  # what the framework adapters share (gluon's transforms, the loader facade)
-    "mx.keywords": 50, "plan": 50, "torch": 50, "__init__": 50,
+    "mx.keywords": 50, "capacity": 50, "torch": 50, "__init__": 50,
     "mx.record_iter": 60, "packing": 60, "report": 60, "view": 60,
     "mx": 70,  # the rest of MXNet's namespace: mx.io, mx.gluon, mx.nd, contexts, ...
     "cli": 80,
@@ -35,7 +35,7 @@ FACES = {"image"}
 # recpipe itself never imports them
 ALIASES = {"host": "system.host", "env": "system.env", "distributed": "system.distributed",
            "mxnet": "mx.record_iter", "mxnet_keywords": "mx.keywords", "recordio": "mx.recordio",
-           "image.mximage": "mx.images"}
+           "image.mximage": "mx.images", "plan": "capacity"}
 
 
 def _module_name(path):

@@ -1,7 +1,7 @@
 """Check ``recpipe plan``'s prediction against measurements at 1 and 2 cores on this machine.
 
-Measures the workload once (``recpipe.plan.measure_workload``: one thread, a sample of the
-file), predicts the rate of one process at 1 and 2 cores (``recpipe.plan.predict``), then runs
+Measures the workload once (``recpipe.capacity.measure_workload``: one thread, a sample of the
+file), predicts the rate of one process at 1 and 2 cores (``recpipe.capacity.predict``), then runs
 the loader pinned with ``os.sched_setaffinity`` to 1 core with 1 thread and to 2 cores with 2
 threads, alternating the order over ``--rounds``, and prints the prediction error per core count
 (median measured / predicted - 1). On a machine whose cores other jobs use, the measurement
@@ -9,7 +9,7 @@ falls below the prediction by about their share; so the script also measures the
 pinned cores this process got (its CPU seconds / (wall seconds x cores), ``getrusage``) and
 reports the error of the prediction scaled by that share ("contention-adjusted").
 
-    python tools/check_plan.py --rounds 3 --config train --json out/check_plan.json
+    python tools/check_capacity.py --rounds 3 --config train --json out/check_capacity.json
 """
 
 import argparse
@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 from recpipe.decode.bench import CONFIGS, pipeline_rate
-from recpipe.plan import measure_workload, predict
+from recpipe.capacity import measure_workload, predict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_autotune import build_rec  # noqa: E402

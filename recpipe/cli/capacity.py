@@ -33,7 +33,7 @@ def register(subparsers):
     p.add_argument("--storage-mbps", type=float, default=None,
                    help="the storage read rate in MB/s (default: measured on a sample of "
                         "records; a cached local file reads far faster than a cold one)")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--json", action="store_true", help="print the advice as JSON")
     p.set_defaults(func=run)
 
 
@@ -41,7 +41,7 @@ def run(args):
     from dataclasses import replace
 
     from ..decode.bench import CONFIGS
-    from ..plan import make_plan, measure_workload
+    from ..capacity import advise_cores, measure_workload
 
     if args.config not in CONFIGS:
         raise ValueError(f"--config {args.config!r}: choose from {', '.join(CONFIGS)}")
@@ -51,12 +51,12 @@ def run(args):
     if args.storage_mbps is not None:
         workload = replace(workload, storage_bytes_per_s=args.storage_mbps * 1e6,
                            storage_source="given")
-    plan = make_plan(workload, args.gpus, args.gpu_rate, args.ranks)
-    plan.update(file=args.file, config=args.config)
+    report = advise_cores(workload, args.gpus, args.gpu_rate, args.ranks)
+    report.update(file=args.file, config=args.config)
     if args.json:
-        print(json.dumps(plan, indent=2))
+        print(json.dumps(report, indent=2))
         return 0
-    _print_plan(plan, sys.stdout)
+    _print_report(report, sys.stdout)
     return 0
 
 
@@ -74,23 +74,23 @@ def _source(workload):
     return _SOURCES.get(workload.get("storage_source"), "")
 
 
-def _print_plan(plan, out):
-    w = plan["workload"]
+def _print_report(report, out):
+    w = report["workload"]
     storage = w["storage_bytes_per_s"]
-    print(f"{plan['file']} ({plan['config']}): {w['cpu_seconds'] * 1e3:.2f} ms CPU per image, "
+    print(f"{report['file']} ({report['config']}): {w['cpu_seconds'] * 1e3:.2f} ms CPU per image, "
           f"{w['gil_seconds'] * 1e6:.0f} us of it holding the GIL, "
           f"{w['bytes_per_image'] / 1e3:.1f} kB read per image"
           + (f", storage {storage / 1e6:.0f} MB/s{_source(w)}" if storage else ""), file=out)
-    print(f"demand: {plan['gpus']} GPUs x {plan['gpu_rate']:g} img/s = "
-          f"{plan['demand_images_per_s']:g} img/s, {plan['ranks']} rank(s) per node", file=out)
+    print(f"demand: {report['gpus']} GPUs x {report['gpu_rate']:g} img/s = "
+          f"{report['demand_images_per_s']:g} img/s, {report['ranks']} rank(s) per node", file=out)
     print(f"{'cores':>6} {'threads/rank':>12} {'img/s':>10}  limit", file=out)
-    for row in plan["table"]:
-        mark = " <- meets the demand" if row["images_per_s"] >= plan["demand_images_per_s"] else ""
+    for row in report["table"]:
+        mark = " <- meets the demand" if row["images_per_s"] >= report["demand_images_per_s"] else ""
         print(f"{row['cores']:>6g} {row['threads_per_rank']:>12} {row['images_per_s']:>10.0f}  "
               f"{row['limit']}{mark}", file=out)
     print("ranks per node: " + ", ".join(
         f"{row['ranks']}: " + (f"{row['cores_needed']} cores ({row['threads_per_rank']} threads "
                                "each)" if row["cores_needed"] else "capped below the demand")
-        for row in plan["by_ranks"]), file=out)
-    for sentence in plan["advice"]:
+        for row in report["by_ranks"]), file=out)
+    for sentence in report["advice"]:
         print(f"- {sentence}", file=out)

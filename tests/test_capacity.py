@@ -6,7 +6,7 @@ import math
 import pytest
 
 from recpipe.cli import main
-from recpipe.plan import Workload, make_plan, measure_workload, predict
+from recpipe.capacity import Workload, advise_cores, measure_workload, predict
 
 from ._photos import pack_training_set
 
@@ -31,7 +31,7 @@ def test_gil_caps_each_rank_and_storage_caps_the_node():
 def test_plan_cores_and_threads_per_rank():
     w = Workload(cpu_seconds=0.002, gil_seconds=0.00005, bytes_per_image=110e3,
                  storage_bytes_per_s=5e9)
-    plan = make_plan(w, gpus=8, gpu_rate=3000)
+    plan = advise_cores(w, gpus=8, gpu_rate=3000)
     assert plan["demand_images_per_s"] == 24000
     assert plan["cores_needed"] == 48 and plan["threads_per_rank"] == 6
     assert plan["caps_images_per_s"]["gil_per_rank"] == pytest.approx(20000)
@@ -50,7 +50,7 @@ def test_plan_cores_and_threads_per_rank():
 def test_plan_says_when_the_gil_or_storage_caps_it():
     w = Workload(cpu_seconds=0.002, gil_seconds=0.001, bytes_per_image=110e3,
                  storage_bytes_per_s=1e9)
-    plan = make_plan(w, gpus=8, gpu_rate=3000, ranks=2)  # GIL: 2 x 1000/s; storage ~9090/s
+    plan = advise_cores(w, gpus=8, gpu_rate=3000, ranks=2)  # GIL: 2 x 1000/s; storage ~9090/s
     assert plan["cores_needed"] is None and plan["threads_per_rank"] is None
     assert any("GIL caps each rank at 1000" in a and "at least 24 ranks" in a
                for a in plan["advice"])
@@ -63,7 +63,7 @@ def test_bad_inputs_are_refused():
     w = Workload(cpu_seconds=0.001, gil_seconds=0, bytes_per_image=0)
     assert math.isinf(w.gil_cap) and math.isinf(w.storage_cap)
     with pytest.raises(ValueError):
-        make_plan(w, gpus=0, gpu_rate=10)
+        advise_cores(w, gpus=0, gpu_rate=10)
     with pytest.raises(ValueError):
         predict(w, 0)
 
