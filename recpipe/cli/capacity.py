@@ -85,7 +85,8 @@ def _print_report(report, out):
           f"{report['demand_images_per_s']:g} img/s, {report['ranks']} rank(s) per node", file=out)
     print(f"{'cores':>6} {'threads/rank':>12} {'img/s':>10}  limit", file=out)
     for row in report["table"]:
-        mark = " <- meets the demand" if row["images_per_s"] >= report["demand_images_per_s"] else ""
+        meets = row["images_per_s"] >= report["demand_images_per_s"]
+        mark = " <- meets the demand" if meets else ""
         print(f"{row['cores']:>6g} {row['threads_per_rank']:>12} {row['images_per_s']:>10.0f}  "
               f"{row['limit']}{mark}", file=out)
     print("ranks per node: " + ", ".join(

@@ -268,7 +268,7 @@ class ImageLoader:
         o, current = self.options, self._current
         done = current.next_index if current is not None else 0
         epoch = self.epoch
-        if current is None or done >= len(current.plans):
+        if current is None or done >= len(current.batches):
             epoch, done = self.epoch + 1, 0
         return {"epoch": max(epoch, 0), "batch": done, "seed": o.seed,
                 "records": self.num_samples, "batch_size": o.batch_size,

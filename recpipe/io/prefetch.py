@@ -1,7 +1,7 @@
 """Indexed access to a remote file: records announced ahead are fetched by coalesced range requests.
 
-``Prefetcher.plan(spans, groups)`` takes the ``(offset, length)`` spans that will be read, in the
-order they will be read. Spans are coalesced (neighbours within ``max_gap`` bytes, up to
+``Prefetcher.announce(spans, groups)`` takes the ``(offset, length)`` spans that will be read,
+in the order they will be read. Spans are coalesced (neighbours within ``max_gap`` bytes, up to
 ``max_block`` bytes per request) either per window of consecutive spans (``plan_window`` of them,
 more while they hold less than half of ``budget`` bytes), or per group (a run of a block
 shuffle: every record of a run then comes from one or few requests).
@@ -9,8 +9,8 @@ Requests are issued in order while the bytes held stay under ``budget``; ``take(
 serves a planned span as a memoryview of its request's buffer (waiting for the request, or
 issuing it at once when it is still queued), ``take_windows(spans)`` a run of them as the
 requests holding them; the prefetcher drops its reference to a request's
-bytes when the last span has been taken. ``PrefetchPlan.cancel()`` forgets what a plan has not
-used yet.
+bytes when the last span has been taken. ``PrefetchRequests.cancel()`` forgets the requests
+an announcement has not used yet.
 """
 
 import threading
@@ -21,7 +21,7 @@ import numpy as np
 
 from .coalesce import coalesce
 
-__all__ = ["Prefetcher", "PrefetchPlan"]
+__all__ = ["Prefetcher", "PrefetchRequests"]
 
 
 class _Planned:
@@ -40,7 +40,7 @@ class _Planned:
         return self.end - self.start
 
 
-class PrefetchPlan:
+class PrefetchRequests:
     """The requests planned for one sequence of reads; ``cancel()`` drops the unused ones."""
 
     def __init__(self, prefetcher, requests):
@@ -98,7 +98,7 @@ class Prefetcher:
             yield np.arange(first, last)
             first = last
 
-    def plan(self, spans, groups=None):
+    def announce(self, spans, groups=None):
         """Plan reads of the ``(offset, length)`` ``spans`` (in reading order), grouped by
         ``groups`` (one key per span) when given."""
         table = np.array(list(spans), dtype=np.int64).reshape(-1, 2)
@@ -116,7 +116,7 @@ class Prefetcher:
                     self._queue.append(item)
         with self._lock:
             self._pump()
-        return PrefetchPlan(self, planned)
+        return PrefetchRequests(self, planned)
 
     def _issue(self, item):
         item.issued = True
@@ -141,7 +141,7 @@ class Prefetcher:
             self._held -= item.size
 
     def take(self, offset, length):
-        """The planned bytes ``[offset, offset+length)``, or None when no plan holds that span."""
+        """The announced bytes ``[offset, offset+length)``, or None when no request holds them."""
         with self._lock:
             items = self._by_span.get((offset, length))
             if not items:
@@ -163,7 +163,7 @@ class Prefetcher:
     def take_windows(self, spans):
         """``take`` of each ``(offset, length)`` of ``spans`` (a run of records) under one lock,
         by request: ``(windows, missing)``, the ``(buffer, start)`` of each request holding some
-        of them (its bytes and their file offset, in order of first use) and the spans no plan
+        of them (its bytes and their file offset, in order of first use) and the spans no request
         holds or whose request failed (the caller reads those on its own, which reports the
         error)."""
         picked: List[Optional[Tuple[int, Any]]] = []
@@ -202,10 +202,10 @@ class Prefetcher:
         except Exception:  # noqa: BLE001 - reported when the span is read on its own
             return ()
 
-    def cancel(self, plan):
+    def cancel(self, requests):
         with self._lock:
             dropped = set()
-            for item in plan.requests:
+            for item in requests.requests:
                 if not item.done:
                     if item.future is not None:
                         item.future.cancel()

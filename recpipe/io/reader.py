@@ -213,12 +213,12 @@ class RecordReader:
 
         A remote source fetches them ahead with coalesced concurrent range requests; ``runs``
         (sorted first positions of runs of consecutive records, as a block shuffle uses) makes
-        each run's records come from one or few requests. Returns a plan whose ``cancel()``
-        drops what was not read; local files return a plan that does nothing.
+        each run's records come from one or few requests. Returns the requests announced, whose ``cancel()``
+        drops what was not read; local files return requests that do nothing.
         """
         prefetch = getattr(self._source, "prefetch", None)
         if prefetch is None:
-            return _NoPlan()
+            return _NoPrefetch()
         positions = np.asarray(positions, dtype=np.int64)
         starts = self._table.offsets[positions]
         lengths = np.minimum(self._table.ends(self.size)[positions] - starts, DEFAULT_BLOCK_SIZE)
@@ -285,7 +285,7 @@ def _is_head(window, pos):
     return magic == MAGIC and cflag in (0, 1)
 
 
-class _NoPlan:
+class _NoPrefetch:
     planned_requests = 0
     planned_bytes = 0
 

@@ -186,13 +186,13 @@ class RemoteSource(Source):
         return self._fetch(offset, offset + length)
 
     def prefetch(self, spans, groups=None):
-        """Announce reads of ``(offset, length)`` spans in this order; return a PrefetchPlan.
+        """Announce reads of ``(offset, length)`` spans in this order; return the PrefetchRequests.
 
         ``groups`` (one key per span) coalesces each group's spans on its own (block-shuffle runs);
         without it spans are coalesced per window of ``plan_window`` consecutive spans.
         """
         self._executor()  # raises on a closed source
-        return self._prefetcher.plan(spans, groups)
+        return self._prefetcher.announce(spans, groups)
 
     def stats(self):
         """Counters: requests, bytes_requested, bytes_fetched, bytes_returned, retries, max_inflight

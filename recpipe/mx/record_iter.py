@@ -14,8 +14,9 @@ ahead, ``path_imglist`` -> labels looked up by ``header.id`` in a ``.lst`` (inde
 ``label_width`` numbers), ``mean_img`` -> an MXNet mean-image file, loaded (or computed and
 saved when missing, like MXNet), ``seed_aug`` -> the key of the augmentation's random stream
 (apart from ``seed``, which then keys only the shuffle). ``verbose``, ``ctx`` and
-``shuffle_chunk_seed`` are accepted and have no effect (see below). recpipe extras: ``last_batch`` ('pad', 'drop',
-'partial'; default 'pad'), ``on_error``, ``decoder``, ``layout``, ``timeout``,
+``shuffle_chunk_seed`` are accepted and have no effect (see below). recpipe extras:
+``last_batch`` ('pad', 'drop', 'partial'; default 'pad'), ``on_error``, ``decoder``, ``layout``,
+``timeout``,
 ``storage_options``, ``dct_scaling``, ``lookahead``. Misspelled keywords warn
 (``UnknownKeywordWarning``) and are ignored; keywords we cannot honour raise
 NotImplementedError naming them.

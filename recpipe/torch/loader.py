@@ -67,7 +67,8 @@ class TorchLoader(LoaderFacade):
     ``ImageLoader`` keyword (``threads``, ``shuffle``, ``seed``, ``dtype``, ``last_batch``,
     augmentation keywords...) passes through; ``random_resized_crop=True`` takes torchvision's
     ``RandomResizedCrop`` ranges (area 0.08-1, aspect 3/4-4/3) for the keywords left out, and a
-    setting the others leave without effect gets a ``NoEffectWarning`` once. ``pin_memory`` copies each batch into page-locked
+    setting the others leave without effect gets a ``NoEffectWarning`` once. ``pin_memory``
+    copies each batch into page-locked
     memory (ignored with a warning when no accelerator is available); ``device`` moves it there
     (``non_blocking`` when pinned); a device that cannot be used is a ValueError here.
 

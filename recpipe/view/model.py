@@ -187,7 +187,7 @@ class ModelView:
 class _PlanKeepingLoader(ImageLoader):
     """``ImageLoader`` keeping the batch plans of the latest epoch it planned: every batch the
     viewer asks for resumes the loader, and resuming plans the epoch again (a permutation of
-    every record when shuffled). The plans are an immutable ``order.BatchPlans``; everything
+    every record when shuffled). The plans are an immutable ``order.EpochBatches``; everything
     else is the loader's own."""
 
     _kept = None

@@ -329,7 +329,7 @@ def test_take_windows_serves_planned_spans_by_request_and_leaves_the_rest():
 
     prefetcher = Prefetcher(submit, budget=1 << 20, max_gap=0, max_block=1 << 20,
                             plan_window=8, timeout=5)
-    prefetcher.plan([(0, 10), (10, 20), (100, 4), (600, 8)])
+    prefetcher.announce([(0, 10), (10, 20), (100, 4), (600, 8)])
     windows, missing = prefetcher.take_windows([(10, 20), (0, 10), (300, 4), (600, 8)])
     assert [(bytes(buffer), start) for buffer, start in windows] == [(data[0:30], 0)]
     assert missing == [(300, 4), (600, 8)]

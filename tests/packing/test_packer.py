@@ -16,7 +16,7 @@ from recpipe.errors import DecodeError
 from recpipe.io.index import format_list_line
 from recpipe.packing.inputs import InputLimits
 from recpipe.packing.packer import pack_dataset, parse_size
-from recpipe.packing.plan import cut_by_count
+from recpipe.packing.partition import cut_by_count
 from recpipe.packing.transform import target_size
 
 CLASSES = ("cat", "dog", "eel")

@@ -1,7 +1,9 @@
-"""The pack plan: every output file and the ordered items that go into it, fixed before writing.
+"""The partition of a pack: every output file and the ordered items that go into it, fixed
+before writing.
 
-The plan is built from SRC and the options (shuffle, validation split, shards by count or by
-input bytes) and saved as ``OUT.pack-plan.json`` before the first record is written, so that
+The partition is built from SRC and the options (shuffle, validation split, shards by count or
+by input bytes) and saved as ``OUT.pack-plan.json`` (its name from earlier releases, so that
+their interrupted runs resume) before the first record is written, so that
 ``--resume`` can check it is continuing the same job. It is removed once everything is published.
 Its ``fingerprint`` hashes all of it; two runs with equal fingerprints write identical bytes.
 """
@@ -21,16 +23,17 @@ from ..io.sources import url_to_fs
 from .items import PackItem
 from .transform import ImageOptions
 
-__all__ = ["PlanOptions", "Shard", "Split", "PackPlan", "build_plan", "plan_url", "labels_url",
-           "save_plan", "load_plan", "remove_plan", "split_counts", "cut_by_count", "cut_by_size"]
+__all__ = ["PartitionOptions", "Shard", "Split", "Partition", "build_partition", "partition_url",
+           "labels_url", "save_partition", "load_partition", "remove_partition", "split_counts",
+           "cut_by_count", "cut_by_size"]
 
 log = logging.getLogger(__name__)
 
-PLAN_VERSION = 1
+PARTITION_VERSION = 1
 
 
 @dataclass(frozen=True)
-class PlanOptions:
+class PartitionOptions:
     """Everything that decides the output bytes (worker count and error policy do not)."""
 
     image: ImageOptions = ImageOptions()
@@ -61,11 +64,11 @@ class Split:
 
 
 @dataclass(frozen=True)
-class PackPlan:
+class Partition:
     src: str
     root: str
     out: str
-    options: PlanOptions
+    options: PartitionOptions
     classes: Optional[Dict[str, int]]
     splits: Tuple[Split, ...]
 
@@ -80,7 +83,7 @@ class PackPlan:
 
     def to_dict(self, include_fingerprint=True):
         data = {
-            "version": PLAN_VERSION,
+            "version": PARTITION_VERSION,
             "src": self.src,
             "root": self.root,
             "out": self.out,
@@ -99,19 +102,19 @@ class PackPlan:
 
     @classmethod
     def from_dict(cls, data):
-        if data.get("version") != PLAN_VERSION:
-            raise ValueError(f"unsupported pack plan version {data.get('version')!r}")
+        if data.get("version") != PARTITION_VERSION:
+            raise ValueError(f"unsupported pack partition version {data.get('version')!r}")
         opts = dict(data["options"])
         opts["image"] = ImageOptions(**opts["image"])
         splits = tuple(Split(
             s["name"], s["prefix"],
             tuple(PackItem(i, tuple(labels), path) for i, labels, path in s["items"]),
             tuple(Shard(**shard) for shard in s["shards"])) for s in data["splits"])
-        return cls(data["src"], data["root"], data["out"], PlanOptions(**opts), data["classes"],
-                   splits)
+        return cls(data["src"], data["root"], data["out"], PartitionOptions(**opts),
+                   data["classes"], splits)
 
 
-def plan_url(out):
+def partition_url(out):
     return f"{out}.pack-plan.json"
 
 
@@ -181,8 +184,8 @@ def _shards_for(prefix, items, options):
                        start, stop) for i, (start, stop) in enumerate(bounds))
 
 
-def build_plan(src, root, out, items: List[PackItem], classes, options: PlanOptions):
-    """Order, split and shard ``items`` into a ``PackPlan``."""
+def build_partition(src, root, out, items: List[PackItem], classes, options: PartitionOptions):
+    """Order, split and shard ``items`` into a ``Partition``."""
     out = str(out)
     ordered = list(items)
     if options.shuffle:
@@ -195,28 +198,28 @@ def build_plan(src, root, out, items: List[PackItem], classes, options: PlanOpti
         parts = [("all", out, ordered)]
     splits = tuple(Split(name, prefix, tuple(part), _shards_for(prefix, part, options))
                    for name, prefix, part in parts)
-    return PackPlan(str(src), str(root), out, options, classes, splits)
+    return Partition(str(src), str(root), out, options, classes, splits)
 
 
-def save_plan(plan, storage_options=None):
-    publish(plan_url(plan.out), json.dumps(plan.to_dict()).encode(), storage_options)
+def save_partition(partition, storage_options=None):
+    publish(partition_url(partition.out), json.dumps(partition.to_dict()).encode(), storage_options)
 
 
-def load_plan(out, storage_options=None):
-    """The saved plan of an interrupted run, or None if there is none."""
-    fs, path = url_to_fs(plan_url(out), storage_options)
+def load_partition(out, storage_options=None):
+    """The saved partition of an interrupted run, or None if there is none."""
+    fs, path = url_to_fs(partition_url(out), storage_options)
     try:
         data = json.loads(fs.cat_file(path))
     except FileNotFoundError:
         return None
     except (ValueError, KeyError) as e:
-        raise ValueError(f"{plan_url(out)}: unreadable pack plan ({e}); "
+        raise ValueError(f"{partition_url(out)}: unreadable pack partition ({e}); "
                          f"delete it to start over") from e
-    return PackPlan.from_dict(data)
+    return Partition.from_dict(data)
 
 
-def remove_plan(out, storage_options=None):
-    fs, path = url_to_fs(plan_url(out), storage_options)
+def remove_partition(out, storage_options=None):
+    fs, path = url_to_fs(partition_url(out), storage_options)
     try:
         fs.rm(path)
     except FileNotFoundError:
