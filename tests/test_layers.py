@@ -22,6 +22,7 @@ FLOORS = {
     "mx.images": 25,  # mx.image's imdecode/imread/ImageArray, on those pixels
     "image/": 27,  # recpipe.image's face, which is also mx.image for `import recpipe as mx`
     "io": 30,  # RecordIO files, indexes, sources, integrity
+    "decode.tune": 35,  # the decode-thread autotuner: its controller and the loader's side
     "decode": 40, "mx.recordio": 40,  # decoding and augmenting into batches; mx.recordio
     "adapters": 45,  # what the framework adapters share (gluon's transforms, the loader facade)
     "mx.keywords": 50, "capacity": 50, "torch": 50, "__init__": 50,
@@ -35,7 +36,8 @@ FACES = {"image"}
 # recpipe itself never imports them
 ALIASES = {"host": "system.host", "env": "system.env", "distributed": "system.distributed",
            "mxnet": "mx.record_iter", "mxnet_keywords": "mx.keywords", "recordio": "mx.recordio",
-           "image.mximage": "mx.images", "plan": "capacity"}
+           "image.mximage": "mx.images", "plan": "capacity",
+           "decode.autotune": "decode.tune.controller", "decode.tuning_window": "decode.tune.tuner"}
 
 
 def _module_name(path):

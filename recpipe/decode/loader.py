@@ -31,7 +31,7 @@ from .pool import WorkerPool, shut_down, weak_method
 from .provenance import ProvenanceLog
 from .records import RecordDecoder
 from .stats import PipelineStats, traced
-from .tuning_window import AutoTuner, TunerOptions, initial_threads
+from .tune.tuner import AutoTuner, TunerOptions, initial_threads
 
 __all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR", "not_picklable", "record_decoder"]
 
@@ -219,8 +219,8 @@ class ImageLoader:
     def enable_autotune(self, options: Optional[TunerOptions] = None, *, controller=None,
                         **keywords):
         """Let an ``AutoTuner`` drive ``threads`` and ``prefetch`` (what ``threads="auto"``
-        does); ``options`` (a ``tuning_window.TunerOptions``) and/or its field names as
-        keywords configure it; ``controller`` replaces its ``autotune.Controller``."""
+        does); ``options`` (a ``tune.tuner.TunerOptions``) and/or its field names as
+        keywords configure it; ``controller`` replaces its ``tune.controller.Controller``."""
         if self.autotuner is None:
             self.autotuner = AutoTuner(self, TunerOptions.of(options, keywords),
                                        controller=controller)
