@@ -37,7 +37,8 @@ FACES = {"image"}
 ALIASES = {"host": "system.host", "env": "system.env", "distributed": "system.distributed",
            "mxnet": "mx.record_iter", "mxnet_keywords": "mx.keywords", "recordio": "mx.recordio",
            "image.mximage": "mx.images", "plan": "capacity",
-           "decode.autotune": "decode.tune.controller", "decode.tuning_window": "decode.tune.tuner"}
+           "decode.autotune": "decode.tune.controller", "decode.tuning_window": "decode.tune.tuner",
+           "packing.im2rec": "mx.im2rec"}
 
 
 def _module_name(path):

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BatchPositions", "EpochBatches", "SHUFFLE_MODES", "block_shuffle", "byte_runs", "check_batching",
-           "check_parts", "epoch_order", "split_batches"]
+__all__ = ["BatchPositions", "EpochBatches", "SHUFFLE_MODES", "block_shuffle", "byte_runs",
+           "check_batching", "check_parts", "epoch_order", "split_batches"]
 
 SHUFFLE_MODES = ("none", "full", "block")
 
@@ -129,8 +129,8 @@ def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1
 
 class EpochBatches(Sequence):
     """The batches of an epoch, cut from its order array on demand: constant Python objects
-    per batch, none per record. ``batches[i]`` is a ``BatchPositions`` whose ``positions`` is an int64
-    array; ``flat(i)`` gives the positions of batches ``i..`` as one array."""
+    per batch, none per record. ``batches[i]`` is a ``BatchPositions`` whose ``positions`` is an
+    int64 array; ``flat(i)`` gives the positions of batches ``i..`` as one array."""
 
     def __init__(self, order, batch_size, last_batch="pad"):
         check_batching(batch_size, last_batch)

@@ -24,7 +24,7 @@ from .coalesce import coalesce
 __all__ = ["Prefetcher", "PrefetchRequests"]
 
 
-class _Planned:
+class _Announced:
     __slots__ = ("start", "end", "remaining", "future", "issued", "done")
 
     def __init__(self, start, end, spans):
@@ -107,7 +107,7 @@ class Prefetcher:
             offsets, lengths = table[batch, 0], table[batch, 1]
             for request in coalesce(offsets, lengths, max_gap=self.max_gap,
                                     max_block=self.max_block):
-                item = _Planned(request.start, request.end, len(request.members))
+                item = _Announced(request.start, request.end, len(request.members))
                 planned.append(item)
                 keys = zip(offsets[request.members].tolist(), lengths[request.members].tolist())
                 with self._lock:

@@ -213,8 +213,8 @@ class RecordReader:
 
         A remote source fetches them ahead with coalesced concurrent range requests; ``runs``
         (sorted first positions of runs of consecutive records, as a block shuffle uses) makes
-        each run's records come from one or few requests. Returns the requests announced, whose ``cancel()``
-        drops what was not read; local files return requests that do nothing.
+        each run's records come from one or few requests. Returns the requests announced, whose
+        ``cancel()`` drops what was not read; local files return requests that do nothing.
         """
         prefetch = getattr(self._source, "prefetch", None)
         if prefetch is None:

@@ -27,7 +27,7 @@ from .shards import (Progress, ShardWriter, SourceFile, file_digest, is_local, r
                      verify_published)
 from .transform import ACTIONS, ImageOptions
 
-__all__ = ["Job", "ShardOutcome", "ShardTask", "ShardTaskError", "adopt_partition",
+__all__ = ["ShardJob", "ShardOutcome", "ShardTask", "ShardTaskError", "adopt_partition",
            "discard_empty", "default_workers", "file_name", "finish_empty", "open_job",
            "partition_options",
            "publish_labels", "raise_failures", "shard_tasks", "summarize", "write_shard"]
@@ -72,6 +72,7 @@ class ShardTask:
     flush_every: int
     limits: InputLimits = InputLimits()
     sources: bool = True  # keep the sources sidecar (``recpipe.io.record_sources``)
+    resumable: bool = True  # a shard that stops early keeps its partial files for resume
 
 
 @dataclass
@@ -98,11 +99,12 @@ def shard_tasks(partition, options, resume, locate=str):
                       Shard(locate(shard.rec), locate(shard.idx), shard.start, shard.stop),
                       split.items[shard.start:shard.stop], locate(partition.root),
                       partition.options.image, options.storage_options, options.on_error, resume,
-                      options.flush_every, options.limits, partition.options.sources)
+                      options.flush_every, options.limits, partition.options.sources,
+                      options.resumable)
             for split in partition.splits for shard in split.shards]
 
 
-class Job:
+class ShardJob:
     """A shard still to write: its partition, its items and where a previous run stopped."""
 
     def __init__(self, shard, items, progress, summary):
@@ -143,7 +145,7 @@ def open_job(task, checksums=False):
     if task.resume and is_local(shard.rec, task.storage_options):
         progress = recover_partial(shard.rec, shard.idx, keys, sources=task.sources)
         outcome.resumed_records = progress.records
-    return Job(shard, task.items, progress, outcome.summary), outcome
+    return ShardJob(shard, task.items, progress, outcome.summary), outcome
 
 
 def _as_listed(item, result, root):
@@ -181,7 +183,8 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
     it was meant for."""
     root, on_error, flush_every = task.root, task.on_error, task.flush_every
     writer = ShardWriter(job.shard.rec, job.shard.idx, task.storage_options, job.progress,
-                         checksums, sources_root=root if task.sources else None)
+                         checksums, sources_root=root if task.sources else None,
+                         journal=task.resumable)
     report = outcome.report
     try:
         for item in job.todo:
@@ -190,7 +193,7 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
             outcome.input_bytes += result.input_bytes
             if result.error:
                 outcome.failed += 1
-                report.errors[-1]["shard"] = file_name(job.shard.rec)
+                report.errors[-1].update(shard=file_name(job.shard.rec), index=item.index)
                 if on_error == "raise":
                     raise DecodeError(result.error, path=join_url(root, item.path))
                 log.warning("%s: skipped: %s", item.path, result.error)
@@ -203,7 +206,7 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
             if advance is not None:
                 advance(result.input_bytes)
     except BaseException:
-        writer.abandon(keep=True)
+        writer.abandon(keep=task.resumable)
         raise
     if defer_empty and writer.records == 0 and job.todo and not job.progress.records:
         job.unpublished = writer  # every item failed: published later only if the pack is not empty
@@ -261,16 +264,17 @@ def partition_options(options, src, shards, shard_size):
                        bool(options.sources))
 
 
-def adopt_partition(partition, out, resume, saved, storage_options):
+def adopt_partition(partition, out, resume, saved, storage_options, save=True):
     """Check ``partition`` against the ``saved`` one of an interrupted run (None: there is none),
-    or save it; returns whether that run is being resumed."""
+    or save it (``save``: for a run that can be resumed); returns whether that run is being
+    resumed."""
     if saved is not None and saved.fingerprint != partition.fingerprint:
         raise ValueError(
             f"{partition_url(out)} was made for different inputs or options; run the same command "
             f"to resume, or drop --resume to start over")
     if resume and saved is None:
         log.info("--resume: no interrupted run found at %s; starting from scratch", out)
-    if saved is None:
+    if saved is None and save:
         save_partition(partition, storage_options)
     return saved is not None
 

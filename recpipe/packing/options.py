@@ -52,6 +52,10 @@ class PackOptions:
     dask: Any = None
     limits: InputLimits = InputLimits()
     sources: bool = True  # write X.sources.jsonl: each record's file, size and SHA-256
+    # keep what an interrupted run wrote (partial shards, the partition) for resume=True;
+    # False: an interrupted or failed run leaves nothing behind (im2rec)
+    resumable: bool = True
+    labels_file: bool = True  # publish OUT.labels.json (the label map and the shard sizes)
 
     def __post_init__(self):
         _validate(self)
@@ -102,6 +106,8 @@ def _validate(o: PackOptions) -> None:
         raise ValueError(f"color must be -1, 0 or 1, got {o.color!r}")
     if o.encoding != ".png" and o.quality is not None and not 0 <= o.quality <= 100:
         raise ValueError(f"JPEG quality must be in 0..100, got {o.quality}")
+    if o.resume and not o.resumable:
+        raise ValueError("resume=True needs resumable=True (a run that keeps what it wrote)")
     if o.workers is not None and o.workers < 0:
         raise ValueError(f"workers must be >= 0, got {o.workers}")
     _check_counts(o)

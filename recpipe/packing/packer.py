@@ -65,7 +65,8 @@ def _partition_for(src, out, options, runner):
         shards = runner.default_shards(len(items), float(val_ratio or 0.0))
     settings = partition_options(options, src, shards, shard_size)
     partition = build_partition(src, item_root, out, items, classes, settings)
-    return partition, adopt_partition(partition, out, options.resume, saved, storage_options)
+    return partition, adopt_partition(partition, out, options.resume, saved, storage_options,
+                                      save=options.resumable)
 
 
 @contextlib.contextmanager
@@ -146,7 +147,8 @@ def pack_dataset(src: str, out: str, options: Optional[PackOptions] = None, *,
         remove_partition(out, storage_options)
         raise ValueError(f"nothing packed: all {summary.failed} image(s) failed (first: "
                          f"{first.get('path')}: {first.get('reason')}); no output was published")
-    summary.labels_file = publish_labels(partition, summary, storage_options)
+    if options.labels_file:
+        summary.labels_file = publish_labels(partition, summary, storage_options)
     if runner.publishes_manifest:
         from .. import __version__
 

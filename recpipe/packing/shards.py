@@ -71,11 +71,12 @@ class ShardWriter:
     On a local filesystem a journal (``journal``) lists the records written, made durable at
     each ``flush()`` after the data files; a resumed shard takes its checksums from it (the
     sums of the bytes meant to be written, not of bytes read back from a file that a crash
-    may have damaged). ``sources_root`` (the pack's SRC): also write the sources sidecar
-    (``X.sources.jsonl``), each ``write`` then naming the record's ``SourceFile``."""
+    may have damaged); ``journal=False``: none (a shard that will not be resumed). ``sources_root``
+    (the pack's SRC): also write the sources sidecar (``X.sources.jsonl``), each ``write`` then
+    naming the record's ``SourceFile``."""
 
     def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress(),
-                 checksums=False, sources_root=None):
+                 checksums=False, sources_root=None, journal=True):
         resume = progress.records > 0
         self._rec = AtomicOutput(rec_url, storage_options, temp_tag=TEMP_TAG, append=resume)
         opened = [self._rec]
@@ -94,7 +95,7 @@ class ShardWriter:
                 opened.append(self._sources)
                 if not resume:
                     self._sources.write(header_line(sources_root))
-            if self._rec.local:
+            if self._rec.local and journal:
                 self._journal = ShardJournal(journal_path(self._rec.path), append=resume)
             self.records = progress.records
             self.offset = progress.offset
@@ -128,7 +129,7 @@ class ShardWriter:
 
     @property
     def resumable(self):
-        return self._rec.local
+        return self._journal is not None
 
     def write(self, payload, key, source: Optional[SourceFile] = None):
         """Append a record under ``key``; ``source``: the file it was packed from (needed when

@@ -203,7 +203,8 @@ def _validate_tuner(o):
     if o.ram_budget is not None and not o.ram_budget > 0:
         raise ValueError(f"ram_budget={o.ram_budget!r} must be a positive number of bytes")
     if o.settings is not None and not isinstance(o.settings, Settings):
-        raise ValueError(f"settings={o.settings!r}: expected a recpipe.decode.tune.controller.Settings")
+        raise ValueError(f"settings={o.settings!r}: expected a "
+                         "recpipe.decode.tune.controller.Settings")
 
 
 def _check_count(name, value, low):

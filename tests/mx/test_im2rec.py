@@ -14,8 +14,8 @@ import pytest
 
 import recpipe
 from recpipe.cli import main
-from recpipe.packing import im2rec as im2rec_lib
-from recpipe.packing.im2rec import PackOptions, find_list_files, pack_list
+from recpipe.packing import shards
+from recpipe.packing.im2rec import find_list_files, im2rec_options, pack_list
 from recpipe.packing.listing import make_lists
 
 # name -> (height, width); extension decides the encoding
@@ -284,7 +284,7 @@ def test_skip_errors_exits_zero_with_same_output(tree, tmp_path):
 
 def test_unparsable_list_line_is_skipped_and_counted(tree, tmp_path):
     (tmp_path / "d.lst").write_text("0\t0.000000\ttop.jpg\nx\t1.0\tplants/moss.png\nonly-two\tfields\n")
-    result = pack_list(str(tmp_path / "d.lst"), str(tree), PackOptions(pass_through=True))
+    result = pack_list(str(tmp_path / "d.lst"), str(tree), im2rec_options(pass_through=True))
     assert result.written == 1
     assert [s.reason for s in result.skipped] == [
         "line 2 of the list does not parse", "line 3 of the list does not parse"]
@@ -292,7 +292,7 @@ def test_unparsable_list_line_is_skipped_and_counted(tree, tmp_path):
 
 def test_missing_file_is_skipped_in_pass_through(tree, tmp_path):
     write_lst(tmp_path / "d.lst", [(0, [0.0], "gone.jpg"), (1, [0.0], "top.jpg")])
-    result = pack_list(str(tmp_path / "d.lst"), str(tree), PackOptions(pass_through=True))
+    result = pack_list(str(tmp_path / "d.lst"), str(tree), im2rec_options(pass_through=True))
     assert result.written == 1
     assert result.skipped[0].path == str(tree / "gone.jpg") and result.skipped[0].index == 0
     assert "FileNotFoundError" in result.skipped[0].reason
@@ -321,7 +321,7 @@ def test_failure_midway_publishes_nothing_and_keeps_old_output(tree, tmp_path, m
     out.mkdir()
     write_lst(out / "d.lst", [(i, [0.0], "top.jpg") for i in range(5)])
     (out / "d.rec").write_bytes(b"old")
-    real = im2rec_lib.transcode
+    real = shards.ShardWriter.write
     calls = []
 
     def failing(*args, **kwargs):
@@ -330,7 +330,7 @@ def test_failure_midway_publishes_nothing_and_keeps_old_output(tree, tmp_path, m
             raise RuntimeError("disk on fire")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(im2rec_lib, "transcode", failing)
+    monkeypatch.setattr(shards.ShardWriter, "write", failing)
     with pytest.raises(RuntimeError, match="disk on fire"):
         main(["im2rec", str(out / "d"), str(tree)])
     assert leftovers(out) == ["d.rec"]
@@ -352,9 +352,9 @@ def test_interrupt_publishes_nothing_and_stops_workers(tree, tmp_path, workers):
 
 def test_invalid_options_fail_before_packing():
     with pytest.raises(ValueError, match="encoding"):
-        PackOptions(encoding=".bmp")
+        im2rec_options(encoding=".bmp")
     with pytest.raises(ValueError, match="color"):
-        PackOptions(color=2)
+        im2rec_options(color=2)
 
 
 def test_names_with_unusual_line_breaks_survive_list_and_pack(tree, tmp_path):
@@ -365,3 +365,44 @@ def test_names_with_unusual_line_breaks_survive_list_and_pack(tree, tmp_path):
     assert main(["im2rec", "--pass-through", str(tmp_path / "d"), str(tree)]) == 0
     images = [recpipe.unpack(payload)[1] for _, payload in records_by_key(tmp_path / "d.rec")]
     assert images == [(tree / n).read_bytes() for n in ("form\x0cfeed.jpg", "line\u2028sep.jpg", "top.jpg")]
+
+
+# ---------------------------------------------------------------- one pack engine
+
+def test_im2rec_is_a_preset_of_pack_options():
+    from recpipe.packing.options import PackOptions
+
+    options = im2rec_options(resize=32)
+    assert type(options) is PackOptions and options.resize == 32
+    assert (options.exact, options.keep_jpeg, options.shuffle, options.sources,
+            options.labels_file, options.resumable) == (True, False, False, False, False, False)
+    assert options.limits.allow_outside_root
+
+
+def test_im2rec_packs_through_the_pack_engine(tree, tmp_path, monkeypatch):
+    from recpipe.mx import im2rec
+    from recpipe.packing import packer
+
+    calls = []
+
+    def spy(src, out, options=None, **keywords):
+        calls.append((src, out, options.workers))
+        return packer.pack_dataset(src, out, options, **keywords)
+
+    monkeypatch.setattr(im2rec, "pack_dataset", spy)
+    write_lst(tmp_path / "d.lst", [(0, [0.0], "top.jpg"), (1, [1.0], "plants/moss.png")])
+    result = pack_list(str(tmp_path / "d.lst"), str(tree), num_workers=2)
+    assert calls == [(str(tmp_path / "d.lst"), str(tmp_path / "d"), 2)] and result.written == 2
+    assert sorted(p.name for p in tmp_path.glob("d.*")) == ["d.idx", "d.lst", "d.rec", "d.sums"]
+
+
+def test_an_interrupted_im2rec_leaves_nothing_behind(tree, tmp_path):
+    write_lst(tmp_path / "d.lst", [(i, [0.0], "top.jpg") for i in range(20)])
+
+    def interrupt(done, total):
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pack_list(str(tmp_path / "d.lst"), str(tree), progress=interrupt)
+    assert sorted(p.name for p in tmp_path.glob("*d.*")) == ["d.lst"]  # no journal, no partition
