@@ -165,6 +165,44 @@ def model(figures, size, workers, chunk_bytes):
     return plan + waves * task + (figures["driver_s"]["merge"] + figures["tail_s"]) * scale
 
 
+def _walk_photos(rec):
+    """``verify --decode``'s walk of the whole file in this process: (wall, CPU) seconds."""
+    from recpipe.decode.decoders import get_decoder
+    from recpipe.packing.wholefile import ClusterOptions, verify_on_cluster
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    verify_on_cluster(rec, decoder=get_decoder("auto"), sums=False,
+                      cluster=ClusterOptions(dask=None, chunk_bytes=1 << 40))
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def trim_ab(rec, rounds):
+    """The same walk in a 1-worker cluster started with Dask's MALLOC_TRIM_THRESHOLD_=65536
+    and in one started as ``--dask local`` starts it (glibc's own settings), alternated."""
+    import dask
+    import distributed
+
+    from recpipe.packing.cluster import dask_client
+
+    saved = dict(os.environ)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 65536}):
+        dask_default = distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                                dashboard_address="127.0.0.1:0")
+    os.environ.clear()
+    os.environ.update(saved)
+    seen = {"Dask's default (65536)": [], "--dask local (unset)": [], "this process": []}
+    with dask_default, distributed.Client(dask_default) as default, \
+            dask_client("local", 1) as ours:
+        for k in range(rounds):
+            seen["Dask's default (65536)"].append(
+                default.submit(_walk_photos, rec, pure=False).result())
+            seen["--dask local (unset)"].append(ours.submit(_walk_photos, rec, pure=False).result())
+            seen["this process"].append(_walk_photos(rec))
+    for name, runs in seen.items():
+        print(f"{name:24} wall {statistics.median(w for w, _ in runs):5.2f}s  "
+              f"CPU {statistics.median(c for _, c in runs):5.2f}s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -174,6 +212,9 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated jobs to run")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--table", metavar="FILE", help="print the tables of a --json output")
+    parser.add_argument("--trim-ab", action="store_true",
+                        help="only: verify --decode's walk in workers with and without Dask's "
+                             "MALLOC_TRIM_THRESHOLD_")
     args = parser.parse_args()
     if args.table:
         with open(args.table) as f:
@@ -188,6 +229,9 @@ def main():
     global CHUNK
     CHUNK = parse_size(args.chunk)
     os.makedirs(args.dir, exist_ok=True)
+    if args.trim_ab:
+        trim_ab(make_photos_rec(args.dir), args.rounds)
+        return
     data = {"photos": make_photos_rec(args.dir), "faces": make_faces_rec(args.dir, args.faces)}
     scratch = os.path.join(args.dir, "scratch")
     os.makedirs(scratch, exist_ok=True)
@@ -250,7 +294,7 @@ def print_tables(started, results):
         print(f"{key:40} {c['chunks']:6d} {c['bytes_per_chunk'] / 1e6:5.1f} {c['walk_s']:7.3f} "
               f"{c['cpu_s']:8.3f} {c['overhead_s']:6.3f} {c['cpu_s_per_mb']:8.4f} {one:6.4f} "
               f"{c['driver_s']['plan']:6.2f} {c['driver_s']['merge']:7.2f} {c['tail_s']:6.2f}")
-    print("\nmodel: a 100 GB file in 256 MiB chunks on N one-thread workers (hours)")
+    print("\nmodel: 100 GB of this data in 256 MiB chunks on N one-thread workers (hours)")
     for key, entry in results.items():
         c = entry["dask 2 workers"]["chunk"]
         hours = [model(c, 100e9, n, 256 << 20) / 3600 for n in (1, 2, 8, 32, 128)]

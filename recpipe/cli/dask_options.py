@@ -24,8 +24,9 @@ def add_dask_options(parser, what, *, workers=True, chunks=True):
                             help="with --dask: bytes of the file per chunk task, e.g. 64MB "
                                  "(default: up to 256MB, at least 2 chunks per worker thread)")
         parser.add_argument("--work-dir", default=None, metavar="URL",
-                            help="with --dask: where the chunk results wait until every chunk "
-                                 "is done (default: a hidden folder beside the output)")
+                            help="with --dask: the folder in which the chunk results wait (in "
+                                 "a hidden folder of their own) until every chunk is done "
+                                 "(default: beside the output)")
 
 
 def _cluster_options(args):

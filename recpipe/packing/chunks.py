@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 import zipfile
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol
@@ -225,11 +226,18 @@ class ChunkResult:
         return cls(meta, arrays)
 
 
-def work_url_for(output_url, job):
-    """The work folder of ``job`` writing ``output_url``: a hidden folder beside it."""
+def work_url_for(output_url, job, folder=None):
+    """The work folder of ``job`` writing ``output_url``: a hidden folder beside it, or in
+    ``folder`` when given."""
     output_url = str(output_url).rstrip("/")
     head, _, name = output_url.rpartition("/")
+    if folder:
+        head = str(folder).rstrip("/")
     return f"{head}/.{name}.{job}-chunks" if head else f".{name}.{job}-chunks"
+
+
+# what a work folder holds: its plan, chunk results, and their temporary names (atomic.publish)
+_WORK_FILE = re.compile(r"^\.?(plan\.json|chunk-\d{6}\.npz)(\.[0-9a-f]{12}\.tmp)?$")
 
 
 class WorkFolder:
@@ -310,10 +318,23 @@ class WorkFolder:
         return result
 
     def remove(self):
+        """Remove the plan, the results and their temporary files, then the folder if that
+        left it empty: never anything else that is there."""
         fs, path = self._fs()
         try:
-            fs.rm(path, recursive=True)
+            fs.invalidate_cache(path)
+            entries = fs.ls(path, detail=True)
         except FileNotFoundError:
+            return
+        for entry in entries:
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if entry.get("type") == "file" and _WORK_FILE.match(name):
+                fs.rm(entry["name"])
+            else:
+                log.warning("%s: leaving %s (not a chunk result)", self.url, name)
+        try:
+            fs.rmdir(path)
+        except (FileNotFoundError, OSError):  # not empty, or no folders (object stores)
             pass
 
 
@@ -497,20 +518,20 @@ def timeout_for(chunk_bytes):
 
 class DaskChunks:
     """Chunk tasks on a Dask cluster (``cluster.run_tasks``): each wait for the next one to
-    finish bounded by ``timeout_for(chunk_bytes)``. A task may run twice (a worker lost while
-    it ran, or one retry after it raised): its result is the same."""
+    finish bounded by ``timeout_for`` the largest chunk. A task may run twice (a worker lost
+    while it ran, or one retry after it raised): its result is the same."""
 
-    def __init__(self, client, chunk_bytes, info=None):
+    def __init__(self, client, info=None):
         self.client = client
-        self.timeout = timeout_for(chunk_bytes)
         self.info = info or {}
 
     def run(self, calls, on_done):
         from .cluster import run_tasks
 
-        _, failures = run_tasks(self.client, chunk_task, calls, name="chunk",
-                                deadline=self.timeout, on_done=lambda i, r: on_done(calls[i], r),
-                                retries=1, what="chunk")
+        deadline = timeout_for(max(call.span.stop - call.span.start for call in calls))
+        _, failures = run_tasks(self.client, chunk_task, calls, name="chunk", deadline=deadline,
+                                on_done=lambda i, r: on_done(calls[i], r), retries=1,
+                                what="chunk")
         return [(calls[i], error) for i, error in failures]
 
     def run_one(self, call):

@@ -10,7 +10,7 @@ as on one machine.
 - ``extract_on_cluster``: ``extract_records`` with its chunk tasks (record ranges of its own
   plan, cut from the ``.idx``, each published with its marker) run as Dask tasks.
 
-Chunk results wait in a work folder beside the output (``ClusterOptions.work_url``), so an
+Chunk results wait in a work folder beside the output (or in ``ClusterOptions.work_dir``), so an
 interrupted run continues where it stopped; outputs are published atomically once every chunk
 succeeded, then the folder is removed. Local paths are made absolute for the workers; every
 file must be reachable from every worker.
@@ -48,12 +48,13 @@ class ClusterOptions:
     """Where and how a whole-file job runs: ``dask`` ("local" starts a ``LocalCluster`` of
     ``workers`` processes; a scheduler address; a ``distributed.Client``; None: the chunks run
     one after the other in this process), ``chunk_bytes`` (None: up to 256 MiB, at least two
-    chunks per worker thread), ``work_url`` (the work folder; None: beside the output)."""
+    chunks per worker thread), ``work_dir`` (the folder the work folder is made in; None:
+    beside the output)."""
 
     dask: Any = "local"
     workers: Optional[int] = None
     chunk_bytes: Optional[int] = None
-    work_url: Optional[str] = None
+    work_dir: Optional[str] = None
 
     def __post_init__(self):
         if self.workers is not None and self.workers < 1:
@@ -108,7 +109,7 @@ def _runner(options, size, run, decodes=False):
             client.run(single_thread_opencv)
         run.cluster = info
         run.chunk_bytes = chunk_bytes_for(size, info["threads"], options.chunk_bytes)
-        yield DaskChunks(client, run.chunk_bytes, info)
+        yield DaskChunks(client, info)
 
 
 # --- verify -----------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ class _VerifySpans:
 
     def __call__(self, checks, source, progress):
         checks.prepare(source)
-        work = WorkFolder(self.options.work_url or work_url_for(self.url, "verify"),
+        work = WorkFolder(work_url_for(self.url, "verify", self.options.work_dir),
                           self.storage_options)
         heads = []
         with _runner(self.options, source.size, self.run, checks.checker is not None) as runner:
@@ -208,7 +209,7 @@ def index_on_cluster(url, index_url=None, *, cluster=None, positions=False, skip
     index_url = index_target(url, index_url)
     run = ClusterRun()
     offsets, ids, skipped = [], [], 0
-    work = WorkFolder(options.work_url or work_url_for(index_url, "index"), storage_options)
+    work = WorkFolder(work_url_for(index_url, "index", options.work_dir), storage_options)
     task = _IndexTask(not positions)
     with open_source(url, storage_options) as source, \
             _runner(options, source.size, run) as runner:

@@ -173,10 +173,12 @@ def test_write_sums_publishes_the_same_sidecar(tmp_path):
     one = verify(str(rec), decoder=get_decoder("auto"), write_sums=True)
     expected = sidecar.read_bytes()
     sidecar.unlink()
+    seen = []
     report, run = verify_on_cluster(str(rec), decoder=get_decoder("auto"), write_sums=True,
-                                    cluster=here(1500))
+                                    cluster=here(1500), progress=seen.append)
     assert report.to_dict() == one.to_dict() and run.chunks > 5
     assert sidecar.read_bytes() == expected
+    assert len(seen) == run.chunks and sum(seen) == rec.stat().st_size  # progress, by chunk
     assert not os.path.exists(work_url_for(str(rec), "verify"))  # removed when published
     # and the sidecar is checked in chunks as in one walk
     one, _ = same_verify(rec, 1500)
@@ -326,3 +328,25 @@ def test_empty_and_foreign_files_give_the_same_report(tmp_path):
     assert one["counts"] == {"bad-record": 1}
     result, _ = index_on_cluster(str(tmp_path / "empty.rec"), cluster=here(100))
     assert result.records == 0 and (tmp_path / "empty.idx").read_bytes() == b""
+
+
+def test_a_work_dir_of_the_users_keeps_what_is_not_ours(tmp_path):
+    """``--work-dir`` names the folder the work folder is made in; removing the work folder
+    removes the plan, the results and their temporary files only."""
+    rec = tmp_path / "data.rec"
+    write_images(rec, 20)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("the user's")
+    with pytest.raises(Stop):
+        index_on_cluster(str(rec), str(tmp_path / "x.idx"), progress=stop_after(2),
+                         cluster=here(1500, work_dir=str(mine)))
+    work = mine / ".x.idx.index-chunks"
+    assert (work / "plan.json").exists() and not os.path.exists(work_url_for(
+        str(tmp_path / "x.idx"), "index"))
+    (work / "notes.txt").write_text("also the user's")
+    (work / ".chunk-000009.npz.0123456789ab.tmp").write_bytes(b"left by a lost task")
+    _, run = index_on_cluster(str(rec), str(tmp_path / "x.idx"),
+                              cluster=here(1500, work_dir=str(mine)))
+    assert run.resumed == 2
+    assert sorted(os.listdir(work)) == ["notes.txt"] and (mine / "keep.txt").exists()
