@@ -3,6 +3,7 @@
 import importlib
 import logging
 
+from . import moved
 from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
@@ -41,6 +42,7 @@ __all__ = [
 # a library configures no logging on import: $RECPIPE_LOG_LEVEL is applied by the CLI at its start
 # and by a loader when it reads recpipe's environment (recpipe.system.env.configure_logging)
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+moved.install()  # old import paths of moved modules (recpipe.moved)
 
 
 def __getattr__(name):

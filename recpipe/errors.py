@@ -22,7 +22,8 @@ def check_on_error(value, allowed=ON_ERROR):
 
 
 # ``fault``: what an error of a record says about the record, set where the error is raised.
-# Faults of the record's bytes (the only ones a loader quarantines, ``recpipe.io.quarantine``):
+# Faults of the record's bytes (the only ones a loader quarantines,
+# ``recpipe.io.sidecars.quarantine``):
 CHECKSUM = "checksum"  # the payload differs from its CRC32C in a .sums sidecar that describes the file
 FORMAT = "format"      # the RecordIO framing, the IRHeader or an .idx offset of the record is broken
 DECODE = "decode"      # the image does not decode, whatever the loader's settings (a whole decode fails)
@@ -59,7 +60,7 @@ def _where(path, offset, record, key=None):
 
 def _more(source, hint):
     """What an error that stops a run adds: the file the record was packed from, and how to go
-    on (``recpipe.io.explain``)."""
+    on (``recpipe.io.health.explain``)."""
     text = f"; packed from {source}" if source else ""
     return f"{text}\n  {hint}" if hint else text
 

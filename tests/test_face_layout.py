@@ -12,8 +12,8 @@ import pytest
 import recpipe
 from recpipe import recordio
 from recpipe.decode.loader import ImageLoader
-from recpipe.io.layout import FaceLayout, detect_face_layout
-from recpipe.io.contents import inspect
+from recpipe.io.format.layout import FaceLayout, detect_face_layout
+from recpipe.io.health.contents import inspect
 
 PER_ID = [3, 1, 4, 2]
 

@@ -1,6 +1,7 @@
 """The package's layers, read from its imports (lazy ones inside functions too): every import
 between rooms points to a lower floor, so the layers have no cycle and no upward arrow. A new
-room (a top-level module or package of recpipe) must be given its floor here."""
+room (a top-level module or package of recpipe, or a wing of one) must be given its floor here.
+Old import paths of moved modules (``recpipe.moved``) are for users: recpipe never imports one."""
 
 import ast
 import collections
@@ -8,6 +9,7 @@ import functools
 import pathlib
 
 import recpipe
+from recpipe.moved import MOVED, PACKAGES_MOVED, new_name
 
 ROOT = pathlib.Path(recpipe.__file__).parent
 
@@ -17,11 +19,21 @@ ROOT = pathlib.Path(recpipe.__file__).parent
 # own ("image/"), apart from its modules.
 FLOORS = {
     "errors": 10, "spelling": 10, "_optional": 10, "system": 10,  # what everything may use
+    "moved": 10,  # the old import paths of moved modules
     "mx.coverage": 15,  # what recpipe.mx serves of MXNet, and the error for the rest
     "image": 20,  # image bytes and pixels: JPEG markers, header facts, OpenCV
     "mx.images": 25,  # mx.image's imdecode/imread/ImageArray, on those pixels
     "image/": 27,  # recpipe.image's face, which is also mx.image for `import recpipe as mx`
-    "io": 30,  # RecordIO files, indexes, sources, integrity
+    # RecordIO files: each wing imports only the wings and modules listed before it
+    "io.source": 30,  # the byte source every reader reads through
+    "io.format": 31,  # the format as bytes: framing, header, scan, sniff, face layout
+    "io.remote": 32,  # reading over the network: range readers, retries, prefetch, cache
+    "io.sources": 33,  # opening a source at any URL; whole small files
+    "io.atomic": 34,  # outputs published whole or not at all
+    "io.sidecars": 35,  # what describes a .rec: index, checksums, quarantine, sources, labels
+    "io.reader": 36, "io.writer": 36,  # reading and writing a .rec with its sidecars
+    "io.health": 37,  # checking a whole file: verify, integrity, contents, protection
+    "io": 38,  # recpipe.io's face
     "decode.tune": 35,  # the decode-thread autotuner: its controller and the loader's side
     "decode": 40, "mx.recordio": 40,  # decoding and augmenting into batches; mx.recordio
     "adapters": 45,  # what the framework adapters share (gluon's transforms, the loader facade)
@@ -32,13 +44,8 @@ FLOORS = {
     "__main__": 90,
 }
 FACES = {"image"}
-# old import paths kept for users (``recpipe.host`` ...), each bound to the module it names here:
-# recpipe itself never imports them
-ALIASES = {"host": "system.host", "env": "system.env", "distributed": "system.distributed",
-           "mxnet": "mx.record_iter", "mxnet_keywords": "mx.keywords", "recordio": "mx.recordio",
-           "image.mximage": "mx.images", "plan": "capacity",
-           "decode.autotune": "decode.tune.controller", "decode.tuning_window": "decode.tune.tuner",
-           "packing.im2rec": "mx.im2rec"}
+# old import paths kept for users (``recpipe.host`` ...), each the module it names now
+ALIASES = dict(MOVED)
 
 
 def _module_name(path):
@@ -83,7 +90,7 @@ def _room(module):
     if ".".join(parts) in FACES:
         return ".".join(parts) + "/"
     for end in range(len(parts), 0, -1):
-        if ".".join(parts[:end]) in FLOORS or ".".join(parts[:end]) in ALIASES:
+        if ".".join(parts[:end]) in FLOORS:
             return ".".join(parts[:end])
     return parts[0]
 
@@ -101,31 +108,33 @@ def arrows():
     return found
 
 
+def _all_imports():
+    return {_module_name(path): list(_imported(path)) for path in sorted(ROOT.rglob("*.py"))}
+
+
 def _rooms():
     return {_room(_module_name(path)) for path in ROOT.rglob("*.py")}
 
 
 def test_every_room_has_a_floor():
     rooms = _rooms()
-    assert rooms <= set(FLOORS) | set(ALIASES), \
-        f"give these a floor: {rooms - set(FLOORS) - set(ALIASES)}"
-    assert set(FLOORS) | set(ALIASES) <= rooms, \
-        f"floors given to rooms that are not there: {set(FLOORS) | set(ALIASES) - rooms}"
+    assert rooms <= set(FLOORS), f"give these a floor: {rooms - set(FLOORS)}"
+    assert set(FLOORS) <= rooms, f"floors given to rooms that are not there: {set(FLOORS) - rooms}"
 
 
 def test_every_arrow_points_down():
     upward = {pair: modules for pair, modules in arrows().items()
-              if pair[0] not in ALIASES and pair[1] not in ALIASES
-              and FLOORS[pair[0]] <= FLOORS[pair[1]]}
+              if FLOORS[pair[0]] <= FLOORS[pair[1]]}
     assert not upward, f"imports that do not point to a lower floor: {upward}"
 
 
 def test_the_old_paths_are_for_users_only():
-    inside = {pair: modules for pair, modules in arrows().items()
-              if pair[1] in ALIASES and pair[0] not in ALIASES}
-    assert not inside, f"recpipe imports its own alias modules: {inside}"
-    assert {pair for pair in arrows() if pair[0] in ALIASES} == \
-        {(alias, _room(f"recpipe.{target}")) for alias, target in ALIASES.items()}
+    inside = {module: source for source, modules in _all_imports().items()
+              for module in modules if new_name(module) is not None}
+    assert not inside, f"recpipe imports old paths of moved modules: {inside}"
+    assert not [old for old in MOVED if (ROOT.parent / old.replace(".", "/")).exists()
+                or (ROOT.parent / (old.replace(".", "/") + ".py")).exists()], \
+        "an old path is a file again: give it back its place in recpipe.moved"
 
 
 def test_the_old_paths_are_the_modules_they_name():
@@ -133,6 +142,8 @@ def test_the_old_paths_are_the_modules_they_name():
     shared), as the module ``sys.modules`` holds under both names."""
     import importlib
 
-    for alias, target in ALIASES.items():
-        assert importlib.import_module(f"recpipe.{alias}") is \
-            importlib.import_module(f"recpipe.{target}"), alias
+    for old, new in list(MOVED.items()) + list(PACKAGES_MOVED.items()):
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        assert importlib.import_module(new).__spec__.name == new
+    assert importlib.import_module("recpipe.io.ranges.s3") is \
+        importlib.import_module("recpipe.io.remote.ranges.s3")

@@ -10,8 +10,6 @@ import recpipe
 
 ROOT = pathlib.Path(recpipe.__file__).parent
 PLANNER = ROOT / "decode" / "augment" / "plan.py"
-# old import paths of moved modules: ``recpipe.plan`` is ``recpipe.capacity`` (tests/test_layers.py)
-ALIAS_FILES = {ROOT / "plan.py"}
 
 
 def _definitions():
@@ -22,7 +20,7 @@ def _definitions():
 
 
 def test_plan_names_belong_to_the_sample_planner():
-    modules = [path for path in ROOT.rglob("plan*.py") if path not in ALIAS_FILES]
+    modules = list(ROOT.rglob("plan*.py"))
     assert modules == [PLANNER]
     types = {(path.relative_to(ROOT).as_posix(), name) for path, name in _definitions()
              if "Plan" in name and path != PLANNER}

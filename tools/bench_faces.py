@@ -14,7 +14,7 @@ Faces are cut from ``../shared/data/photos`` (a square around the centre, jitter
 - ``bare``: Python threads decoding the in-memory JPEG bytes at full size, nothing else;
 - ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
 - ``torch``: ``torch.utils.data.DataLoader`` with as many worker processes, over a map dataset
-  doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.recordio`` read + OpenCV decode
+  doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.mx.recordio`` read + OpenCV decode
   + flip + normalise);
 - ``dali`` (when ``nvidia-dali-cuda120`` is installed): NVIDIA DALI's CPU pipeline
   (``device_id=None``, ``num_threads`` threads): ``readers.mxnet`` (shuffled) ->
@@ -132,7 +132,7 @@ def recpipe_rate(rec, threads, seconds):
 
 
 class FaceDataset:
-    """arcface_torch's MXFaceDataset, reading through recpipe.recordio."""
+    """arcface_torch's MXFaceDataset, reading through recpipe.mx.recordio."""
 
     def __init__(self, rec):
         self.rec = rec

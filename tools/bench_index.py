@@ -100,7 +100,7 @@ def _lookups(reader, count=200_000, seed=0):
 
 
 def child(mode, rec):
-    from recpipe.io.index_cache import cache_path
+    from recpipe.io.sidecars.index_cache import cache_path
     from recpipe.io.reader import RecordReader
 
     idx = rec[:-4] + ".idx"

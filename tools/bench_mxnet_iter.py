@@ -1,4 +1,5 @@
-"""mx.io.ImageRecordIter against recpipe.mxnet.ImageRecordIter on the same .rec, in one run.
+"""mx.io.ImageRecordIter against recpipe.mx.record_iter.ImageRecordIter on the same .rec, in one
+run.
 
 Run with the mxnet venv's python (tools/setup_mxnet_venv.sh builds it and installs recpipe):
 
@@ -27,7 +28,7 @@ warnings.simplefilter("ignore")
 import mxnet as mx  # noqa: E402
 
 import recpipe  # noqa: E402
-import recpipe.mxnet as rm  # noqa: E402
+import recpipe.mx.record_iter as rm  # noqa: E402
 from recpipe.io import IRHeader, pack  # noqa: E402
 
 DEFAULT_PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "photos"

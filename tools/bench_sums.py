@@ -76,7 +76,7 @@ def _best(function, repeats=5):
 def _hot_crc_seconds(payloads):
     """CRC32C time of each payload while it is in the cache (as the loader sums a record right
     after reading it), summed."""
-    from recpipe.io.crc32c import crc32c
+    from recpipe.io.sidecars.crc32c import crc32c
 
     total = 0.0
     for payload in payloads:
@@ -124,7 +124,7 @@ def main():
             for setting in order:
                 results[(name, setting)].append(
                     run_once(rec, CONFIGS[name], setting, args.threads, args.epochs))
-    from recpipe.io.crc32c import implementation
+    from recpipe.io.sidecars.crc32c import implementation
 
     report = {"rounds": args.rounds, "epochs": args.epochs, "threads": args.threads,
               "crc32c": implementation(), "packs": {}}

@@ -74,7 +74,7 @@ def block_starts(records, blocks=BLOCKS, seed=0):
 def make(folder, records):
     """``bench_index.make``'s file with real blocks written in; returns (rec, block starts)."""
     import recpipe
-    from recpipe.io.format import frame
+    from recpipe.io.format.framing import frame
 
     rec = bench_index.make(folder, records)
     starts = block_starts(records)

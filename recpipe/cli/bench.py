@@ -118,7 +118,7 @@ def _check_inputs(args):
     """Raise the error a bad FILE or --decoder would raise mid-run, before anything is printed:
     the decoder by name, the file's first record head (an image or .idx is named as such)."""
     from ..decode.decoders import get_decoder
-    from ..io.scan import SlidingBuffer, read_record
+    from ..io.format.scan import SlidingBuffer, read_record
     from ..io.sources import open_source
 
     get_decoder(args.decoder)

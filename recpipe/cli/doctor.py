@@ -2,7 +2,7 @@
 
 import json
 
-from ..io.protection import describe
+from ..io.health.protection import describe
 from ..report.doctor import diagnose
 
 __all__ = ["register", "run"]

@@ -3,8 +3,8 @@
 import json
 import sys
 
-from ..io.index import index_url_for
-from ..io.rebuild import rebuild_index
+from ..io.sidecars.index import index_url_for
+from ..io.sidecars.rebuild import rebuild_index
 from ..io.sources import exists
 from .dask_options import WholeFileJob, add_dask_options
 from .options import add_storage_options, storage_options

@@ -16,7 +16,7 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from ..io.explain import explain_stop
+from ..io.health.explain import explain_stop
 from ..io.reader import RecordReader
 from .buffers import BufferPool
 from .filling import PendingBatch

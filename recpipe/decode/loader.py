@@ -17,8 +17,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..system.env import threads_override, trace_path
-from ..io.layout import image_positions
-from ..io.quarantine import RecordQuarantine
+from ..io.format.layout import image_positions
+from ..io.sidecars.quarantine import RecordQuarantine
 from ..io.reader import RecordReader
 from .augment import Augmenter
 from .augment.effect import warn_no_effect
@@ -60,7 +60,7 @@ class ImageLoader:
     the shuffle).
     ``keys``: index keys of the records to serve (default: every record, or only the images of
     a file in InsightFace's layout, whose header and identity records are left out,
-    ``recpipe.io.layout``).
+    ``recpipe.io.format.layout``).
     ``lookahead``: near the end of an epoch, start decoding the next one (as if ``iter`` had
     been called; a ``set_epoch`` to another number discards that work).
     ``run_bytes``: on a remote file (``s3://``...) records are fetched ahead by coalesced range
@@ -76,16 +76,16 @@ class ImageLoader:
     ``integrity``: 'auto' (default) or 'strict' check every record against the ``.sums``
     sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
     remember records found bad (checksum, framing, decode) in a quarantine file that later
-    epochs and runs skip without reading them (``recpipe.io.quarantine``; ``recpipe verify``
-    clears entries that pass); 'off': neither. In every mode libjpeg's corrupt-data warnings in
-    the rows decoded are errors; 'strict' also entropy-decodes the rest of a region decode's
-    scan, so every record a full decode would flag is a DecodeError (its cost: BENCHMARKS.md).
-    ``label_rule``: ``label_rule(header, position)`` gives each record's label (a float32 scalar,
-    or ``label_width`` float32 values) instead of ImageRecordIter's rules over the record header
-    (``recpipe.mxnet`` passes one for ``path_imglist``); for a record it has no label for, raise
-    RecordFormatError: it becomes a ``recpipe.errors.LabelError``, which goes through
-    ``on_error`` but never quarantines the (sound) record. It runs on the decode threads, and
-    the native batch path is not used with it.
+    epochs and runs skip without reading them (``recpipe.io.sidecars.quarantine``; ``recpipe
+    verify`` clears entries that pass); 'off': neither. In every mode libjpeg's corrupt-data
+    warnings in the rows decoded are errors; 'strict' also entropy-decodes the rest of a region
+    decode's scan, so every record a full decode would flag is a DecodeError (its cost:
+    BENCHMARKS.md). ``label_rule``: ``label_rule(header, position)`` gives each record's label (a
+    float32 scalar, or ``label_width`` float32 values) instead of ImageRecordIter's rules over the
+    record header (``recpipe.mx.record_iter`` passes one for ``path_imglist``); for a record it has
+    no label for, raise RecordFormatError: it becomes a ``recpipe.errors.LabelError``, which goes
+    through ``on_error`` but never quarantines the (sound) record. It runs on the decode threads,
+    and the native batch path is not used with it.
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
     record positions, seeds, digests of the options and the file; the labels too under a
     ``label_rule``): ``recpipe.replay`` rebuilds any logged batch from it with every option
@@ -93,7 +93,7 @@ class ImageLoader:
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
-    takes one directly (``recpipe.mxnet`` and ``recpipe.torch`` build theirs).
+    takes one directly (``recpipe.mx.record_iter`` and ``recpipe.torch`` build theirs).
 
     >>> with ImageLoader("val.rec", 128, (3, 224, 224), resize=256) as loader:  # doctest: +SKIP
     ...     for images, labels in loader:
@@ -386,7 +386,7 @@ def record_decoder(options, reader, decoder, augmenter, label_rule=...):
 
 def _loader_options(batch_size, data_shape, options, keywords):
     """The loader's ``LoaderOptions``, every argument checked before the file opens;
-    ``$RECPIPE_THREADS`` and ``$RECPIPE_TRACE`` win over them (``recpipe.env``)."""
+    ``$RECPIPE_THREADS`` and ``$RECPIPE_TRACE`` win over them (``recpipe.system.env``)."""
     if options is None:
         if batch_size is None or data_shape is None:
             raise TypeError("ImageLoader needs batch_size and data_shape (or options=)")

@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from ..errors import DECODE, SETTINGS, DecodeError, LabelError, RecordFormatError
-from ..io.header import unpack_header
-from ..io.protection import note_unprotected
+from ..io.format.header import unpack_header
+from ..io.health.protection import note_unprotected
 from .labels import IdLabels, header_labels
 from .native import native_module, run_options
 

@@ -17,8 +17,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..io.header import unpack_header
-from ..io.index import resolve_index_url
+from ..io.format.header import unpack_header
+from ..io.sidecars.index import resolve_index_url
 from ..io.sources import exists
 from .augment import Augmenter
 from .decoders import available_decoders

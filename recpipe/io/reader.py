@@ -8,13 +8,13 @@ from typing import Any, Hashable, Iterator, List, Optional, Tuple, Union
 import numpy as np
 
 from ..errors import FORMAT, RecordFormatError
-from .format import HEAD_SIZE, MAGIC, decode_head
-from .index import resolve_index_url
-from .index_cache import load_index_table
-from .index_table import Column, IndexTable
-from .scan import DEFAULT_BLOCK_SIZE, SlidingBuffer, iter_records, read_record
+from .format.framing import HEAD_SIZE, MAGIC, decode_head
+from .sidecars.index import resolve_index_url
+from .sidecars.index_cache import load_index_table
+from .sidecars.index_table import Column, IndexTable
+from .format.scan import DEFAULT_BLOCK_SIZE, SlidingBuffer, iter_records, read_record
 from .sources import open_source, source_identity
-from .sums import RecordSums, checks_sums, load_sums
+from .sidecars.sums import RecordSums, checks_sums, load_sums
 
 __all__ = ["RecordReader"]
 
@@ -32,11 +32,11 @@ class RecordReader:
     records, and keys are positions ``0..N-1``. Reads are thread-safe and fork-safe.
 
     ``integrity`` ('auto', the default, or 'strict'; 'off' to skip): when the checksum sidecar
-    ``x.sums`` (``recpipe.io.sums``) exists beside ``x.rec``, every record read is checked
+    ``x.sums`` (``recpipe.io.sidecars.sums``) exists beside ``x.rec``, every record read is checked
     against its CRC32C and a mismatch raises RecordFormatError naming the file, record and
     offset. Without a sidecar nothing is checked; a sidecar that does not describe the file as
     it is now (another file's, or one left beside a re-packed ``.rec``) raises
-    ``StaleSumsError`` at open (``recpipe.io.sums``).
+    ``StaleSumsError`` at open (``recpipe.io.sidecars.sums``).
 
     >>> with RecordReader("train.rec") as reader:        # doctest: +SKIP
     ...     first = reader[0]

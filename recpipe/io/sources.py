@@ -8,7 +8,7 @@ themselves in a forked child.
 
 ``storage_options`` are fsspec's (``endpoint_url``, ``key``/``secret``, ``anon``, ``profile``,
 ``client_kwargs``, ``config_kwargs``...) plus an optional ``"recpipe"`` dict of recpipe's own remote
-settings (``recpipe.io.remote_options``), removed before fsspec sees them.
+settings (``recpipe.io.remote.options``), removed before fsspec sees them.
 """
 
 import errno
@@ -57,21 +57,21 @@ def _with_s3_defaults(fs_options):
 def url_to_fs(url, storage_options=None):
     """Return ``(filesystem, path)`` for an fsspec URL or local path.
 
-    ``hdfs://`` uses the client chosen by ``recpipe.io.hdfs.hdfs_impl`` (never whichever package
-    last registered fsspec's ``hdfs`` protocol); ``s3://`` gets ``S3_CLIENT_DEFAULTS``.
+    ``hdfs://`` uses the client chosen by ``recpipe.io.remote.hdfs.hdfs_impl`` (never whichever
+    package last registered fsspec's ``hdfs`` protocol); ``s3://`` gets ``S3_CLIENT_DEFAULTS``.
     """
-    from .remote_options import split_storage_options
+    from .remote.options import split_storage_options
 
     options, fs_options = split_storage_options(storage_options)
     protocol = _protocol(url)
     if protocol in ("hdfs", "viewfs"):
-        from .hdfs import hdfs_impl, hdfs_url_to_fs
+        from .remote.hdfs import hdfs_impl, hdfs_url_to_fs
 
         return hdfs_url_to_fs(str(url), hdfs_impl(options), fs_options)
     if protocol in ("s3", "s3a"):
         fs_options = _with_s3_defaults(fs_options)
     if protocol in ("gs", "gcs") and "::" not in str(url):
-        from .gcs import gcs_url_to_fs  # gcsfs without its 60 s gRPC bucket probe
+        from .remote.gcs import gcs_url_to_fs  # gcsfs without its 60 s gRPC bucket probe
 
         return gcs_url_to_fs(str(url), fs_options)
     return fsspec.core.url_to_fs(str(url), **fs_options)
@@ -216,9 +216,9 @@ def _status(exc):
 
 def open_source(url, storage_options=None):
     """Open ``url`` for positional reads; raise FileNotFoundError naming it when missing."""
-    from .ranges import open_ranges
-    from .remote import RemoteSource
-    from .remote_options import split_storage_options
+    from .remote.ranges import open_ranges
+    from .remote.source import RemoteSource
+    from .remote.options import split_storage_options
 
     fs, path = url_to_fs(url, storage_options)
     if isinstance(fs, LocalFileSystem):

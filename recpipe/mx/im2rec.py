@@ -25,7 +25,7 @@ import logging
 import os
 from typing import List, NamedTuple, Optional
 
-from ..io.index import read_list
+from ..io.sidecars.index import read_list
 from ..packing.inputs import InputLimits
 from ..packing.options import PackOptions
 from ..packing.packer import output_prefix, pack_dataset

@@ -1,5 +1,5 @@
-"""ImageRecordIter's keywords (MXNet 1.9.1) -> ``ImageLoader``'s: what ``recpipe.mxnet`` accepts,
-how MXNet-style values (strings, ``preprocess_threads``, ``prefetch_buffer``, ``seed_aug``,
+"""ImageRecordIter's keywords (MXNet 1.9.1) -> ``ImageLoader``'s: what ``recpipe.mx.record_iter``
+accepts, how MXNet-style values (strings, ``preprocess_threads``, ``prefetch_buffer``, ``seed_aug``,
 ``shuffle_chunk_size``, ``mean_img``) map onto ``LoaderOptions``, and what has no effect.
 Unknown keywords warn with a "did you mean"; unsupported ones raise."""
 

@@ -1,6 +1,6 @@
 """Drop-in replacements for ``mx.io.ImageRecordIter`` and ``mx.io.ImageRecordUInt8Iter``.
 
-``recpipe.mxnet.ImageRecordIter(**kwargs)`` takes every keyword of MXNet 1.9.1's iterator
+``recpipe.mx.record_iter.ImageRecordIter(**kwargs)`` takes every keyword of MXNet 1.9.1's iterator
 (``MXNET_KEYWORDS``) and returns ``mx.io.DataBatch`` objects: ``data=[NDArray (N, C, H, W)]``
 (RGB), ``label=[NDArray float32]`` of shape ``(N,)`` (``(N, label_width)`` when
 ``label_width > 1``), ``pad``, ``index``, plus ``provide_data``/``provide_label`` on the
@@ -86,7 +86,7 @@ from ..decode.augment import sample_rng
 from ..decode.labels import IdLabels
 from ..decode.loader import ImageLoader
 from ..decode.options import LoaderOptions
-from ..io.index import read_text
+from ..io.sidecars.index import read_text
 from .keywords import MXNET_KEYWORDS, UnknownKeywordWarning, translate
 
 __all__ = [
@@ -381,7 +381,8 @@ def iterator_classes(backend=None):
             cls = type(name, (_RecordIterBase, mx.io.DataIter),
                        {"_default_dtype": dtype, "_backend": mx, "__module__": __name__,
                         "__doc__": f"recpipe's drop-in ``mx.io.{name}`` (default dtype "
-                                   f"{dtype}); see the ``recpipe.mxnet`` module docstring."})
+                                   f"{dtype}); see the ``recpipe.mx.record_iter`` "
+                                   "module docstring."})
             _CLASSES[id(mx), name] = cls
     return {name: _CLASSES[id(mx), name] for name in ("ImageRecordIter", "ImageRecordUInt8Iter")}
 

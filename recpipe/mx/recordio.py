@@ -26,12 +26,12 @@ import logging
 import os
 from typing import Dict, Hashable, List, Optional, Tuple
 
-from ..io.header import IRHeader, pack, pack_img, unpack, unpack_img
-from ..io.index import read_index
-from ..io.scan import SlidingBuffer, read_record
+from ..io.format.header import IRHeader, pack, pack_img, unpack, unpack_img
+from ..io.sidecars.index import read_index
+from ..io.format.scan import SlidingBuffer, read_record
 from ..io.source import Source
 from ..io.sources import open_source
-from ..io.sums import RecordSums, load_sums
+from ..io.sidecars.sums import RecordSums, load_sums
 from ..io.writer import RecordWriter
 from ..system.fork import after_fork_in_child
 

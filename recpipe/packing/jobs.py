@@ -17,8 +17,8 @@ from typing import Optional, Tuple
 from ..errors import DecodeError
 from ..io.atomic import publish
 from ..io.sources import url_to_fs
-from ..io.record_sources import sources_url_for
-from ..io.sums import sums_url_for
+from ..io.sidecars.record_sources import sources_url_for
+from ..io.sidecars.sums import sums_url_for
 from .inputs import InputLimits
 from .items import PackItem, join_url
 from .partition import PartitionOptions, Shard, labels_url, partition_url, save_partition
@@ -71,7 +71,7 @@ class ShardTask:
     resume: bool
     flush_every: int
     limits: InputLimits = InputLimits()
-    sources: bool = True  # keep the sources sidecar (``recpipe.io.record_sources``)
+    sources: bool = True  # keep the sources sidecar (``recpipe.io.sidecars.record_sources``)
     resumable: bool = True  # a shard that stops early keeps its partial files for resume
 
 

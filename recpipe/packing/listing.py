@@ -18,7 +18,7 @@ import random
 from typing import Dict, List, NamedTuple, Tuple
 
 from ..io.atomic import AtomicOutput
-from ..io.index import format_list_line
+from ..io.sidecars.index import format_list_line
 
 __all__ = [
     "DEFAULT_EXTS",

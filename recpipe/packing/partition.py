@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..io.atomic import publish
-from ..io.format import HEAD_SIZE, padded
-from ..io.header import HEADER_SIZE
+from ..io.format.framing import HEAD_SIZE, padded
+from ..io.format.header import HEADER_SIZE
 from ..io.sources import url_to_fs
 from .items import PackItem
 from .transform import ImageOptions
@@ -42,7 +42,7 @@ class PartitionOptions:
     val_ratio: float = 0.0
     shards: int = 0
     shard_size: int = 0
-    sources: bool = True  # the shards keep a sources sidecar (recpipe.io.record_sources)
+    sources: bool = True  # the shards keep a sources sidecar (recpipe.io.sidecars.record_sources)
 
 
 @dataclass(frozen=True)

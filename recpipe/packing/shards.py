@@ -1,8 +1,8 @@
 """Writing one shard so that an interrupted pack can be resumed.
 
 A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (``.NAME.pack.tmp``)
-and publishes them with their checksum sidecar (``.sums``, ``recpipe.io.sums``) as one commit
-(``recpipe.io.atomic.commit_group``). On a local filesystem the temporary files are
+and publishes them with their checksum sidecar (``.sums``, ``recpipe.io.sidecars.sums``) as one
+commit (``recpipe.io.atomic.commit_group``). On a local filesystem the temporary files are
 kept when writing stops early, with a journal of the records made durable (``journal``);
 ``recover_partial`` then keeps the records that the journal lists and that read back as they
 were written (a record damaged by a crash, e.g. a page of zeros lost at a power failure, is
@@ -24,13 +24,13 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError
 from ..io.atomic import AtomicOutput, commit_group, temporary_name
-from ..io.crc32c import crc32c
-from ..io.format import frame
-from ..io.index import format_index_line, parse_index
-from ..io.scan import SlidingBuffer, read_record
+from ..io.sidecars.crc32c import crc32c
+from ..io.format.framing import frame
+from ..io.sidecars.index import format_index_line, parse_index
+from ..io.format.scan import SlidingBuffer, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
-from ..io.record_sources import entry_line, header_line, sources_url_for, trailer_line
-from ..io.sums import SumsBuilder, sums_url_for
+from ..io.sidecars.record_sources import entry_line, header_line, sources_url_for, trailer_line
+from ..io.sidecars.sums import SumsBuilder, sums_url_for
 from .journal import JOURNAL_TAG, ShardJournal, read_journal
 
 __all__ = ["TEMP_TAG", "Progress", "ShardWriter", "SourceFile", "recover_partial",
@@ -57,8 +57,9 @@ def is_local(url, storage_options=None):
 
 
 class SourceFile(NamedTuple):
-    """The file a record is packed from, for the sources sidecar (``recpipe.io.record_sources``):
-    its path relative to the pack's root, its size and the SHA-256 of its bytes."""
+    """The file a record is packed from, for the sources sidecar
+    (``recpipe.io.sidecars.record_sources``): its path relative to the pack's root, its size and the
+    SHA-256 of its bytes."""
 
     path: str
     size: int

@@ -26,7 +26,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..image.info import sniff, unusual_reasons
 from ..image.opencv import imdecode, load_cv2
-from ..io.header import pack
+from ..io.format.header import pack
 from ..io.sources import url_to_fs
 from .encode import center_crop, crop_resize_encode, encode_image, make_header
 from .inputs import InputLimits, check_inside, read_input, remote_size_ok

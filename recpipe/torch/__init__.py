@@ -13,7 +13,7 @@ ranks use ``ShardSampler`` (or torch's ``DistributedSampler``).
 ``TorchLoader`` wraps ``recpipe.decode.ImageLoader``: decode threads fill freshly allocated
 numpy batches that become tensors with ``torch.from_numpy`` (no copy), optionally copied into
 pinned memory and moved to ``device`` with ``non_blocking``. Rank and world size come from
-``recpipe.distributed.detect_rank`` unless given; every rank gets the same number of batches
+``recpipe.system.distributed.detect_rank`` unless given; every rank gets the same number of batches
 and sees the same per-epoch permutation. ``state_dict()``/``load_state_dict()`` resume exactly
 mid-epoch.
 
@@ -22,7 +22,7 @@ Both follow torch's conventions where recpipe's MXNet adapters follow MXNet's:
 image's area (``min_random_area=0.08``, ``max_random_area=1``) at an aspect ratio drawn
 log-uniformly in 3/4 to 4/3 (``min_aspect_ratio=0.75``, ``max_aspect_ratio=4/3``), resized to
 ``data_shape``, for each keyword left out (ImageRecordIter's defaults, area 1 and aspect 1, make
-the crop a no-op; ``recpipe.mxnet`` keeps them); integer class
+the crop a no-op; ``recpipe.mx.record_iter`` keeps them); integer class
 labels come as int64 (``label_dtype`` chooses; float labels and ``label_width > 1`` stay
 float32), ``TorchLoader``'s last batch is short (``drop_last=True`` drops it,
 ``last_batch='pad'`` fills it as MXNet does), ``num_workers`` is taken as ``threads``, and a

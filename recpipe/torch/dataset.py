@@ -10,7 +10,7 @@ from ..decode.augment.effect import warn_no_effect
 from ..decode.options import LoaderOptions, check_keywords, decoder_for
 from ..decode.records import RecordDecoder
 from ..errors import DecodeError, RecordFormatError
-from ..io.layout import image_positions
+from ..io.format.layout import image_positions
 from ..io.reader import RecordReader
 from ..system.fork import after_fork_in_child
 from .tensors import LabelCast, torch_module
@@ -62,7 +62,7 @@ class RecordDataset(Transformable):
     labels when ``label_width == 1`` and the first samples' labels are whole numbers, float32
     otherwise; ``label_dtype`` chooses (e.g. ``torch.float32`` for regression targets).
     ``keys`` chooses records by index key; by default every record is served, except in a
-    file in InsightFace's layout, where only the images are (``recpipe.io.layout``).
+    file in InsightFace's layout, where only the images are (``recpipe.io.format.layout``).
 
     As a replacement for ``ImageRecordDataset``: ``transform=fn`` (constructor) is applied to
     the image; ``dataset.transform(fn)`` / ``dataset.transform_first(fn)`` return a new dataset

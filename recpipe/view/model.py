@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from ..decode.loader import ImageLoader
-from ..io.layout import image_positions
+from ..io.format.layout import image_positions
 from .pictures import viewable
 
 __all__ = ["Busy", "ModelView", "plan_json"]

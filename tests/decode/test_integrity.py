@@ -12,7 +12,7 @@ import recpipe
 from recpipe._optional import extension
 from recpipe.decode import native as native_module
 from recpipe.decode.loader import ImageLoader
-from recpipe.io.quarantine import QuarantineFile
+from recpipe.io.sidecars.quarantine import QuarantineFile
 
 from .._damage import damage, write_pack
 

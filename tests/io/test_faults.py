@@ -14,9 +14,9 @@ import pytest
 
 from recpipe.errors import RemoteReadError
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.remote import RemoteSource
-from recpipe.io.remote_options import RemoteOptions
-from recpipe.io.retry import RetryPolicy, ShortReadError, call_with_retry, is_transient
+from recpipe.io.remote.source import RemoteSource
+from recpipe.io.remote.options import RemoteOptions
+from recpipe.io.remote.retry import RetryPolicy, ShortReadError, call_with_retry, is_transient
 
 from .s3server import FaultProxy
 
@@ -189,7 +189,7 @@ def test_index_read_fails_with_the_index_url(s3, s3_server):
 
 @pytest.mark.timeout(60)
 def test_list_read_survives_cut_bodies(s3, s3_server, tmp_path):
-    from recpipe.io.index import format_list_line, read_list
+    from recpipe.io.sidecars.index import format_list_line, read_list
     from recpipe.io.sources import url_to_fs
 
     base, options = s3

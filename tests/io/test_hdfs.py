@@ -21,10 +21,10 @@ import pytest
 from fsspec import AbstractFileSystem
 
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.format import frame
-from recpipe.io.hdfs import hdfs_filesystem_class
-from recpipe.io.ranges.hdfs import ArrowHdfsRanges
-from recpipe.io.index import format_index_line
+from recpipe.io.format.framing import frame
+from recpipe.io.remote.hdfs import hdfs_filesystem_class
+from recpipe.io.remote.ranges.hdfs import ArrowHdfsRanges
+from recpipe.io.sidecars.index import format_index_line
 from recpipe.io.sources import open_source
 
 

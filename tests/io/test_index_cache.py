@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import recpipe
-from recpipe.io import index_cache
-from recpipe.io.index import parse_index
-from recpipe.io.index_table import IndexTable, memory_chunks, parse_index_chunks
+from recpipe.io.sidecars import index_cache
+from recpipe.io.sidecars.index import parse_index
+from recpipe.io.sidecars.index_table import IndexTable, memory_chunks, parse_index_chunks
 from recpipe.io.reader import RecordReader
 
 
@@ -71,7 +71,7 @@ def test_the_cache_is_used_then_invalidated_when_the_idx_changes(tmp_path, caplo
     assert not table.offsets.flags.writeable  # a read-only mapping of the cache file, shared
     assert not table.offsets.flags.owndata
     _rec(tmp_path / "b.rec", [7, 3, 1])  # a new pair under the same names
-    with caplog.at_level(logging.INFO, logger="recpipe.io.index_cache"):
+    with caplog.at_level(logging.INFO, logger="recpipe.io.sidecars.index_cache"):
         with RecordReader(rec) as reader:
             assert list(reader.keys) == [7, 3, 1]
     assert "stale" in caplog.text
@@ -93,7 +93,7 @@ def test_a_corrupt_cache_is_ignored_and_rebuilt(tmp_path, caplog, damage):
     else:
         data = bytearray(os.urandom(len(data)))
     open(cache, "wb").write(data)
-    with caplog.at_level(logging.INFO, logger="recpipe.io.index_cache"):
+    with caplog.at_level(logging.INFO, logger="recpipe.io.sidecars.index_cache"):
         with RecordReader(rec) as reader:
             assert list(reader.keys) == [4, 2, 8, 6]
             assert reader.read_key(8) == b"r2" * 3

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import recpipe
-from recpipe.io import index_cache
+from recpipe.io.sidecars import index_cache
 from recpipe.io.reader import RecordReader
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -219,9 +219,9 @@ def test_keys_outside_int64_are_not_clamped(tmp_path, monkeypatch):
         for absent in (2 ** 63 - 1, -2 ** 63, 6):
             with pytest.raises(KeyError):
                 reader.read_key(absent)
-    text_reader = recpipe.recordio.MXIndexedRecordIO(idx, rec, "r")
+    text_reader = recpipe.mx.recordio.MXIndexedRecordIO(idx, rec, "r")
     assert text_reader.keys == keys and text_reader.read_idx(2 ** 63) == b"r0"
     text_reader.close()
-    from recpipe.io.index_table import memory_chunks, parse_index_chunks
+    from recpipe.io.sidecars.index_table import memory_chunks, parse_index_chunks
     assert parse_index_chunks(memory_chunks(b"9223372036854775808\t0\n")) is None
     assert list(parse_index_chunks(memory_chunks(b"3\t0\n4\t8\n")).keys) == [3, 4]

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import recpipe
 from recpipe.io import atomic
-from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES, frame
-from recpipe.io.scan import DEFAULT_BLOCK_SIZE
+from recpipe.io.format.framing import HEAD_SIZE, MAGIC_BYTES, frame
+from recpipe.io.format.scan import DEFAULT_BLOCK_SIZE
 from recpipe.io.sources import LocalSource
 
 from ._helpers import framed_file

@@ -15,7 +15,7 @@ import pytest
 import recpipe
 from recpipe.cli import main
 from recpipe.packing import shards
-from recpipe.packing.im2rec import find_list_files, im2rec_options, pack_list
+from recpipe.mx.im2rec import find_list_files, im2rec_options, pack_list
 from recpipe.packing.listing import make_lists
 
 # name -> (height, width); extension decides the encoding

@@ -1,5 +1,5 @@
-"""recpipe.mxnet.ImageRecordIter: keyword handling here, and against the real mxnet 1.9.1 in its
-venv (``adapter_checks.py`` run as a subprocess, ``@pytest.mark.mxnet``)."""
+"""recpipe.mx.record_iter.ImageRecordIter: keyword handling here, and against the real mxnet 1.9.1
+in its venv (``adapter_checks.py`` run as a subprocess, ``@pytest.mark.mxnet``)."""
 
 import importlib.util
 import json
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import recpipe
-import recpipe.mxnet as rm
-import recpipe.mxnet_keywords as mk
+import recpipe.mx.record_iter as rm
+import recpipe.mx.keywords as mk
 from recpipe.io import IRHeader, pack
 
 from .._photos import pack_training_set

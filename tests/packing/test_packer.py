@@ -13,7 +13,7 @@ import pytest
 import recpipe
 from recpipe.cli import main
 from recpipe.errors import DecodeError
-from recpipe.io.index import format_list_line
+from recpipe.io.sidecars.index import format_list_line
 from recpipe.packing.inputs import InputLimits
 from recpipe.packing.packer import pack_dataset, parse_size
 from recpipe.packing.partition import cut_by_count

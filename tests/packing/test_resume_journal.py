@@ -11,7 +11,7 @@ import os
 import pytest
 
 import recpipe
-from recpipe.io.crc32c import crc32c
+from recpipe.io.sidecars.crc32c import crc32c
 from recpipe.packing import journal as journal_module
 from recpipe.packing.packer import pack_dataset
 from recpipe.packing.shards import ShardWriter, journal_path

@@ -156,7 +156,7 @@ class TunerOptions:
     (default ``initial_threads()``); ``min_threads``/``max_threads`` (default 1 and twice the
     usable cores); ``max_prefetch``; ``ram_budget`` in bytes (default half the available
     memory); ``settings`` (``controller.Settings``); ``cores`` (default: this rank's share of the
-    cores from affinity and cgroup quota, ``recpipe.host.node_share``)."""
+    cores from affinity and cgroup quota, ``recpipe.system.host.node_share``)."""
 
     window_batches: int = 8
     window_seconds: float = 1.5

@@ -12,7 +12,7 @@ Images are NDArrays when MXNet is installed, numpy arrays with ``.asnumpy()`` ot
 from ...._optional import require
 from ....adapters.transformed import Transformable
 from ...images import imdecode
-from ....io.header import unpack_header
+from ....io.format.header import unpack_header
 from ....io.reader import RecordReader
 from ...backend import real_mxnet
 from ...coverage import not_covered
