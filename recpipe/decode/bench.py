@@ -45,7 +45,7 @@ def peak_rss_mb():
 
 def load_images(url, limit=None, storage_options=None):
     """The image bytes of the first ``limit`` records, in memory (so decode is timed alone)."""
-    with RecordReader(url, storage_options=storage_options) as reader:
+    with RecordReader(url, storage_options=storage_options, note_unprotected=True) as reader:
         count = len(reader) if limit is None else min(limit, len(reader))
         records = RecordDecoder(reader, decoder=None)  # reads and strips headers only
         return [records.image_bytes(position)[1] for position in range(count)]

@@ -12,9 +12,19 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["BatchPositions", "EpochBatches", "SHUFFLE_MODES", "block_shuffle", "byte_runs",
-           "check_batching", "check_parts", "epoch_order", "split_batches"]
+           "check_batching", "check_parts", "epoch_order", "shuffle_mode", "split_batches"]
 
 SHUFFLE_MODES = ("none", "full", "block")
+
+
+def shuffle_mode(shuffle, indexed):
+    """The mode a ``shuffle`` setting means for a file with an index or without one
+    (``indexed``): True is 'full' with an index, 'block' without; False and None are 'none'."""
+    if shuffle is True:
+        return "full" if indexed else "block"
+    if shuffle is False or shuffle is None:
+        return "none"
+    return shuffle
 
 
 class BatchPositions(NamedTuple):

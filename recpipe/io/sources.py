@@ -25,8 +25,8 @@ from ..system.fork import after_fork_in_child
 from .source import Source
 
 __all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
-           "local_path", "open_regular", "open_source", "read_small_file", "source_identity",
-           "url_to_fs"]
+           "local_path", "open_present", "open_regular", "open_source", "read_small_file",
+           "source_identity", "url_to_fs"]
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,12 @@ class LocalSource(Source):
         """The open descriptor (re-opened in a forked child); ValueError once closed."""
         return self._descriptor()
 
+    @property
+    def identity(self):
+        """The file's real path, size, modification time and inode."""
+        st = os.fstat(self._descriptor())
+        return f"file:{os.path.realpath(self.path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+
     def _descriptor(self):
         if self._fd is None:
             raise ValueError(f"read from a closed source: {self.url}")
@@ -195,14 +201,10 @@ def _identity(url, info):
 
 
 def source_identity(source):
-    """A string that names one version of an open source's file: for a local file its real
-    path, size, modification time and inode; for a remote one its URL, size and ETag (or
-    modification time). A rewritten file gets another identity."""
-    descriptor = getattr(source, "descriptor", None)
-    if descriptor is not None:
-        st = os.fstat(descriptor())
-        return f"file:{os.path.realpath(source.path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-    return getattr(source, "identity", None) or f"{source.url}|{source.size}"
+    """A string that names one version of an open source's file (``Source.identity``): for a
+    local file its real path, size, modification time and inode; for a remote one its URL and
+    size. A rewritten file gets another identity."""
+    return source.identity
 
 
 def _status(exc):
@@ -245,6 +247,24 @@ def open_source(url, storage_options=None):
                         int(info["size"]),
                         options, identity=_identity(url, info), storage_options=storage_options,
                         reopen=open_source)
+
+
+def open_present(urls, storage_options=None):
+    """A source (``open_source``) for each of ``urls`` that names a file, None for one that
+    does not (or for a None in ``urls``); the sources are the caller's to close."""
+    opened = []
+    try:
+        for url in urls:
+            try:
+                opened.append(None if url is None else open_source(url, storage_options))
+            except FileNotFoundError:
+                opened.append(None)
+    except BaseException:
+        for source in opened:
+            if source is not None:
+                source.close()
+        raise
+    return opened
 
 
 def read_small_file(url, storage_options=None, *, limit=64 << 20):

@@ -56,8 +56,8 @@ class RecordWriter:
         self.url = str(url)
         if index_url is None:
             index_url = index_url_for(self.url)
-        self.index_url = str(index_url) if index_url else None
-        self.sums_url = sums_url_for(self.url)
+        self.index_url: Optional[str] = str(index_url) if index_url else None
+        self.sums_url: Optional[str] = sums_url_for(self.url)
         if self.sums_url in (self.url, self.index_url):
             self.sums_url = None
         # without sums, an old sidecar goes when this file is published

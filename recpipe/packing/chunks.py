@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import RecordFormatError
 from ..io.atomic import publish
 from ..io.sidecars.index import resolve_index_url
-from ..io.sidecars.index_cache import load_index_table
+from ..io.sidecars.opening import load_index_table
 from ..io.format.scan import SlidingBuffer, find_next_head, read_record
 from ..io.sources import open_source, source_identity, url_to_fs
 

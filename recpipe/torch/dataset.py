@@ -3,13 +3,14 @@
 
 from typing import Any, Callable, Optional, Sequence
 
+import numpy as np
+
 from ..adapters.transformed import Transformable
 from ..decode.augment import Augmenter
 from ..decode.augment.config import with_torchvision_crop
 from ..decode.augment.effect import warn_no_effect
 from ..decode.options import LoaderOptions, check_keywords, decoder_for
-from ..decode.records import RecordDecoder
-from ..errors import DecodeError, RecordFormatError
+from ..decode.records import record_decoder
 from ..io.format.layout import image_positions
 from ..io.reader import RecordReader
 from ..system.fork import after_fork_in_child
@@ -33,6 +34,8 @@ _LOADER_ONLY = {
 _LOADER_ONLY.update(dict.fromkeys(
     ("timeout", "lookahead", "run_bytes", "trace", "provenance"),
     "a setting of ImageLoader's batch pipeline (use TorchLoader for it)"))
+# samples whose labels decide between int64 and float32
+_LABEL_PROBE = 32
 # RecordDataset's own keywords besides the LoaderOptions ones
 _DATASET_KEYWORDS = ("transform", "label_dtype", "flag", "options")
 
@@ -50,6 +53,10 @@ def _dataset_options(data_shape, options, keywords):
         if name in keywords:
             raise ValueError(f"RecordDataset has no {name}= (an ImageLoader keyword): {answer}")
     return LoaderOptions.from_kwargs(1, data_shape, **with_torchvision_crop(keywords))
+
+
+def _augmenter(options):
+    return Augmenter(options.augment) if options.augment is not None else None
 
 
 class RecordDataset(Transformable):
@@ -102,43 +109,39 @@ class RecordDataset(Transformable):
         self.label_dtype = label_dtype
         self.flag = flag
         self.epoch = 0
-        self._open()
+        self._hook_forks()
+        o = self.options
+        self._reader = RecordReader(self.url, self.index_url, self.storage_options,
+                                    integrity=o.integrity, note_unprotected=True)
         try:
-            self._records = image_positions(self._reader, self.options.keys)
+            self._records = image_positions(self._reader, o.keys)
+            self._record_decoder = record_decoder(o, self._reader, decoder_for(o),
+                                                  _augmenter(o), channels=3 if flag else 1)
             self._length = len(self._reader) if self._records is None else len(self._records)
-            self._labels = self._label_cast(label_dtype)
+            # int64 or float32, chosen from the labels of the first samples (every DataLoader
+            # worker then agrees)
+            self._labels = LabelCast(label_dtype, o.label_width)
+            if label_dtype is None and o.label_width == 1 and self._length:
+                first = (np.arange(min(_LABEL_PROBE, self._length)) if self._records is None
+                         else self._records[:_LABEL_PROBE])
+                labels = self._record_decoder.labels_of(first.tolist())
+                self._labels.decide(labels)
         except BaseException:
             self._reader.close()
             raise
 
-    _LABEL_PROBE = 32
-
-    def _label_cast(self, label_dtype):
-        """int64 or float32, chosen from the labels of the first samples (every DataLoader
-        worker then agrees)."""
-        label_width = self.options.label_width
-        cast = LabelCast(label_dtype, label_width)
-        if label_dtype is None and label_width == 1 and self._length:
-            labels = []
-            for index in range(min(self._LABEL_PROBE, self._length)):
-                position = self.record_position(index)
-                try:
-                    header, _ = self._record_decoder.image_bytes(position)
-                except (RecordFormatError, DecodeError):  # reported when the sample is read
-                    continue
-                labels.append(self._record_decoder.label(header, position))
-            cast.decide(labels)
-        return cast
-
     def _open(self):
+        """Open the reader and the record decoder again in this process (a DataLoader worker,
+        or an unpickled copy)."""
         o = self.options
         self._reader = RecordReader(self.url, self.index_url, self.storage_options,
-                                    integrity=o.integrity)
-        augmenter = Augmenter(o.augment) if o.augment is not None else None
-        self._record_decoder = RecordDecoder(self._reader, decoder_for(o), augmenter,
-                                             label_width=o.label_width,
-                                             label_rule=o.label_rule, seed=o.augment_seed,
-                                             channels=3 if self.flag else 1)
+                                    integrity=o.integrity, note_unprotected=True)
+        self._record_decoder = record_decoder(o, self._reader, decoder_for(o), _augmenter(o),
+                                              channels=3 if self.flag else 1)
+        self._inherited = False
+        self._hook_forks()
+
+    def _hook_forks(self):
         self._inherited = False
         if not getattr(self, "_fork_hooked", False):  # once per dataset object
             after_fork_in_child(self, RecordDataset._let_go)

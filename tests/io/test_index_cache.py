@@ -10,7 +10,8 @@ import pytest
 import recpipe
 from recpipe.io.sidecars import index_cache
 from recpipe.io.sidecars.index import parse_index
-from recpipe.io.sidecars.index_table import IndexTable, memory_chunks, parse_index_chunks
+from recpipe.io.sidecars.index import memory_chunks, parse_index_chunks
+from recpipe.io.sidecars.index_table import IndexTable
 from recpipe.io.reader import RecordReader
 
 

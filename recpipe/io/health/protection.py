@@ -1,21 +1,21 @@
 """Whether a ``.rec`` is protected by checksums, said where a user looks.
 
-A file is protected when a ``.sums`` sidecar that describes it lies beside it (``recpipe.io.
-sums``): then every record read is checked and a damaged one is never served. Without one,
-records are checked only by their framing (and, when decoded, by the decoder, which lets much
-damage through: a JPEG whose scan data is hit often still decodes). ``protection_of`` says which
-(``bound``, ``stale``, ``unusable`` or ``absent``), for ``recpipe inspect`` and ``recpipe
-doctor FILE``; ``note_unprotected`` is what loaders log, once per file and process, when they
-open a file without one; ``advice`` is the one line that says how to protect it.
+A file is protected when a ``.sums`` sidecar that describes it lies beside it
+(``recpipe.io.sidecars.sums``): then every record read is checked and a damaged one is never
+served. Without one, records are checked only by their framing (and, when decoded, by the
+decoder, which lets much damage through: a JPEG whose scan data is hit often still decodes).
+``protection_of`` says which (``bound``, ``stale``, ``unusable`` or ``absent``), for
+``recpipe inspect`` and ``recpipe doctor FILE``; ``note_unprotected`` is what loaders log, once
+per file and process, when they open a file without one, and ``advice`` the one line that says
+how to protect it (both from ``recpipe.io.sidecars.sums``, where the reader opening the file
+calls the first).
 """
 
 import logging
-import threading
-from typing import Set
 
 from ...errors import SIDECAR, RecordFormatError, StaleSumsError
 from ..reader import RecordReader
-from ..sidecars.sums import sums_url_for
+from ..sidecars.sums import advice, note_unprotected, sums_url_for
 
 __all__ = ["PROTECTION_STATES", "advice", "describe", "note_unprotected", "protection_of"]
 
@@ -29,14 +29,6 @@ PROTECTION_STATES = {
               "decoding) only",
     "unknown": "not known: the .rec or its .idx does not open",
 }
-
-_noted: Set[str] = set()
-_noted_lock = threading.Lock()
-
-
-def advice(url):
-    """How to protect ``url``: one command."""
-    return f"`recpipe verify --decode --write-sums {url}` protects it"
 
 
 def protection_of(url, storage_options=None):
@@ -76,15 +68,3 @@ def describe(protection):
     if state in ("absent", "unknown"):
         return f"{text}; {protection['detail']}"
     return f"{text} ({protection['sums']}): {protection['detail']}"
-
-
-def note_unprotected(url):
-    """Log, once per ``url`` in this process, that it is read without checksums and how to
-    add them (loaders call it when they open a file with ``integrity`` on and no sidecar)."""
-    with _noted_lock:
-        if url in _noted:
-            return
-        _noted.add(url)
-    log.warning("%s has no checksum sidecar (%s): its records are checked by framing and "
-                "decoding only, so damaged bytes that still decode are served; %s once "
-                "(integrity='off' says you know)", url, sums_url_for(url), advice(url))

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import DecodeError, RecordFormatError
 from ..format.header import unpack_header
 from ..sidecars.index import resolve_index_url
-from ..sidecars.index_cache import load_index_table
+from ..sidecars.opening import load_index_table
 from .integrity_check import IntegrityCheck
 from ..format.layout import face_layout_of
 from ..sidecars.crc32c import crc32c

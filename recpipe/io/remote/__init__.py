@@ -5,7 +5,8 @@ the range readers of each store (``ranges``), with its settings (``options``), t
 (``readahead``), the local block cache (``cache``), the request buffers (``buffers``) and the
 filesystems opened without fsspec's defaults (``hdfs``, ``gcs``).
 
-``recpipe.io.remote`` was the module of ``RemoteSource`` before this wing: its names are here too."""
+``recpipe.io.remote`` was the module of ``RemoteSource`` before this wing: its names are here
+too."""
 
 from .source import ReadStats, RemoteSource
 

@@ -39,11 +39,9 @@ import tempfile
 
 import numpy as np
 
-from .index import decode_text, parse_index, read_index_bytes
-from .index_table import IndexTable, local_chunks, memory_chunks, parse_index_chunks
-from ..sources import local_path, open_regular
+from .index_table import IndexTable
 
-__all__ = ["cache_path", "enabled", "load_cached", "load_index_table", "min_cached_bytes",
+__all__ = ["cache_path", "cached_arrays", "enabled", "load_cached", "min_cached_bytes",
            "parse_byte_size", "store_cached"]
 
 log = logging.getLogger(__name__)
@@ -150,6 +148,12 @@ def _rec_identity(rec_path):
 def load_cached(idx_path, rec_path=None):
     """The cached ``IndexTable`` of ``idx_path`` (arrays mapped read-only), or None when there
     is no cache this user can trust for this ``.idx`` (and ``.rec``, when given)."""
+    arrays = _load_arrays(idx_path, rec_path)
+    return None if arrays is None else IndexTable(*arrays)
+
+
+def _load_arrays(idx_path, rec_path):
+    """``(offsets, keys)`` of the trusted cache of ``idx_path``, or None (``load_cached``)."""
     if not enabled() or not _private_folder(_user_cache_dir(), create=False):
         return None
     path = cache_path(idx_path)
@@ -193,7 +197,7 @@ def _load(fd, path, idx_path, rec_path):
                     info.st_size)
         return None
     if count == 0:
-        return IndexTable(np.zeros(0, np.int64))
+        return np.zeros(0, np.int64), None
     mapping = mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ)  # ours: never truncated
     offsets = np.frombuffer(mapping, dtype="<i8", count=count, offset=_HEADER.size)
     keys = None
@@ -202,13 +206,18 @@ def _load(fd, path, idx_path, rec_path):
     if int(offsets.min()) < 0:
         log.warning("index cache %s holds negative offsets: rebuilding it", path)
         return None
-    return IndexTable(offsets, keys)
+    return offsets, keys
 
 
 def store_cached(idx_path, table, *, fingerprint=None, rec_identity=_NO_REC):
     """Write the cache of ``table`` for ``idx_path`` atomically; failures only log.
     ``fingerprint`` is the identity of the ``.idx`` file that was parsed into ``table``."""
-    if not enabled() or isinstance(table.keys, list):
+    keys = None if table.identity else table.keys
+    return _store(idx_path, table.offsets, keys, fingerprint, rec_identity)
+
+
+def _store(idx_path, offsets, keys, fingerprint, rec_identity):
+    if not enabled() or isinstance(keys, list):
         return None
     folder = _user_cache_dir()
     if not _private_folder(folder, create=True):
@@ -217,12 +226,12 @@ def store_cached(idx_path, table, *, fingerprint=None, rec_identity=_NO_REC):
     temp = None
     try:
         fingerprint = fingerprint or _idx_fingerprint(idx_path)
-        keys = None if table.identity else np.asarray(table.keys, dtype="<i8")
+        keys = None if keys is None else np.asarray(keys, dtype="<i8")
         fd, temp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")  # O_EXCL, mode 0600
         with os.fdopen(fd, "wb") as f:
-            f.write(_HEADER.pack(_MAGIC, len(table), 0 if keys is None else 1, *fingerprint,
+            f.write(_HEADER.pack(_MAGIC, len(offsets), 0 if keys is None else 1, *fingerprint,
                                  *rec_identity))
-            np.ascontiguousarray(table.offsets, dtype="<i8").tofile(f)
+            np.ascontiguousarray(offsets, dtype="<i8").tofile(f)
             if keys is not None:
                 keys.tofile(f)
         os.replace(temp, path)  # replaces whatever is at the name (a link is not followed)
@@ -239,67 +248,37 @@ def store_cached(idx_path, table, *, fingerprint=None, rec_identity=_NO_REC):
     return path
 
 
-def _parse(chunks, read_text, url, key_type=int):
-    """The ``IndexTable`` of an ``.idx``: numpy's parse of its ``chunks`` for integer keys, else
-    (string keys, or lines it leaves to the text parse, which names a bad line) ``read_text()``
-    parsed line by line."""
-    table = parse_index_chunks(chunks, path=url) if key_type is int else None
-    if table is None:
-        keys, offsets = parse_index(read_text(), path=url, key_type=key_type)
-        table = IndexTable.from_lists(keys, offsets)
-    return table
-
-
-def _read_again(f, url):
-    f.seek(0)
-    return decode_text(f.read(), url)
-
-
-def _parse_local(path, url, fingerprint):
-    """``(table, identity)``: the parse of the local file at ``path`` and, with ``fingerprint``,
-    the identity of that very file, equal before and after the parse (None when it kept
-    changing, or without ``fingerprint``)."""
-    for _ in range(_PARSE_ATTEMPTS if fingerprint else 1):
-        with os.fdopen(open_regular(path, url), "rb") as f:  # what was checked is what is read
-            before = os.fstat(f.fileno())
-            table = _parse(local_chunks(f), lambda: _read_again(f, url), url)
-            after = os.fstat(f.fileno())
-            if not fingerprint:
-                return table, None
-            if _identity(before)[:4] == _identity(after)[:4]:  # ctime moves on unlink too
-                return table, _identity(after) + (_edge_hash(f.fileno(), after.st_size),)
-        log.warning("%s changed while it was parsed: parsing it again", url)
-    log.warning("%s kept changing while it was parsed: not caching it", url)
-    return table, None
-
-
-def _cached_or_parsed(path, url, rec_path):
-    """The valid cache of the local ``.idx`` at ``path``, else its parse, cached when neither
-    the ``.idx`` nor its ``.rec`` changed meanwhile."""
-    table = load_cached(path, rec_path)
-    if table is None:
+def cached_arrays(idx_source, rec_source, build):
+    """``(offsets, keys)`` of the local ``.idx`` open as ``idx_source`` (a ``LocalSource``):
+    from its cache when that is valid (bound to ``rec_source``'s file when it is a local one),
+    else ``build(idx_source)`` (its parse), cached when it is large enough and neither file
+    changed while it was parsed. The cache knows nothing of the ``.idx`` text: the parse is
+    ``build``'s (``index.parse_idx``)."""
+    if not enabled() or idx_source.size < min_cached_bytes():
+        return build(idx_source)
+    path = idx_source.path
+    rec_path = rec_source.path if getattr(rec_source, "descriptor", None) is not None else None
+    arrays = _load_arrays(path, rec_path)
+    if arrays is None:
         rec_before = _rec_identity(rec_path)
-        table, fingerprint = _parse_local(path, url, fingerprint=True)
+        arrays, fingerprint = _built(idx_source, build)
         if fingerprint is not None and rec_before == _rec_identity(rec_path):
-            store_cached(path, table, fingerprint=fingerprint, rec_identity=rec_before)
-    return table
+            offsets, keys = arrays
+            _store(path, offsets, keys, fingerprint, rec_before)
+    return arrays
 
 
-def load_index_table(url, storage_options=None, *, key_type=int, cache=True, rec_url=None):
-    """The ``IndexTable`` of the ``.idx`` at ``url``: the one way readers and ``verify`` open an
-    index. A local file with integer keys comes from the memory-mapped cache when valid (bound
-    to the ``.rec`` at ``rec_url`` when given), else is parsed (and cached when large enough);
-    anything else is read whole through ``read_index_bytes`` and parsed."""
-    url = str(url)
-    path = local_path(url, storage_options) if key_type is int else None
-    if path is None:
-        data = read_index_bytes(url, storage_options)
-        return _parse(memory_chunks(data), lambda: decode_text(data, url), url, key_type)
-    try:  # the guard of every local file read whole: a FIFO or a device is refused at once
-        os.close(open_regular(path, url))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {url}") from None
-    if cache and enabled() and os.path.getsize(path) >= min_cached_bytes():
-        rec_path = local_path(rec_url, storage_options) if rec_url is not None else None
-        return _cached_or_parsed(path, url, rec_path)
-    return _parse_local(path, url, fingerprint=False)[0]
+def _built(source, build):
+    """``(arrays, fingerprint)``: ``build(source)`` and the identity of the file it read, equal
+    before and after the build (parsed again when the file changed meanwhile; None when it kept
+    changing: not cached)."""
+    fd = source.descriptor()
+    for _ in range(_PARSE_ATTEMPTS):
+        before = os.fstat(fd)
+        arrays = build(source)
+        after = os.fstat(fd)
+        if _identity(before)[:4] == _identity(after)[:4]:  # ctime moves on unlink too
+            return arrays, _identity(after) + (_edge_hash(fd, after.st_size),)
+        log.warning("%s changed while it was parsed: parsing it again", source.url)
+    log.warning("%s kept changing while it was parsed: not caching it", source.url)
+    return arrays, None

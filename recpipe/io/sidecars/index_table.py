@@ -1,26 +1,25 @@
-"""The index of a ``.rec`` as arrays: parsed at C speed, looked up without Python objects per
-record, shared between processes through a memory-mapped cache (``index_cache``).
+"""The index of a ``.rec`` as arrays, looked up without Python objects per record (parsed by
+``index.parse_idx``, shared between processes through the memory-mapped ``index_cache``).
 
 ``IndexTable`` holds ``offsets`` (int64) and the keys: none at all when they are ``0..N-1`` in
 order (the common case: im2rec, recpipe pack, InsightFace), an int64 array, or a list of strings
-(``key_type=str``) or of integers outside int64 (never clamped). Record ends (the next indexed offset) come from the sorted offsets, which are
-the offsets themselves when the index is in file order.
+(``key_type=str``) or of integers outside int64 (never clamped). Record ends (the next indexed
+offset) come from the sorted offsets, which are the offsets themselves when the index is in file
+order.
 """
 
 import logging
 import operator
-import os
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
+from ...errors import RecordFormatError
 
-__all__ = ["Column", "IndexTable", "parse_index_chunks", "local_chunks", "memory_chunks", "CHUNK_BYTES"]
+__all__ = ["Column", "IndexTable"]
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 32 << 20
 _INT64 = np.iinfo(np.int64)
 
 
@@ -100,6 +99,21 @@ class IndexTable:
 
     def __len__(self):
         return len(self.offsets)
+
+    def check_offsets(self, size, *, index_url=None, rec_url=None):
+        """Raise RecordFormatError naming the ``.idx`` line of the first offset that is past the
+        end of a ``.rec`` of ``size`` bytes or not 4-byte aligned."""
+        offsets = self.offsets
+        for first in range(0, len(offsets), 1 << 20):  # in slices: small temporaries
+            part = offsets[first:first + (1 << 20)]
+            bad = np.flatnonzero((part >= size) | ((part & 3) != 0))
+            if len(bad):
+                i = first + int(bad[0])
+                offset = int(offsets[i])
+                why = "past the end of the file" if offset >= size else "not 4-byte aligned"
+                raise RecordFormatError(
+                    f"index {index_url} line {i + 1}: offset {offset} is {why} "
+                    f"(file size {size})", path=rec_url, offset=offset, record=i)
 
     @property
     def identity(self):
@@ -197,94 +211,3 @@ class IndexTable:
 
 def _is_identity(keys):
     return len(keys) == 0 or (int(keys[0]) == 0 and bool(np.all(np.diff(keys) == 1)))
-
-
-def _chunk_pairs(chunk):
-    """The int64 ``(keys, offsets)`` of whole ``key<TAB>offset`` lines, or None when the chunk
-    is not exactly that (then the caller parses it line by line for the precise error)."""
-    lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
-    if lines == 0 or chunk.count(b"\t") != lines or b" " in chunk:
-        return None
-    raw = np.frombuffer(chunk, dtype=np.uint8)
-    separators = raw[(raw == 9) | (raw == 10)]  # must alternate tab, newline: one tab a line
-    if not (np.all(separators[0::2] == 9) and np.all(separators[1::2] == 10)):
-        return None
-    try:
-        with warnings.catch_warnings():  # older numpy warns instead of raising on junk
-            warnings.simplefilter("error", DeprecationWarning)
-            values = np.fromstring(chunk, dtype=np.int64, sep=" ")
-    except (ValueError, DeprecationWarning):
-        return None
-    if values.size != 2 * lines:
-        return None
-    if bool(np.any((values == _INT64.max) | (values == _INT64.min))):
-        return None  # numpy clamps numbers outside int64 to these: the text parse decides
-    return values[0::2].copy(), values[1::2].copy()
-
-
-def parse_index_chunks(chunks, *, path=None):
-    """An ``IndexTable`` from ``.idx`` bytes given as chunks that end at line ends, parsed by
-    numpy (about 20x faster than a Python loop). Returns None when a chunk is not plain
-    ``int<TAB>int`` lines (blank lines, spaces, string keys, junk): parse it as text then, for
-    the precise error. Keys are kept only once they stop being ``0..N-1``."""
-    offsets, key_parts, count = [], None, 0
-    for chunk in chunks:
-        if not len(chunk):
-            continue
-        pairs = _chunk_pairs(bytes(chunk))
-        if pairs is None:
-            return None
-        chunk_keys, chunk_offsets = pairs
-        if int(chunk_offsets.min()) < 0:
-            return None  # the text parse names the line
-        offsets.append(chunk_offsets)
-        if key_parts is not None:
-            key_parts.append(chunk_keys)
-        elif not (int(chunk_keys[0]) == count and bool(np.all(np.diff(chunk_keys) == 1))):
-            key_parts = [np.arange(count, dtype=np.int64), chunk_keys]
-        count += len(chunk_keys)
-    all_offsets = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
-    del offsets
-    if key_parts is None:
-        return IndexTable(all_offsets)
-    return IndexTable(all_offsets, np.concatenate(key_parts))
-
-
-def local_chunks(path, chunk_bytes=CHUNK_BYTES):
-    """The bytes of a local file (a path, or a file open in binary mode) in chunks cut at line
-    ends."""
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        yield from _file_chunks(path, chunk_bytes)
-        return
-    with open(path, "rb") as f:
-        yield from _file_chunks(f, chunk_bytes)
-
-
-def _file_chunks(f, chunk_bytes):
-    size = os.fstat(f.fileno()).st_size
-    carry = b""
-    while True:
-        block = f.read(max(1, min(chunk_bytes, size - f.tell())))  # no oversized buffer
-        if not block:
-            if carry:
-                yield carry
-            return
-        block = carry + block
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:
-            carry = block
-            continue
-        yield block[:cut]
-        carry = block[cut:]
-
-
-def memory_chunks(data, chunk_bytes=CHUNK_BYTES):
-    """``data`` (bytes) in chunks cut at line ends."""
-    view, start = memoryview(data), 0
-    while start < len(data):
-        stop = min(len(data), start + chunk_bytes)
-        if stop < len(data):
-            cut = data.rfind(b"\n", start, stop)
-            stop = cut + 1 if cut >= start else data.find(b"\n", stop) + 1 or len(data)
-        yield view[start:stop]
-        start = stop

@@ -282,22 +282,24 @@ def _parse(line):
 
 
 class RecordQuarantine:
-    """A loader's view of the quarantine of its reader: which positions are known bad
-    (``mask``), the error that names one (``error``) and ``record(exc)`` for a new bad one."""
+    """A loader's view of the quarantine of a ``.rec`` (at ``url``, its records at ``offsets``,
+    checked against the sidecar ``sums`` or none): which positions are known bad (``mask``),
+    the error that names one (``error``) and ``record(exc)`` for a new bad one. ``file``: the
+    ``QuarantineFile`` of the file's version (None: remembered in this process only)."""
 
-    def __init__(self, reader, file: Optional[QuarantineFile]):
-        self.reader = reader
+    def __init__(self, url, offsets, sums, file: Optional[QuarantineFile]):
+        self.url = str(url)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
         self.file = file
-        sums = reader.sums
         self.sums_token = sums.token if sums is not None else None
         found = file.entries() if file is not None else {}
         self.entries = {offset: entry for offset, entry in found.items()
                         if entry_holds(entry, self.sums_token)}
         if len(self.entries) < len(found):
             log.info("%s: %d quarantine entries found with another checksum sidecar (or none "
-                     "now) are void and ignored", reader.url, len(found) - len(self.entries))
-        offsets = reader.offsets.array
-        self.bad = np.isin(offsets, np.fromiter(self.entries, np.int64, len(self.entries)))
+                     "now) are void and ignored", self.url, len(found) - len(self.entries))
+        self.bad = np.isin(self.offsets,
+                           np.fromiter(self.entries, np.int64, len(self.entries)))
         if file is not None and file.wasteful(len(self.entries)):
             self._compact(file)
 
@@ -312,7 +314,14 @@ class RecordQuarantine:
 
     @classmethod
     def of(cls, reader, enabled=True):
-        return cls(reader, QuarantineFile(reader.identity) if enabled else None)
+        """The view of ``reader``'s file; ``enabled=False``: kept in this process only."""
+        return cls.opened(reader.url, reader.identity, reader.offsets.array, reader.sums, enabled)
+
+    @classmethod
+    def opened(cls, url, identity, offsets, sums, enabled=True):
+        """The view of the file at ``url`` in the version ``identity`` names
+        (``Source.identity``); ``enabled=False``: kept in this process only."""
+        return cls(url, offsets, sums, QuarantineFile(identity) if enabled else None)
 
     def mask(self, positions):
         """Bool array: which of ``positions`` are quarantined."""
@@ -321,7 +330,7 @@ class RecordQuarantine:
     def error(self, position):
         """The error raised for a quarantined record: a DecodeError for one that did not
         decode, else a RecordFormatError (the types its first failure had)."""
-        offset = int(self.reader.offsets[position])
+        offset = int(self.offsets[position])
         entry = self.entries.get(offset)
         why = (f"{entry.kind}: {entry.reason}; found by {entry.detector or '?'}" if entry
                else "found bad in this run")
@@ -330,10 +339,10 @@ class RecordQuarantine:
                    f"(quarantine {self.file_path})")
         detector = f"quarantine {self.file_path}"
         if entry is not None and entry.kind == "decode":
-            return DecodeError(message, path=self.reader.url, record=position, fault=DECODE,
+            return DecodeError(message, path=self.url, record=position, fault=DECODE,
                                detector=detector)
         fault = _FAULT_OF_KIND[entry.kind] if entry is not None else None
-        return RecordFormatError(message, path=self.reader.url, offset=offset, record=position,
+        return RecordFormatError(message, path=self.url, offset=offset, record=position,
                                  fault=fault, detector=detector)
 
     @property
@@ -349,11 +358,11 @@ class RecordQuarantine:
         if self.bad[position]:
             return
         self.bad[position] = True
-        offset = int(self.reader.offsets[position])
+        offset = int(self.offsets[position])
         entry = QuarantineEntry(offset, position, kind, getattr(exc, "reason", str(exc)),
                                 getattr(exc, "detector", None) or kind,
                                 basis_of(kind, self.sums_token))
         self.entries[offset] = entry
         if self.file is not None and self.file.add(entry):
             log.warning("quarantined record %d of %s (%s, found by %s)", position,
-                        self.reader.url, kind, entry.detector)
+                        self.url, kind, entry.detector)

@@ -28,23 +28,16 @@ from typing import Dict, NamedTuple, Optional
 
 from ..source import Source
 from ..sources import open_source
+from .names import SOURCES_SUFFIX, sources_url_for
 
 __all__ = ["SOURCES_SUFFIX", "SOURCES_VERSION", "RecordSources", "SourceEntry", "entry_line",
            "header_line", "sources_at", "sources_summary", "sources_url_for", "trailer_line"]
 
 log = logging.getLogger(__name__)
 
-SOURCES_SUFFIX = ".sources.jsonl"
 SOURCES_VERSION = 1
 _EXACT_BELOW = 1 << 16  # a byte range this small is read and searched line by line
 _LINE_MAX = 1 << 16  # longer lines are not entries of this format
-
-
-def sources_url_for(rec_url):
-    """The sidecar beside a ``.rec``: ``x.rec`` -> ``x.sources.jsonl``."""
-    rec_url = str(rec_url)
-    stem = rec_url[:-4] if rec_url.endswith(".rec") else rec_url
-    return stem + SOURCES_SUFFIX
 
 
 def _line(data):

@@ -30,7 +30,10 @@ sidecar says). One damaged record is still damage: the probes of the others matc
 MXNet and DALI never look at the sidecar: the ``.rec``/``.idx`` stay byte-identical to MXNet's.
 """
 
+import logging
 import struct
+import threading
+from typing import Optional, Set
 
 import numpy as np
 
@@ -38,9 +41,12 @@ from ...errors import CHECKSUM, SIDECAR, RecordFormatError, StaleSumsError
 from .crc32c import crc32c
 from ..format.scan import SlidingBuffer, read_record
 from ..sources import open_source
+from .names import sums_url_for
 
 __all__ = ["SUMS_MAGIC", "SUMS_VERSION", "PROBES", "RecordSums", "SumsBuilder", "sums_url_for",
-           "load_sums", "checks_sums", "stale_error"]
+           "load_sums", "checks_sums", "stale_error", "sums_of", "advice", "note_unprotected"]
+
+log = logging.getLogger(__name__)
 
 SUMS_MAGIC = b"RECPSUMS"
 SUMS_VERSION = 1
@@ -49,13 +55,8 @@ PROBES = 5  # records read at open to tell a sidecar of this content from a stal
 _PROBE_BLOCK = 1 << 16
 _MIN_RECORD = 8  # a record is at least its part head: a .rec of S bytes has at most S/8
 _FIX = "recpipe verify --decode --write-sums"
-
-
-def sums_url_for(rec_url):
-    """The sidecar beside a ``.rec``: ``x.rec`` -> ``x.sums`` (else ``x`` + ``.sums``)."""
-    rec_url = str(rec_url)
-    stem = rec_url[:-4] if rec_url.endswith(".rec") else rec_url
-    return stem + ".sums"
+_noted: Set[str] = set()
+_noted_lock = threading.Lock()
 
 
 def checks_sums(integrity):
@@ -268,11 +269,24 @@ def load_sums(rec_url, rec_size, storage_options=None, *, integrity="auto", sour
     if url == str(rec_url):
         return None
     try:
-        data = _read_sidecar(url, rec_url, rec_size, storage_options)
+        sidecar = open_source(url, storage_options)
     except FileNotFoundError:
         return None
+    with sidecar:
+        data = _read_sidecar(sidecar, rec_url, rec_size)
     return RecordSums.from_bytes(data, path=url).bind(rec_url, rec_size, source=source,
                                                       offsets=offsets)
+
+
+def sums_of(sidecar, rec_url, rec_source, offsets=None) -> "Optional[RecordSums]":
+    """The sidecar open as ``sidecar`` (a ``Source``; None: there is none) bound to the
+    ``.rec`` open as ``rec_source`` at ``rec_url`` and to its record ``offsets``, as
+    ``load_sums`` binds it."""
+    if sidecar is None:
+        return None
+    data = _read_sidecar(sidecar, rec_url, rec_source.size)
+    return RecordSums.from_bytes(data, path=sidecar.url).bind(
+        rec_url, rec_source.size, source=rec_source, offsets=offsets)
 
 
 def stale_error(sums_path, rec_url, why, detector=None):
@@ -285,27 +299,45 @@ def stale_error(sums_path, rec_url, why, detector=None):
         f"`recpipe verify {rec_url}` lists what differs", path=str(rec_url), detector=detector)
 
 
-def _read_sidecar(url, rec_url, rec_size, storage_options):
-    """The bytes of the sidecar at ``url``, opened as records are (``open_source``: a FIFO or
-    a device is refused before any read), and no larger than a sidecar of a ``.rec`` of
-    ``rec_size`` bytes can be (12 bytes for each of at most ``rec_size / 8`` records): a
+def _read_sidecar(source, rec_url, rec_size):
+    """The bytes of the sidecar open as ``source`` (opened as records are, ``open_source``: a
+    FIFO or a device is refused before any read), and no larger than a sidecar of a ``.rec``
+    of ``rec_size`` bytes can be (12 bytes for each of at most ``rec_size / 8`` records): a
     larger one is read no further than its header (another file's: ``StaleSumsError``)."""
-    with open_source(url, storage_options) as source:
-        most = _HEAD.size + 4 + 12 * (rec_size // _MIN_RECORD)
-        if source.size > most:
-            head = bytes(source.read(0, _HEAD.size))
-            if len(head) == _HEAD.size and head.startswith(SUMS_MAGIC):
-                described = _HEAD.unpack(head)[3]
-                if described != rec_size:
-                    raise stale_error(url, rec_url, f"it describes a .rec of {described} bytes "
-                                      f"but {rec_url} has {rec_size}: it belongs to another "
-                                      "file or the .rec changed after it was written")
-            raise RecordFormatError(
-                f"not a valid checksum sidecar: {source.size} bytes, more than any sidecar of "
-                f"a {rec_size}-byte .rec ({most})", path=url, fault=SIDECAR)
-        data = bytes(source.read(0, source.size))
+    url = source.url
+    most = _HEAD.size + 4 + 12 * (rec_size // _MIN_RECORD)
+    if source.size > most:
+        head = bytes(source.read(0, _HEAD.size))
+        if len(head) == _HEAD.size and head.startswith(SUMS_MAGIC):
+            described = _HEAD.unpack(head)[3]
+            if described != rec_size:
+                raise stale_error(url, rec_url, f"it describes a .rec of {described} bytes "
+                                  f"but {rec_url} has {rec_size}: it belongs to another "
+                                  "file or the .rec changed after it was written")
+        raise RecordFormatError(
+            f"not a valid checksum sidecar: {source.size} bytes, more than any sidecar of "
+            f"a {rec_size}-byte .rec ({most})", path=url, fault=SIDECAR)
+    data = bytes(source.read(0, source.size))
     if len(data) != source.size:
         raise RecordFormatError(f"not a valid checksum sidecar: read {len(data)} of "
                                 f"{source.size} bytes (it changed while read)", path=url,
                                 fault=SIDECAR)
     return data
+
+
+def advice(url):
+    """How to protect ``url`` with a sidecar: one command."""
+    return f"`{_FIX} {url}` protects it"
+
+
+def note_unprotected(url):
+    """Log, once per ``url`` in this process, that it is read without checksums and how to
+    add them (a loader's reader does, ``note_unprotected=True``, when it opens a file with
+    ``integrity`` on and no sidecar)."""
+    with _noted_lock:
+        if url in _noted:
+            return
+        _noted.add(url)
+    log.warning("%s has no checksum sidecar (%s): its records are checked by framing and "
+                "decoding only, so damaged bytes that still decode are served; %s once "
+                "(integrity='off' says you know)", url, sums_url_for(url), advice(url))
