@@ -26,7 +26,7 @@ from ..errors import RecordFormatError
 from ..io.atomic import AtomicOutput, commit_group, temporary_name
 from ..io.sidecars.crc32c import crc32c
 from ..io.format.framing import frame
-from ..io.sidecars.index import format_index_line, parse_index
+from ..io.sidecars.index import format_index_line, parse_idx
 from ..io.format.scan import SlidingBuffer, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
 from ..io.sidecars.record_sources import entry_line, header_line, sources_url_for, trailer_line
@@ -350,9 +350,10 @@ def verify_published(rec_url, idx_url, planned_keys, storage_options=None):
     idx_fs, idx_path = url_to_fs(idx_url, storage_options)
     try:
         size = fs.size(rec_path)
-        keys, offsets = parse_index(idx_fs.cat_file(idx_path).decode(), path=idx_url)
-    except (FileNotFoundError, RecordFormatError, UnicodeDecodeError):
+        table = parse_idx(idx_fs.cat_file(idx_path), path=idx_url)
+    except (FileNotFoundError, RecordFormatError):
         return None
+    keys, offsets = list(table.keys), table.offsets.tolist()
     if _keys_position(keys, planned_keys) is None:
         return None
     if not offsets:
