@@ -111,6 +111,7 @@ class RecpipeBuildExt(build_ext):
         for ext in needs_jpeg:
             if ext.name == "recpipe._batch":
                 _link_numpy_random(ext)
+                self._link_libpng(ext)
             try:
                 self.build_extension(ext)
             except Exception as exc:  # noqa: BLE001 - libjpeg was usable, yet it failed
@@ -139,28 +140,42 @@ class RecpipeBuildExt(build_ext):
         sys.stderr.write(note.format(names=names))
         return []
 
-    def _jpeglib_usable(self):
-        """Whether a program including jpeglib.h compiles and links against -ljpeg here."""
-        with tempfile.TemporaryDirectory(prefix="recpipe-jpeg-probe-") as folder:
+    def _link_libpng(self, ext):
+        """PNG records in native runs (csrc/png/png.h) where libpng's headers and library are
+        usable (RECPIPE_PNG); without them PNGs are decoded on the Python path, as before."""
+        if _flag("RECPIPE_WITHOUT_LIBPNG") or not self._links("png.h", "png", "png_structp p = "
+                                                                 "png_create_read_struct("
+                                                                 "PNG_LIBPNG_VER_STRING, 0, 0, 0);"
+                                                                 " (void)p;"):
+            return
+        ext.libraries = list(ext.libraries) + ["png"]
+        ext.define_macros = list(ext.define_macros) + [("RECPIPE_PNG", "1")]
+
+    def _links(self, header, library, body):
+        """Whether a program including ``header`` and running ``body`` compiles and links
+        against -l``library`` here."""
+        with tempfile.TemporaryDirectory(prefix="recpipe-probe-") as folder:
             source = os.path.join(folder, "probe.c")
             with open(source, "w") as f:
-                f.write("#include <stddef.h>\n#include <stdio.h>\n#include <jpeglib.h>\n"
-                        "int main(void) { struct jpeg_decompress_struct d; "
-                        "jpeg_create_decompress(&d); jpeg_destroy_decompress(&d); return 0; }\n")
+                f.write(f"#include <stddef.h>\n#include <stdio.h>\n#include <{header}>\n"
+                        f"int main(void) {{ {body} return 0; }}\n")
             with _quiet_stderr(os.path.join(folder, "probe.log")):
                 try:
                     objects = self.compiler.compile([source], output_dir=folder,
                                                     include_dirs=self.include_dirs)
-                    # LDFLAGS too: a sanitizer build (tools/sanitize.sh) compiles with
-                    # -fsanitize, whose runtime the probe's link then needs
                     self.compiler.link_executable(objects, "probe", output_dir=folder,
-                                                  libraries=["jpeg"],
+                                                  libraries=[library],
                                                   library_dirs=self.library_dirs,
                                                   extra_postargs=shlex.split(
                                                       os.environ.get("LDFLAGS", "")))
-                except Exception:  # noqa: BLE001 - CompileError/LinkError: no usable libjpeg
+                except Exception:  # noqa: BLE001 - CompileError/LinkError: not usable
                     return False
         return True
+
+    def _jpeglib_usable(self):
+        """Whether a program including jpeglib.h compiles and links against -ljpeg here."""
+        return self._links("jpeglib.h", "jpeg", "struct jpeg_decompress_struct d; "
+                           "jpeg_create_decompress(&d); jpeg_destroy_decompress(&d);")
 
 
 # The C sources live under csrc/, one folder a family (csrc/README.md); headers are included
@@ -182,6 +197,9 @@ def _extension(name, source, folders, **keywords):
 
 setup(
     ext_modules=[
+        # recpipe's pixels for the Python path: the renderer recpipe._batch uses too
+        _extension("_kernels", "kernels/kernels_module.c", ["common", "kernels", "plan"],
+                   extra_compile_args=["-O3"]),
         _extension("_resize", "kernels/resize_module.c", ["common", "kernels"]),
         _extension("_colour", "kernels/colour_module.c", ["common", "kernels"]),
         _extension("_crc32c", "common/crc32c_module.c", ["common"]),
@@ -189,7 +207,7 @@ setup(
         # last bit from Python's arithmetic (csrc/plan/plan.h also says so for recpipe._batch)
         _extension("_plan", "plan/plan_module.c", ["plan"],
                    extra_compile_args=["-O3", "-ffp-contract=off"]),
-        _extension("_batch", "batch/batch.c", ["batch", "common", "jpeg", "kernels", "plan"],
+        _extension("_batch", "batch/batch.c", ["batch", "common", "jpeg", "kernels", "plan", "png"],
                    libraries=["jpeg"]),
     ],
     cmdclass={"build_ext": RecpipeBuildExt},

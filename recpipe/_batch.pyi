@@ -1,9 +1,11 @@
 """Type stubs of recpipe's libjpeg extension (csrc/batch/batch.c): the native run decoder
 (``fill``) and the region decoder (``decode_region``, csrc/jpeg/region.h).
 
-``fill``'s ``options`` is a ``recpipe.decode.native.RunOptions``: the planner's options first
-(``recpipe._plan.OPTION_FIELDS``), then the run's (csrc/batch/options.h); ``OPTION_FIELDS`` is
-its field names in order (tests/decode/test_native.py checks the two against each other).
+``fill``'s ``options`` is a ``recpipe.decode.native.RunOptions``: the renderer's options first
+(``recpipe._kernels.OPTION_FIELDS``: the planner's, then the renderer's), then the run's
+(csrc/batch/options.h); ``OPTION_FIELDS`` is its field names in order (tests/decode/test_native.py
+checks the two against each other). The pixels are rendered by csrc/kernels/render.h, the
+renderer the Python path calls through ``recpipe._kernels``.
 """
 
 from typing import Dict, List, Sequence, Tuple, Union
@@ -17,6 +19,7 @@ DRAW_SLOTS: Dict[str, int]
 LIBJPEG_TURBO_VERSION: int  # where the headers were libjpeg-turbo's
 JPEG_LIB_VERSION: int
 PCA_NATIVE: int  # 1 when built with numpy's normal sampler (PCA lighting without the GIL)
+PNG_NATIVE: int  # 1 when built with libpng (PNG records decoded in the run, csrc/png/png.h)
 
 def fill(source: Union[int, Sequence[Tuple[Buffer, int]]], file_size: int, starts: Buffer,
          ends: Buffer, samples: Buffer, slots: Buffer, images: Buffer, labels: Buffer,
@@ -54,20 +57,6 @@ def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int
     raises too; ``max_scans`` (0: none) refuses streams with more scans. The GIL is released
     while libjpeg runs."""
 
-def colour_convert(code: int, pixels: Buffer, width: int) -> bytes:
-    """Rows of ``width`` uint8 pixels converted as cv2.cvtColor does (code 0: RGB2HLS, 1:
-    HLS2RGB; for tests)."""
-
 def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]:
     """The 3 standard normals PCA lighting draws after the sample's uniforms (for tests; zeros
     when ``PCA_NATIVE`` is 0)."""
-
-def warp_affine(src: Buffer, height: int, width: int, channels: int,
-                forward: Tuple[float, float, float, float, float, float], out_h: int, out_w: int,
-                fill: int, lanes: int) -> bytes:
-    """cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe computes it (for tests)."""
-
-def interp(src_shape: Tuple[int, int, int], src: Buffer, dst_shape: Tuple[int, int], dst: Buffer,
-           inv_x: float, inv_y: float, method: int, simd: bool = ...) -> bool:
-    """True when ``src`` was resized into ``dst`` with cv2.resize's arithmetic
-    (csrc/kernels/interp.h; ``simd`` False: its scalar loops only; for tests)."""

@@ -28,10 +28,20 @@ Options = Tuple[int, int, int, bool, bool, bool, bool, float, float, float, floa
 
 def plan(options: Options, uniforms: Buffer, normals: Optional[Buffer], height: int,
          width: int) -> tuple:
-    """The fields of one sample's ``SamplePlan`` (in its order), or ``(status, rows, cols)``
-    when the image cannot be planned (``BAD_SIZE``, ``UNDER_CROP``, ``TOO_LARGE``).
-    ``uniforms``: 64 float64 read at ``DRAW_SLOTS``; ``normals``: None, or 3 float64 (with
-    PCA lighting)."""
+    """The fields of one sample's ``SamplePlan`` (in its order; the last is the C plan, as
+    bytes), or ``(status, rows, cols)`` when the image cannot be planned (``BAD_SIZE``,
+    ``UNDER_CROP``, ``TOO_LARGE``). ``uniforms``: 64 float64 read at ``DRAW_SLOTS``;
+    ``normals``: None, or 3 float64 (with PCA lighting)."""
+
+Box = Tuple[int, int, int, int]
+
+def geometry(plan: bytes, out_h: int, out_w: int, pad: int, scales: int, dct_scaling: bool,
+             resize_kernel: bool, den: int = ...) -> Tuple[int, Optional[Box]]:
+    """``(den, box)``: the DCT scale 1/den to decode the planned sample at (``scales``: bits 1,
+    2, 4 for the scales 1/2, 1/4, 1/8 offered; ``den`` given: that one) and the box (x0, y0,
+    x1, y1) of that decode rendering reads, or None for the whole image (csrc/plan/geometry.h).
+    ``plan``: the C plan (``plan``'s last field)."""
+
 def check(options: Options) -> None:
     """``options`` parsed and validated as ``plan`` does (TypeError/ValueError)."""
 def resize_shorter(height: int, width: int, size: int) -> Tuple[int, int]:

@@ -18,7 +18,7 @@ import pytest
 from recpipe._optional import extension, native
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = ("_resize", "_colour", "_crc32c", "_plan")
+REQUIRED = ("_kernels", "_resize", "_colour", "_crc32c", "_plan")
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="no C compiler: nothing can be built")
@@ -86,7 +86,7 @@ def test_a_required_extension_that_cannot_be_built_fails_the_build(tmp_path):
                          env=_env(CC=str(tmp_path / "no-such-compiler")))
     assert run.returncode != 0
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "recpipe._resize could not be built" in errors[0], run.stderr
+    assert len(errors) == 1 and "recpipe._kernels could not be built" in errors[0], run.stderr
     assert "needs a C compiler" in errors[0] and "Traceback" not in run.stderr
     assert "jpeglib.h" not in run.stderr  # the compiler is what is missing, not libjpeg
     assert not list((tmp_path / "lib").rglob("*.so"))

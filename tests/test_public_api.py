@@ -100,7 +100,7 @@ def test_the_package_is_typed():
 
     root = pathlib.Path(recpipe.__file__).parent
     assert (root / "py.typed").exists()
-    for extension in ("_batch", "_resize", "_colour", "_crc32c", "_plan"):
+    for extension in ("_batch", "_kernels", "_resize", "_colour", "_crc32c", "_plan"):
         assert (root / f"{extension}.pyi").exists(), extension
 
 

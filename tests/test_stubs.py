@@ -37,7 +37,7 @@ def _public(module):
 
 
 def test_every_extension_has_a_stub():
-    assert {"_batch", "_colour", "_crc32c", "_plan", "_resize"} <= set(MODULES)
+    assert {"_batch", "_colour", "_crc32c", "_kernels", "_plan", "_resize"} <= set(MODULES)
     assert MODULES == sorted(path.stem for path in PACKAGE.glob("_*.pyi"))
 
 

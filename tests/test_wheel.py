@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NATIVE = ("_batch", "_resize", "_colour", "_crc32c", "_plan")
+NATIVE = ("_batch", "_kernels", "_resize", "_colour", "_crc32c", "_plan")
 LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 HEADER_DIRS = ("/usr/include", "/usr/local/include")
 
@@ -239,4 +239,4 @@ def test_sdist_without_headers_builds_a_wheel_without_the_libjpeg_extension(whee
     assert len([line for line in output.splitlines() if "note: jpeglib.h" in line]) == 1, output
     names = zipfile.ZipFile(next(tmp_path.glob("recpipe-*.whl"))).namelist()
     built = {n.split("/")[1].split(".")[0] for n in names if n.endswith(".so")}
-    assert built == {"_resize", "_colour", "_crc32c", "_plan"}, names
+    assert built == {"_kernels", "_resize", "_colour", "_crc32c", "_plan"}, names

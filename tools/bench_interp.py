@@ -1,4 +1,4 @@
-"""csrc/kernels/interp.h's resizes (``recpipe._batch.interp``, with its SIMD loops and its scalar
+"""csrc/kernels/interp.h's resizes (``recpipe._kernels.interp``, with its SIMD loops and its scalar
 ones alone) against cv2.resize on one OpenCV thread (with Intel IPP as the wheel has it, and
 with IPP off: for bicubic that is the Python path's resize), on the same random 3-channel
 images, alternated and repeated; prints the median milliseconds of each and the ratio of
@@ -43,9 +43,9 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args(argv)
-    batch = extension("_batch")
+    batch = extension("_kernels")
     if batch is None:
-        raise SystemExit("recpipe._batch is not built")
+        raise SystemExit("recpipe._kernels is not built")
     cv2.setNumThreads(1)
     rng = np.random.default_rng(0)
     print(f"medians of {args.rounds} alternated rounds of {args.repeat} calls, ms per resize")

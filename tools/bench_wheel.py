@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NATIVE = ("_batch", "_resize", "_colour", "_crc32c", "_plan")
+NATIVE = ("_batch", "_kernels", "_resize", "_colour", "_crc32c", "_plan")
 _WHICH = ("import json, recpipe\nfiles = {'recpipe': recpipe.__file__}\n"
           "for n in %r:\n    files[n] = __import__('recpipe.' + n, fromlist=['_']).__file__\n"
           "print(json.dumps(files))\n" % (NATIVE,))

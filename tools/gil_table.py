@@ -92,6 +92,70 @@ def make_cifar(rec, photos_rec, count=5000):
             writer.write(recpipe.pack(recpipe.IRHeader(0, float(header.label), i, 0), data))
 
 
+def make_photos(rec, folder, count=1000):
+    """``rec``: the JPEGs of ``folder`` (the shared photos, one folder a class), labelled by
+    class."""
+    import recpipe
+
+    classes = sorted(os.listdir(folder))
+    with recpipe.RecordWriter(rec) as writer:
+        index = 0
+        for label, name in enumerate(classes):
+            for file in sorted(os.listdir(os.path.join(folder, name))):
+                with open(os.path.join(folder, name, file), "rb") as f:
+                    data = f.read()
+                writer.write(recpipe.pack(recpipe.IRHeader(0, float(label), index, 0), data))
+                index += 1
+                if index >= count:
+                    return
+
+
+def make_faces(rec, photos_rec, count=4000):
+    """``rec``: ``count`` 112x112 JPEGs (face-sized) cut from the photos of ``photos_rec``."""
+    import cv2
+    import numpy as np
+
+    import recpipe
+
+    rng = np.random.default_rng(1)
+    with recpipe.RecordReader(photos_rec) as reader, recpipe.RecordWriter(rec) as writer:
+        for i in range(count):
+            header, jpeg = recpipe.unpack(reader[i % len(reader)])
+            img = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+            h, w = img.shape[:2]
+            side = int(min(h, w) * rng.uniform(0.4, 0.9))
+            y, x = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
+            face = cv2.resize(img[y:y + side, x:x + side], (112, 112),
+                              interpolation=cv2.INTER_AREA)
+            data = cv2.imencode(".jpg", face, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
+            writer.write(recpipe.pack(recpipe.IRHeader(0, float(header.label), i, 0), data))
+
+
+def make_mixed(rec, source_rec, fraction=0.05, seed=5):
+    """``rec``: ``source_rec``'s records with ``fraction`` of them replaced, half by the same
+    image as a PNG and half by a tiny JPEG (a quarter of the shorter side or less: smaller than
+    most crops, so it is upscaled), the images recpipe's native runs used to leave to Python."""
+    import cv2
+    import numpy as np
+
+    import recpipe
+
+    rng = np.random.default_rng(seed)
+    with recpipe.RecordReader(source_rec) as reader, recpipe.RecordWriter(rec) as writer:
+        for i in range(len(reader)):
+            header, data = recpipe.unpack(reader[i])
+            if rng.random() < fraction:
+                img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+                if rng.random() < 0.5:
+                    data = cv2.imencode(".png", img)[1].tobytes()
+                else:
+                    side = max(8, min(img.shape[:2]) // 4)
+                    small = cv2.resize(img, (side, side), interpolation=cv2.INTER_AREA)
+                    data = cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, 90])[1]
+                    data = data.tobytes()
+            writer.write(recpipe.pack(header, data))
+
+
 def child(args):
     """One recipe in this process (``gil_probe.measure``); prints a JSON line."""
     from gil_probe import measure
@@ -132,6 +196,11 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--shared-photos", default="/work/shared/data/photos",
+                        help="where the photos and faces files are made from when missing")
+    parser.add_argument("--mixed", type=float, default=0.0,
+                        help="replace this fraction of every file's records by PNGs and tiny "
+                             "JPEGs (half each; files made once beside the originals)")
     parser.add_argument("--child-recipe", help=argparse.SUPPRESS)
     parser.add_argument("--child-rec", help=argparse.SUPPRESS)
     parser.add_argument("--child-threads", type=int, help=argparse.SUPPRESS)
@@ -144,8 +213,20 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown recipes {unknown}: choose from {list(RECIPES)}")
     data = {"photos": args.photos, "faces": args.faces, "cifar": args.cifar}
+    if not os.path.exists(args.photos):
+        os.makedirs(os.path.dirname(os.path.abspath(args.photos)), exist_ok=True)
+        make_photos(args.photos, args.shared_photos)
+    if not os.path.exists(args.faces) and any(RECIPES[r][0] == "faces" for r in recipes):
+        os.makedirs(os.path.dirname(os.path.abspath(args.faces)), exist_ok=True)
+        make_faces(args.faces, args.photos)
     if not os.path.exists(args.cifar) and any(RECIPES[r][0] == "cifar" for r in recipes):
         make_cifar(args.cifar, args.photos)
+    if args.mixed:
+        for kind, path in list(data.items()):
+            mixed = f"{path[:-4]}.mixed{args.mixed:g}.rec"
+            if os.path.exists(path) and not os.path.exists(mixed):
+                make_mixed(mixed, path, args.mixed)
+            data[kind] = mixed
     trees = dict(item.split("=", 1) for item in args.trees.split(","))
     results = {}
     for _ in range(args.rounds):

@@ -23,7 +23,8 @@ TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/te
        tests/decode/test_native_contract.py tests/decode/test_native_random.py
        tests/decode/test_native_colour.py tests/decode/test_native_affine.py
        tests/decode/test_native_interp.py tests/decode/test_plan.py
-       tests/decode/test_native_faces.py tests/decode/test_roi_deadline.py)
+       tests/decode/test_native_faces.py tests/decode/test_roi_deadline.py
+       tests/decode/test_opencv_parity.py tests/decode/test_native_png.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -44,7 +45,7 @@ UBSAN_LIB=$(runtime libubsan.so)
   export CFLAGS="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
   export LDFLAGS="-fsanitize=address,undefined,float-cast-overflow"
   "$PY" setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log >&2; exit 2; }
-  for ext in _batch _resize _colour _crc32c _plan; do
+  for ext in _batch _kernels _resize _colour _crc32c _plan; do
     ls recpipe/"$ext".*.so >/dev/null 2>&1 || { echo "sanitize.sh: recpipe.$ext not built" >&2
       cat build.log >&2; exit 2; }
     nm -D recpipe/"$ext".*.so | grep __asan_ >/dev/null ||  # not -q: SIGPIPE under pipefail
@@ -58,6 +59,7 @@ export PYTHONPATH="$work"
 export RECPIPE_REQUIRE_JPEGROI=1
 # the randomized differential test, shorter under the sanitizers (2000 configurations by default)
 export RECPIPE_DIFF_CONFIGS=${RECPIPE_DIFF_CONFIGS:-400}
+export RECPIPE_PARITY_CONFIGS=${RECPIPE_PARITY_CONFIGS:-400}
 export LD_PRELOAD="$ASAN_LIB $UBSAN_LIB"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:handle_segv=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

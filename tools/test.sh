@@ -30,7 +30,7 @@ fi
     echo "  system-wide: nothing (not root or no apt-get; turbojpeg/region-decode tests skip)"
   fi
   echo "  into $(python_where): pip if it has none, recpipe (editable) with its" \
-    "[test,turbo,s3,dask] extras, torch 2.13.0"
+    "[test,turbo,s3,dask,docs] extras, torch 2.13.0"
   echo "  into ${RECPIPE_MXNET_VENV:-.venv-mxnet/} (a venv of its own): mxnet 1.9.1," \
     "numpy<1.24, opencv-python-headless<4.11"
 } >&2
@@ -51,6 +51,11 @@ if [ $need_apt = 1 ] && [ -z "${RECPIPE_NO_APT:-}" ]; then
       "and region-decode tests will be skipped" >&2
   fi
 fi
+# libpng's headers: PNG records decoded in recpipe._batch's runs (csrc/png/png.h); optional
+if [ ! -f /usr/include/png.h ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  apt-get install -y -q libpng-dev >/dev/null 2>&1 || echo "warning: no libpng headers: PNG" \
+    "records stay on the Python path and tests/decode/test_native_png.py is skipped" >&2
+fi
 # with the headers and a compiler here, recpipe._batch must build (tests/decode/test_jpegroi.py)
 if [ -f /usr/include/jpeglib.h ] && command -v cc >/dev/null; then
   export RECPIPE_REQUIRE_JPEGROI=1
@@ -59,10 +64,10 @@ fi
 # constraints: versions known to work together, so pip resolves in seconds instead of
 # backtracking for minutes through s3fs/aiobotocore/botocore/moto/dask releases
 "$PY" -m pip install -q --disable-pip-version-check -c tools/constraints.txt \
-  -e '.[test,turbo,s3,dask]' 'torch==2.13.0'
+  -e '.[test,turbo,s3,dask,docs]' 'torch==2.13.0'
 bash tools/setup_mxnet_venv.sh >/dev/null
 PYTHON="$PY" bash tools/setup_stores.sh  # GCS/Azure clients and test servers (tests/io)
-bash tools/setup_browser.sh  # chromium + selenium for the page of `recpipe view` (tests/view)
+bash tools/setup_browser.sh  # chromium + selenium: the page of `recpipe view` (tests/view), the docs site (tests/docs)
 # the C-facing tests against ASan+UBSan builds of the extensions (tools/sanitize.sh, about 40 s);
 # on full runs only, where the compiler has the sanitizer runtimes; RECPIPE_SANITIZE=0 skips it
 if [ "${RECPIPE_SANITIZE:-1}" != 0 ] && [ $# -eq 0 ] && command -v "${CC:-gcc}" >/dev/null &&

@@ -2,9 +2,9 @@
  * The run contract of recpipe._batch: ``run_options``, what fill is told about a run, parsed from
  * a recpipe.decode.native.RunOptions (a tuple; its names in order are the module's
  * OPTION_FIELDS): first the planner's options (plan/plan.h's PLAN_FIELDS, into ``plan``), then
- * the run's (RUN_FIELDS below, the one place their names, kinds and members are listed). Both
- * tables are parsed by common/fields.h; tests/decode/test_native.py checks the names against
- * RunOptions.
+ * the renderer's (kernels/render_fields.h's RENDER_FIELDS, into ``render``: together a
+ * RenderOptions), then the run's (RUN_FIELDS below). Every table is parsed by common/fields.h;
+ * tests/decode/test_native.py checks the names against RunOptions.
  */
 #ifndef RECPIPE_BATCH_OPTIONS_H
 #define RECPIPE_BATCH_OPTIONS_H
@@ -12,35 +12,26 @@
 #include <Python.h>
 
 #include "common/fields.h"
+#include "kernels/render_fields.h"
 #include "plan/plan.h"
 
 #define MAX_ROTATE_LIST 64 /* the most rotate_list angles a run takes */
 
 typedef struct {
-    plan_config plan; /* what the planner reads: the options' first fields */
-    long out_h, out_w; /* the plan's, for the writers */
-    int nchw, is_float, is_half; /* the slot's layout and type (is_float, is_half: from fill's
-                                    images buffer, not from the tuple) */
-    float gains[3], offsets[3]; /* normalisation: value * gain + offset, per channel */
+    plan_config plan;      /* what the planner reads: the options' first fields */
+    render_config render;  /* what rendering reads (kernels/render.h) */
     long label_width;
     int fast_dct, fast_upsample, strict, check_rest; /* libjpeg's (jpeg/roi.h) */
     int max_scans; /* 0: no limit */
     unsigned long long max_pixels, max_bytes;
     int scales; /* bits 1, 2, 4: the DCT scales 1/2, 1/4, 1/8 offered */
-    double exact_gains[3]; /* the gains unrounded: float16 output's NHWC arithmetic */
-    long channels;         /* 1 (gray) or 3 */
-    double means[3];       /* per channel: the offsets are -mean * gain */
-    int warp_lanes, fill;  /* the affine warp's block width (kernels/warp.h); the pad value */
-    int id_labels;         /* labels from the caller's id table, not the record header */
+    int id_labels; /* labels from the caller's id table, not the record header */
 } run_options;
 
 #define RUN_FIELD(name, member, kind) FIELD_AS(run_options, name, member, kind)
 
 /* The run's fields, in RunOptions' order after the planner's. */
 static const field RUN_FIELDS[] = {
-    RUN_FIELD("nchw", nchw, FIELD_BOOL),
-    RUN_FIELD("gains", gains, FIELD_FLOAT3),
-    RUN_FIELD("offsets", offsets, FIELD_FLOAT3),
     RUN_FIELD("label_width", label_width, FIELD_LONG),
     RUN_FIELD("fast_dct", fast_dct, FIELD_BOOL),
     RUN_FIELD("fast_upsample", fast_upsample, FIELD_BOOL),
@@ -50,15 +41,6 @@ static const field RUN_FIELDS[] = {
     RUN_FIELD("check_rest", check_rest, FIELD_BOOL),
     RUN_FIELD("max_scans", max_scans, FIELD_INT),
     RUN_FIELD("scales", scales, FIELD_INT),
-    RUN_FIELD("gain_r", exact_gains[0], FIELD_DOUBLE),
-    RUN_FIELD("gain_g", exact_gains[1], FIELD_DOUBLE),
-    RUN_FIELD("gain_b", exact_gains[2], FIELD_DOUBLE),
-    RUN_FIELD("channels", channels, FIELD_LONG),
-    RUN_FIELD("mean_r", means[0], FIELD_DOUBLE),
-    RUN_FIELD("mean_g", means[1], FIELD_DOUBLE),
-    RUN_FIELD("mean_b", means[2], FIELD_DOUBLE),
-    RUN_FIELD("fill_value", fill, FIELD_INT),
-    RUN_FIELD("warp_lanes", warp_lanes, FIELD_INT),
     RUN_FIELD("id_labels", id_labels, FIELD_BOOL),
 };
 
@@ -75,27 +57,22 @@ static void run_release(run_options *opt)
  * field. run_release(opt) afterwards, always. */
 static int run_parse(PyObject *options, run_options *opt)
 {
-    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != N_PLAN_FIELDS + N_RUN_FIELDS) {
+    Py_ssize_t count = N_PLAN_FIELDS + N_RENDER_FIELDS + N_RUN_FIELDS;
+    if (!PyTuple_Check(options) || PyTuple_GET_SIZE(options) != count) {
         PyErr_Format(PyExc_TypeError, "options must be a tuple of %zd values (OPTION_FIELDS)",
-                     N_PLAN_FIELDS + N_RUN_FIELDS);
+                     count);
         return -1;
     }
     if (plan_parse(options, 0, &opt->plan))
         return -1;
-    opt->out_h = opt->plan.out_h;
-    opt->out_w = opt->plan.out_w;
     if (opt->plan.rotate_list.count > MAX_ROTATE_LIST) {
         PyErr_Format(PyExc_TypeError, "options.rotate_list must be a tuple of at most %d ints",
                      MAX_ROTATE_LIST);
         return -1;
     }
-    if (fields_parse(options, N_PLAN_FIELDS, RUN_FIELDS, N_RUN_FIELDS, opt))
+    if (render_parse(options, N_PLAN_FIELDS, &opt->plan, &opt->render)
+        || fields_parse(options, N_PLAN_FIELDS + N_RENDER_FIELDS, RUN_FIELDS, N_RUN_FIELDS, opt))
         return -1;
-    if ((opt->plan.affine && opt->warp_lanes != 8 && opt->warp_lanes != 16
-         && opt->warp_lanes != 32) || opt->fill < 0 || opt->fill > 255) {
-        PyErr_SetString(PyExc_ValueError, "warp_lanes or fill_value is invalid");
-        return -1;
-    }
     if (opt->max_scans < 0) {
         PyErr_SetString(PyExc_ValueError, "max_scans must be >= 0 (0: no limit)");
         return -1;
@@ -110,7 +87,9 @@ static int run_parse(PyObject *options, run_options *opt)
 /* OPTION_FIELDS (the planner's names, then the run's) and DRAW_SLOTS into ``module``. */
 static int run_add_contract(PyObject *module)
 {
-    return plan_add_contract(module, RUN_FIELDS, N_RUN_FIELDS);
+    const field *more[2] = {RENDER_FIELDS, RUN_FIELDS};
+    Py_ssize_t counts[2] = {N_RENDER_FIELDS, N_RUN_FIELDS};
+    return plan_add_contract(module, more, counts, 2);
 }
 
 #endif

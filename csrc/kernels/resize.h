@@ -69,6 +69,7 @@ static int plan_taps(const axis_spec *a, Py_ssize_t n, Py_ssize_t limit, taps *t
 typedef struct {
     const uint8_t *src;
     Py_ssize_t height, width, channels;
+    Py_ssize_t src_stride;        /* bytes from one source row to the next; 0: width * channels */
     void *dst;
     int is_float, mirror, nchw;
     Py_ssize_t out_h, out_w;
@@ -184,7 +185,8 @@ static Py_ssize_t write_row_rgb(const resize_job *j, Py_ssize_t y)
 
 static void resize_run(resize_job *j)
 {
-    Py_ssize_t stride = j->width * j->channels, start = j->col_first * j->channels;
+    Py_ssize_t stride = j->src_stride ? j->src_stride : j->width * j->channels;
+    Py_ssize_t start = j->col_first * j->channels;
     Py_ssize_t n = j->cols * j->channels;
     for (Py_ssize_t y = 0; y < j->out_h; y++) {
         blend_row(j->src + j->ty.first[y] * stride + start,

@@ -181,77 +181,36 @@ static void warp_forward(const double matrix[6], double forward[6])
         forward[i] = rounded[i];
 }
 
-/* The out_h x out_w crop at (x, y) of MXNet's work image into ``crop`` (out_w x 3 a row): the
- * work image is ``img`` (img_h x img_w x 3, the decoded image) warped to work_h x work_w by the
- * forward matrix ``forward`` (NULL: not warped, work = img), then framed by ``pad`` pixels of
- * ``fill`` (cv2.copyMakeBorder, BORDER_CONSTANT). Only the crop's pixels are computed. */
-static void work_crop(const uint8_t *img, long img_h, long img_w, const double *forward,
-                      long work_h, long work_w, long pad, long x, long y, long out_h,
-                      long out_w, uint8_t fill, int lanes, uint8_t *crop)
+/* The out_h x out_w crop at (x, y) of MXNet's work image into ``crop`` (out_w x channels a
+ * row): the work image is ``img`` (img_h x img_w x channels, ``stride`` bytes a row) warped to
+ * work_h x work_w by the forward matrix ``forward`` (NULL: not warped, work = img), then framed
+ * by ``pad`` pixels of ``fill`` (cv2.copyMakeBorder, BORDER_CONSTANT). Only the crop's pixels
+ * are computed. */
+static void work_crop(const uint8_t *img, long img_h, long img_w, size_t stride, int channels,
+                      const double *forward, long work_h, long work_w, long pad, long x, long y,
+                      long out_h, long out_w, uint8_t fill, int lanes, uint8_t *crop)
 {
-    size_t stride = (size_t)out_w * 3;
-    memset(crop, fill, stride * (size_t)out_h);
+    size_t crop_stride = (size_t)out_w * (size_t)channels;
+    memset(crop, fill, crop_stride * (size_t)out_h);
     /* the crop's part of the interior, in work-image coordinates */
     long ax0 = (x > pad ? x : pad) - pad, ay0 = (y > pad ? y : pad) - pad;
     long ax1 = (x + out_w < pad + work_w ? x + out_w : pad + work_w) - pad;
     long ay1 = (y + out_h < pad + work_h ? y + out_h : pad + work_h) - pad;
     if (ax0 >= ax1 || ay0 >= ay1)
         return;
-    uint8_t *dst = crop + (size_t)(ay0 + pad - y) * stride + (size_t)(ax0 + pad - x) * 3;
+    uint8_t *dst = crop + (size_t)(ay0 + pad - y) * crop_stride
+                   + (size_t)(ax0 + pad - x) * (size_t)channels;
     if (forward == NULL) {
         for (long row = ay0; row < ay1; row++)
-            memcpy(dst + (size_t)(row - ay0) * stride,
-                   img + ((size_t)row * (size_t)img_w + (size_t)ax0) * 3, (size_t)(ax1 - ax0) * 3);
+            memcpy(dst + (size_t)(row - ay0) * crop_stride,
+                   img + (size_t)row * stride + (size_t)ax0 * (size_t)channels,
+                   (size_t)(ax1 - ax0) * (size_t)channels);
         return;
     }
-    warp_job j = {img, img_h, img_w, (size_t)img_w * 3, 3, work_w, ax0, ay0, ax1, ay1, dst,
-                  stride, {0}, fill, lanes};
+    warp_job j = {img, img_h, img_w, stride, channels, work_w, ax0, ay0, ax1, ay1, dst,
+                  crop_stride, {0}, fill, lanes};
     warp_invert(forward, j.inverse);
     warp_affine_linear(&j);
-}
-
-/* Renderer._write's float32 values of each pixel value 0-255 in each channel (the float16
- * table's arithmetic, batch/staging.h's half_table, without the float16 step). NCHW planes
- * are cv2.addWeighted's: it converts and computes a plane in blocks of ARITH_BLOCK values (1024
- * bytes of float32), fmaf(x, gain, offset) in registers of ARITH_LANES values (a block's last,
- * partial register redone over the block's last ARITH_LANES values), so only a block shorter
- * than one register is computed by its scalar loop, as x * gain rounded, plus offset
- * (``tail``): the last plane % 256 values when that is 1 to 7. */
-#define ARITH_BLOCK 256
-#define ARITH_LANES 8
-
-static void float_table(const float gains[3], const float offsets[3],
-                        const double exact_gains[3], int nchw, float table[3][256],
-                        float tail[3][256])
-{
-    for (int c = 0; c < 3; c++)
-        for (int x = 0; x < 256; x++) {
-            volatile float product = (float)x * gains[c];
-            table[c][x] = nchw ? fmaf((float)x, gains[c], offsets[c])
-                               : (float)((double)x * exact_gains[c]) + offsets[c];
-            tail[c][x] = product + offsets[c];
-        }
-}
-
-static void floats_of(const uint8_t *restrict from, float *restrict to, long plane, int nchw,
-                      long channels, const float table[3][256], const float tail[3][256])
-{
-    if (nchw) {
-        long rest = plane % ARITH_BLOCK;
-        long tail_from = rest > 0 && rest < ARITH_LANES ? plane - rest : plane;
-        for (long c = 0; c < channels; c++) {
-            const uint8_t *src = from + c * plane;
-            float *dst = to + c * plane;
-            for (long i = 0; i < tail_from; i++)
-                dst[i] = table[c][src[i]];
-            for (long i = tail_from; i < plane; i++)
-                dst[i] = tail[c][src[i]];
-        }
-        return;
-    }
-    for (long i = 0; i < plane; i++)
-        for (long c = 0; c < channels; c++)
-            to[channels * i + c] = table[c][from[channels * i + c]];
 }
 
 #endif

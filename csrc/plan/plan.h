@@ -292,7 +292,7 @@ static void plan_pca(double pca_noise, const double normals[3], float out[3])
 
 /* Every decision for a ``rows`` x ``cols`` source image from its uniforms ``u`` (N_UNIFORM)
  * and, when pca_noise > 0, its three standard ``normals``. PLAN_OK, or the PLAN_* reason. */
-static int plan_full(const plan_config *c, const double u[N_UNIFORM], const double normals[3],
+static inline int plan_full(const plan_config *c, const double u[N_UNIFORM], const double normals[3],
                      long rows, long cols, full_plan *p)
 {
     int status;
@@ -457,13 +457,21 @@ static PyObject *plan_draw_slots(void)
                          U_NORM, "affine", U_AFFINE, "inter", U_INTER, "crop", U_CROP);
 }
 
-/* A module's contract: OPTION_FIELDS, the planner's field names followed by those of ``more``
- * (``n_more`` rows: the extension's own, in its tuple order; NULL: none), and DRAW_SLOTS. */
-static int plan_add_contract(PyObject *module, const field *more, Py_ssize_t n_more)
+/* A module's contract: OPTION_FIELDS, the planner's field names followed by those of the
+ * ``n_more`` tables ``more`` (``counts`` rows each: the extension's own, in its tuple order),
+ * and DRAW_SLOTS. */
+static int plan_add_contract(PyObject *module, const field *const *more, const Py_ssize_t *counts,
+                             int n_more)
 {
-    const field *tables[2] = {PLAN_FIELDS, more};
-    Py_ssize_t counts[2] = {N_PLAN_FIELDS, n_more};
-    PyObject *names = fields_names(tables, counts, more != NULL ? 2 : 1), *slots;
+    const field *tables[4] = {PLAN_FIELDS};
+    Py_ssize_t sizes[4] = {N_PLAN_FIELDS};
+    if (n_more > 3)
+        return -1;
+    for (int i = 0; i < n_more; i++) {
+        tables[1 + i] = more[i];
+        sizes[1 + i] = counts[i];
+    }
+    PyObject *names = fields_names(tables, sizes, 1 + n_more), *slots;
     if (names == NULL || PyModule_AddObject(module, "OPTION_FIELDS", names) < 0) {
         Py_XDECREF(names);
         return -1;

@@ -21,6 +21,7 @@
 
 #include <string.h>
 
+#include "plan/geometry.h"
 #include "plan/plan.h"
 
 /* ``options`` parsed into ``c`` (zeroed here); plan_release(c) afterwards, always. */
@@ -89,11 +90,11 @@ static PyObject *plan_tuple(const full_plan *p)
         Py_XDECREF(colour);
         return NULL;
     }
-    return Py_BuildValue("((ll)(ll)N(ll)N(llll)N(iii)NNNNdd)", p->src_h, p->src_w, p->res_h,
+    return Py_BuildValue("((ll)(ll)N(ll)N(llll)N(iii)NNNNddy#)", p->src_h, p->src_w, p->res_h,
                          p->res_w, affine, p->work_h, p->work_w, upscale, p->x, p->y, p->w, p->h,
                          PyBool_FromLong(p->resize_crop), p->inter[0], p->inter[1], p->inter[2],
                          PyBool_FromLong(p->mirror), hls, colour, pca, p->contrast,
-                         p->illumination);
+                         p->illumination, (const char *)p, (Py_ssize_t)sizeof *p);
 }
 
 static PyObject *plan_plan(PyObject *self, PyObject *args)
@@ -130,6 +131,37 @@ done:
     return result;
 }
 
+static PyObject *plan_geometry(PyObject *self, PyObject *args)
+{
+    Py_buffer packed;
+    geo_config g;
+    full_plan p;
+    unsigned den = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*lllipp|I:geometry", &packed, &g.out_h, &g.out_w, &g.pad,
+                          &g.scales, &g.dct_scaling, &g.resize_kernel, &den))
+        return NULL;
+    if (den != 0 && den != 1 && den != 2 && den != 4 && den != 8) {
+        PyBuffer_Release(&packed);
+        PyErr_SetString(PyExc_ValueError, "den must be 1, 2, 4 or 8 (0: the planner's choice)");
+        return NULL;
+    }
+    int ok = packed.len == (Py_ssize_t)sizeof p;
+    if (ok)
+        memcpy(&p, packed.buf, sizeof p);
+    PyBuffer_Release(&packed);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "plan must be a C plan (plan's last field)");
+        return NULL;
+    }
+    if (den == 0)
+        den = geo_decode_scale(&g, &p);
+    long box[4];
+    if (!geo_decode_box(&g, &p, den, box))
+        return Py_BuildValue("IO", den, Py_None);
+    return Py_BuildValue("I(llll)", den, box[0], box[1], box[2], box[3]);
+}
+
 static PyObject *plan_check(PyObject *self, PyObject *args)
 {
     PyObject *options;
@@ -162,8 +194,13 @@ static PyObject *plan_resize_shorter(PyObject *self, PyObject *args)
 
 static PyMethodDef plan_methods[] = {
     {"plan", plan_plan, METH_VARARGS,
-     "plan(options, uniforms, normals, height, width) -> the SamplePlan fields of one sample, "
-     "or (status, rows, cols) when it cannot be planned (see the module source)."},
+     "plan(options, uniforms, normals, height, width) -> the SamplePlan fields of one sample "
+     "(the last: the C plan, as bytes), or (status, rows, cols) when it cannot be planned."},
+    {"geometry", plan_geometry, METH_VARARGS,
+     "geometry(plan, out_h, out_w, pad, scales, dct_scaling, resize_kernel, den=0) -> (den, "
+     "box): the DCT scale 1/den to decode the planned sample at (scales: bits 1, 2, 4 for 1/2, "
+     "1/4, 1/8 offered; den given: that one) and the box (x0, y0, x1, y1) of that decode "
+     "rendering reads, or None for the whole image."},
     {"check", plan_check, METH_VARARGS,
      "check(options) -> None: the planning options parsed and validated as plan does."},
     {"resize_shorter", plan_resize_shorter, METH_VARARGS,
@@ -182,7 +219,7 @@ static struct PyModuleDef plan_module = {
  * the statuses of plan. */
 static int add_contract(PyObject *module)
 {
-    if (plan_add_contract(module, NULL, 0) < 0)
+    if (plan_add_contract(module, NULL, NULL, 0) < 0)
         return -1;
     if (PyModule_AddIntConstant(module, "BAD_SIZE", PLAN_BAD_SIZE) < 0
         || PyModule_AddIntConstant(module, "UNDER_CROP", PLAN_UNDER_CROP) < 0

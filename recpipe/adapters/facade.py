@@ -25,6 +25,7 @@ class LoaderFacade:
         self.loader.load_state_dict(state)
 
     def stats(self):
+        """Images/s, consumer wait, per-stage seconds and error counts (``ImageLoader.stats``)."""
         return self.loader.stats()
 
     def close(self) -> None:

@@ -26,12 +26,14 @@ class Transformable:
     eager_list = False
 
     def transform(self, fn: Callable, lazy: bool = True) -> Any:
+        """This dataset with ``fn`` applied to every sample after the present transforms."""
         if lazy or not self.eager_list:
             return TransformedDataset(self, fn, lazy=lazy)
         dataset = TransformedDataset(self, fn)
         return [dataset[i] for i in range(len(dataset))]
 
     def transform_first(self, fn: Callable, lazy: bool = True) -> Any:
+        """This dataset with ``fn`` applied to the image (first element) of every sample."""
         return self.transform(First(fn), lazy=lazy)
 
 

@@ -49,10 +49,12 @@ class Batch(tuple):
 
     @property
     def images(self):
+        """The image batch (``batch[0]``)."""
         return self[0]
 
     @property
     def labels(self):
+        """The label batch (``batch[1]``)."""
         return self[1]
 
 

@@ -243,6 +243,7 @@ class RecordReader:
                     **_AGAINST_INDEX)
 
     def close(self) -> None:
+        """Close the file (and its remote source); closing twice is harmless."""
         self._closer()
 
     def __enter__(self):

@@ -24,6 +24,7 @@ class ImageArray(np.ndarray):
     """A numpy array with MXNet NDArray's ``asnumpy()`` (a copy, as MXNet returns)."""
 
     def asnumpy(self) -> np.ndarray:
+        """A plain numpy copy of the array, as ``NDArray.asnumpy()`` gives."""
         return np.array(self, copy=True).view(np.ndarray)
 
     @property

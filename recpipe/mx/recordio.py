@@ -217,6 +217,7 @@ class MXIndexedRecordIO(MXRecordIO):
         super().__init__(uri, flag, integrity=integrity)
 
     def open(self):
+        """Open the file; a reader also loads the ``.idx`` into ``idx`` and ``keys``."""
         super().open()
         self.idx = {}
         self.keys = []

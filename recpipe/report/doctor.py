@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINTS = {
     "libturbojpeg": "apt-get install libturbojpeg0 (Debian/Ubuntu), then nothing else",
+    "_kernels": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
+                "(it is required: this installation is incomplete)",
     "_resize": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
                "(it is required: this installation is incomplete)",
     "_colour": "a C compiler (apt-get install gcc python3-dev), then reinstall recpipe "
@@ -95,6 +97,7 @@ def _fast_paths():
     from ..decode.decoders import turbojpeg_available
 
     return {"_batch": extension("_batch") is not None,
+            "_kernels": extension("_kernels") is not None,
             "_resize": extension("_resize") is not None,
             "_colour": extension("_colour") is not None,
             "_crc32c": extension("_crc32c") is not None,
@@ -104,6 +107,7 @@ def _fast_paths():
 
 
 _DESCRIPTIONS = {
+    "_kernels": "recpipe's pixels: the renderer both decode paths use (recpipe._kernels)",
     "_resize": "fused resize/crop/mirror/normalise into the batch (recpipe._resize)",
     "_colour": "fused colour jitter/PCA/normalise (recpipe._colour)",
     "_batch": "the libjpeg extension (recpipe._batch, links libjpeg-turbo): region + DCT-scaled "
@@ -200,7 +204,7 @@ def _missing_cost(rates, paths):
         costs["decoder"] = (f"only OpenCV decodes here ({rates['opencv']:.0f} images/s on the "
                             "sample): libjpeg-turbo's region and DCT-scaled decode typically "
                             "make the train pipeline 1.5-2.5x faster (BENCHMARKS.md)")
-    for name in ("_resize", "_colour", "_plan"):  # required: recpipe was not built
+    for name in ("_kernels", "_resize", "_colour", "_plan"):  # required: recpipe was not built
         if not paths.get(name, True):
             costs[name] = ("recpipe is not fully built: augmentations fail with ImportError "
                            "until it is (python setup.py build_ext --inplace, or reinstall)")
@@ -220,7 +224,8 @@ def slow_paths(report: Optional[dict] = None) -> List[str]:
     """Names of the missing fast paths (empty when this installation has them all)."""
     paths = _fast_paths() if report is None else {
         name: info["present"] for name, info in report["fast_paths"].items()}
-    missing = [name for name in ("_batch", "_resize", "_colour") if not paths[name]]
+    missing = [name for name in ("_batch", "_kernels", "_resize", "_colour")
+               if not paths[name]]
     if not paths["_batch"] and not paths["libturbojpeg"]:
         missing.append("libjpeg-turbo")
     return missing

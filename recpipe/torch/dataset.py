@@ -191,6 +191,8 @@ class RecordDataset(Transformable):
         return torch.from_numpy(image), label
 
     def close(self):
+        """Close this process's reader of the file (a forked worker's inherited one is left to
+        its parent); the next ``dataset[i]`` opens it again."""
         if self._reader is not None and not self._inherited:  # (the parent's: left to it)
             self._reader.close()
 

@@ -136,6 +136,7 @@ class TorchLoader(LoaderFacade):
         return self._last_pad
 
     def set_epoch(self, epoch):
+        """Make the next ``iter`` epoch number ``epoch`` (its order and augmentation draws)."""
         self.loader.set_epoch(epoch)
 
     def __reduce__(self):

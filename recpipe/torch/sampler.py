@@ -25,6 +25,7 @@ class ShardSampler:
         self._order(0)  # validate now
 
     def set_epoch(self, epoch):
+        """Make the next ``iter`` yield epoch ``epoch``'s order (call it before each epoch)."""
         self.epoch = int(epoch)
 
     def _order(self, epoch):

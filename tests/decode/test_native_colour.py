@@ -11,7 +11,7 @@ import pytest
 from recpipe._optional import extension
 from recpipe.decode.augment import AugmentConfig, Augmenter, sample_rng
 from recpipe.decode.decoders import get_decoder
-from recpipe.decode.native import augment_is_native, cv2_hls_is_native, run_options
+from recpipe.decode.native import augment_is_native, run_options
 from recpipe.decode.records import RecordDecoder
 from recpipe.decode.stats import StageClock
 from recpipe.io.reader import RecordReader
@@ -19,9 +19,13 @@ from recpipe.io.reader import RecordReader
 from .native_diff import pack_basic_kinds
 
 batch = extension("_batch")
+kernels = extension("_kernels")
 pytestmark = pytest.mark.skipif(batch is None, reason="recpipe._batch is not built")
-needs_hls = pytest.mark.skipif(batch is None or not cv2_hls_is_native(),
-                               reason="OpenCV's HLS conversion here is not its AVX2 build")
+# recpipe's HLS is OpenCV's AVX2 build's arithmetic, on every CPU; where this OpenCV dispatches
+# otherwise its pixels differ from recpipe's and there is nothing to compare them with
+needs_hls = pytest.mark.skipif(
+    "AVX2" not in (t.lstrip("*") for t in cv2.getCPUFeaturesLine().split()),
+    reason="OpenCV's HLS conversion here is not its AVX2 build")
 needs_pca = pytest.mark.skipif(batch is None or not getattr(batch, "PCA_NATIVE", 0),
                                reason="recpipe._batch was built without numpy's normal sampler")
 RGB2HLS, HLS2RGB = 0, 1
@@ -42,7 +46,7 @@ def _all_hls():
 def _convert_both(pixels, width, code, cv_code):
     count = len(pixels) // width * width
     image = np.ascontiguousarray(pixels[:count].reshape(-1, width, 3))
-    ours = np.frombuffer(batch.colour_convert(code, image.tobytes(), width), np.uint8)
+    ours = np.frombuffer(kernels.colour_convert(code, image.tobytes(), width), np.uint8)
     return ours.reshape(image.shape), cv2.cvtColor(image, cv_code)
 
 
@@ -133,9 +137,6 @@ def _config(recipe, geometry, dtype, layout):
 
 
 def _skip_unless_available(recipe):
-    if recipe.startswith("hls") or recipe == "everything":
-        if not cv2_hls_is_native():
-            pytest.skip("OpenCV's HLS conversion here is not its AVX2 build")
     if "pca" in recipe or recipe == "everything":
         if not getattr(batch, "PCA_NATIVE", 0):
             pytest.skip("recpipe._batch was built without numpy's normal sampler")
@@ -168,10 +169,6 @@ def _native_and_python(rec, config, seed=3, epoch=1):
 def test_native_batches_equal_the_python_paths(rec, recipe, geometry, dtype, layout):
     _skip_unless_available(recipe)
     config = _config(recipe, geometry, dtype, layout)
-    if dtype == "float16" and recipe in ("everything", "hls_pca_jitter"):
-        # float16 with HLS and jitter: the Python path's (test_float16_with_hls_and_jitter...)
-        assert not augment_is_native(config)
-        return
     assert augment_is_native(config)
     result = _native_and_python(rec, config)
     if result is None:
@@ -217,11 +214,16 @@ def test_each_recipe_takes_the_native_path(recipe):
     assert options.channels == RECIPES[recipe].get("data_shape", (3,))[0]
 
 
-def test_gray_with_colour_steps_takes_the_python_path():
+def test_gray_with_colour_steps_is_native(rec):
     for extra in (dict(brightness=0.2), dict(contrast=0.3)):  # (HLS, PCA: 3 channels only)
         config = AugmentConfig.from_kwargs(data_shape=(1, 32, 32), **extra)
-        assert not augment_is_native(config), extra
-        assert run_options(Augmenter(config), get_decoder("auto")) is None
+        assert augment_is_native(config), extra
+        result = _native_and_python(rec, config)
+        if result is None:
+            pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+        images, expected, native_samples = result
+        np.testing.assert_array_equal(images, expected)
+        assert native_samples == len(images)
 
 
 def test_c_refuses_colour_options_it_cannot_render(tmp_path):
@@ -232,7 +234,7 @@ def test_c_refuses_colour_options_it_cannot_render(tmp_path):
     path.write_bytes(b"")
     column = np.zeros(1, np.int64)
     with open(path, "rb") as f:
-        for bad in (dict(channels=2), dict(brightness=0.5), dict(random_h=3)):
+        for bad in (dict(channels=2), dict(saturation=0.5), dict(random_h=3)):
             with pytest.raises(ValueError):
                 batch.fill(f.fileno(), 0, column, column, column, column,
                            np.zeros((1, 1, 32, 32), np.uint8), np.zeros(1, np.float32),
@@ -251,33 +253,24 @@ def test_pca_lighting_takes_the_python_path_without_numpys_sampler():
 
 def test_hls_limits_past_cs_int_take_the_python_path():
     config = AugmentConfig.from_kwargs(data_shape=(3, 32, 32), random_h=1 << 31)
-    assert augment_is_native(config)  # the field is allowed; its value is not, here
+    assert not augment_is_native(config)  # C holds the limits as int
     assert run_options(Augmenter(config), get_decoder("auto")) is None
 
 
-def test_float16_with_hls_and_jitter_takes_the_python_path():
-    """float16 output with colour jitter after an HLS shift is left to the Python path (the
-    randomized differential test found a value one half-ulp off in C); each alone stays native."""
-    from recpipe.decode.augment import AugmentConfig
-    from recpipe.decode.native import augment_is_native
-
-    base = dict(data_shape=(3, 14, 37), dtype="float16", resize=64, rand_crop=True)
-    assert not augment_is_native(AugmentConfig.from_kwargs(**base, brightness=0.4, random_h=20))
-    assert augment_is_native(AugmentConfig.from_kwargs(**base, brightness=0.4))
-    assert augment_is_native(AugmentConfig.from_kwargs(**base, random_h=20))
-    assert augment_is_native(AugmentConfig.from_kwargs(**dict(base, dtype="float32"),
-                                                       brightness=0.4, random_h=20))
-
-
-def test_hls_with_mxnet_illumination_takes_the_python_path():
-    """An HLS shift with MXNet's per-sample contrast/illumination is left to the Python path
-    (the randomized differential test found float32 values one ulp off in C)."""
-    from recpipe.decode.augment import AugmentConfig
-    from recpipe.decode.native import augment_is_native
-
-    base = dict(data_shape=(3, 57, 36), dtype="float32", random_s=77)
-    assert not augment_is_native(AugmentConfig.from_kwargs(**base, max_random_illumination=10))
-    assert not augment_is_native(AugmentConfig.from_kwargs(**base, max_random_contrast=0.2))
-    assert augment_is_native(AugmentConfig.from_kwargs(**base))
-    assert augment_is_native(AugmentConfig.from_kwargs(data_shape=(3, 57, 36), dtype="float32",
-                                                       max_random_illumination=10))
+@pytest.mark.parametrize("extra", [dict(dtype="float16", brightness=0.4, random_h=20),
+                                   dict(dtype="float32", random_s=77, max_random_illumination=10),
+                                   dict(dtype="float32", random_s=77, max_random_contrast=0.2)],
+                         ids=["float16-hls-jitter", "hls-illumination", "hls-contrast"])
+def test_hls_with_jitter_or_mxnet_normalisation_is_native(rec, extra):
+    """float16 with colour jitter after an HLS shift, and an HLS shift with MXNet's per-sample
+    contrast/illumination, were left to the Python path while its pixels were OpenCV's (C was a
+    half-ulp or an ulp off in rare values); the kernels now define both paths' pixels."""
+    config = AugmentConfig.from_kwargs(data_shape=(3, 57, 36), resize=64, rand_crop=True,
+                                       **extra)
+    assert augment_is_native(config)
+    result = _native_and_python(rec, config)
+    if result is None:
+        pytest.skip("the decoder does not decode regions with recpipe._jpegroi")
+    images, expected, native_samples = result
+    np.testing.assert_array_equal(images, expected)
+    assert native_samples == len(images)

@@ -17,8 +17,7 @@ from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.labels import IdLabels
 from recpipe.decode.loader import ImageLoader
-from recpipe.decode.native import (augment_is_native, cubic_matches,
-                                   run_options)
+from recpipe.decode.native import augment_is_native, run_options
 from recpipe.decode.records import RecordDecoder
 from recpipe.errors import DecodeError, RecordFormatError
 from recpipe.image.opencv import ipp_off
@@ -27,6 +26,7 @@ from recpipe.io.reader import RecordReader
 from .native_diff import native_and_python, pack_basic_kinds, pack_kinds
 
 batch = extension("_batch")
+kernels = extension("_kernels")
 pytestmark = pytest.mark.skipif(batch is None, reason="recpipe._batch is not built")
 
 METHODS = (0, 1, 2, 3, 4)  # nearest, bilinear (cv2's own), bicubic, area, Lanczos-4
@@ -39,11 +39,11 @@ def _ours(img, out_h, out_w, inv_x, inv_y, method):
     ones alone (the two must agree: they compute the same integers)."""
     h, w, c = img.shape
     out = np.zeros((out_h, out_w, c), np.uint8)
-    assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), out, inv_x, inv_y,
-                        method)
+    assert kernels.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), out, inv_x,
+                          inv_y, method)
     scalar = np.zeros_like(out)
-    assert batch.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), scalar, inv_x,
-                        inv_y, method, False)
+    assert kernels.interp((h, w, c), np.ascontiguousarray(img), (out_h, out_w), scalar, inv_x,
+                          inv_y, method, False)
     np.testing.assert_array_equal(scalar, out, err_msg="scalar loops")
     return out
 
@@ -103,7 +103,8 @@ def test_kernels_equal_cv2_resize_bit_for_bit():
 def test_bicubic_is_a_kernel_and_native_because_the_python_path_turns_ipp_off():
     """cv2.resize's 8-bit bicubic is Intel IPP's where the wheel has it (its own arithmetic,
     CPU-dependent); the Python path resizes with IPP off (recpipe.image.opencv.resize), whose
-    pixels csrc/kernels/interp.h reproduces, so the gate lets inter_method=2 through."""
+    pixels csrc/kernels/interp.h reproduces: recpipe's bicubic is that arithmetic on every
+    CPU."""
     img = cv2.GaussianBlur(np.random.default_rng(0).integers(0, 256, (30, 41, 3), np.uint8),
                            (3, 3), 0)
     with ipp_off():
@@ -116,33 +117,6 @@ def test_bicubic_is_a_kernel_and_native_because_the_python_path_turns_ipp_off():
     if cv2.ipp.useIPP():  # the reason for the switch: IPP's pixels are not OpenCV's own
         ipp = cv2.resize(img, (70, 50), interpolation=cv2.INTER_CUBIC)
         assert not np.array_equal(generic, ipp)
-
-
-def test_bicubic_is_native_only_where_c_matches_this_processs_opencv(monkeypatch):
-    """The gate checks csrc/kernels/interp.h's bicubic against this process's Python path on
-    seeded probes
-    (cubic_matches); where they differ, inter_method 2, 9 and 10 stay on the Python path."""
-    assert cubic_matches()
-    monkeypatch.setattr(native, "cubic_matches", lambda: False)
-    for inter in (0, 1, 2, 3, 4, 9, 10):
-        config = AugmentConfig(data_shape=(3, 32, 32), resize=40, inter_method=inter)
-        assert augment_is_native(config) == (inter not in (2, 9, 10))
-
-
-def test_cubic_matches_tells_a_different_bicubic_apart(monkeypatch):
-    if not cv2.ipp.useIPP():
-        pytest.skip("this cv2 has no Intel IPP bicubic to tell apart")
-    import recpipe.image.opencv as opencv
-
-    def with_ipp(src, dsize, dst=None, fx=0.0, fy=0.0, interpolation=1):
-        return cv2.resize(src, dsize, dst=dst, fx=fx, fy=fy, interpolation=interpolation)
-
-    native.cubic_matches.cache_clear()
-    monkeypatch.setattr(opencv, "resize", with_ipp)
-    try:
-        assert not native.cubic_matches()
-    finally:
-        native.cubic_matches.cache_clear()
 
 
 # --------------------------------------------------------------------------- loader runs

@@ -131,9 +131,9 @@ def test_fused_and_opencv_paths_agree_on_train_samples():
     kw = dict(data_shape=(3, 48, 48), random_resized_crop=True, min_random_area=0.2,
               rand_mirror=True, dtype="float32", mean_r=120.0, std_g=50.0, scale=0.5)
     fused = Augmenter(AugmentConfig(**kw))
-    assert fused.renderer.direct
+    assert fused.kernels.resize
     plain = Augmenter(AugmentConfig(**kw), kernels=Kernels(resize=False))
-    assert not plain.renderer.direct and not plain.kernels.resize
+    assert not plain.kernels.resize
     for i in range(8):
         data = photo_jpeg(90 + 11 * i, 120, seed=40 + i)
         a, b = sample(fused, dec, data, i), sample(plain, dec, data, i)

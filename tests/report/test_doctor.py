@@ -15,7 +15,8 @@ def test_the_report_names_decoders_paths_protocols_and_cores():
     assert report["decoders"]["auto"] == available_decoders()[0]
     assert report["build"] == ("with libjpeg" if report["fast_paths"]["_batch"]["present"]
                                else "without libjpeg")
-    assert set(report["fast_paths"]) == {"_batch", "_resize", "_colour", "_crc32c", "_plan",
+    assert set(report["fast_paths"]) == {"_batch", "_kernels", "_resize", "_colour", "_crc32c",
+                                         "_plan",
                                          "libturbojpeg", "simplejpeg"}
     for info in report["fast_paths"].values():
         assert info["present"] or "install" in info

@@ -11,11 +11,9 @@ installs them).
 import base64
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -25,30 +23,14 @@ import pytest
 
 from recpipe.decode.bench import TRAIN
 from recpipe.decode.loader import ImageLoader
+from tests._browser import WAIT, chromium, css, missing, wait
 from tests.view._files import (DAMAGED, FRAMING, KEY_BASE, NOT_IMAGE, SUM_DAMAGED, TRUNCATED,
                                write_damaged)
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-# the flags that keep chromium from reaching for Google's hosts (this machine has no network)
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--window-size=1280,900")
 BATCH_SIZE, SEED, EPOCH = 8, 3, 1
-WAIT = 60
 
 
-def _missing():
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.access(path, os.X_OK):
-            return f"{path} is missing (bash tools/setup_browser.sh installs it)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (bash tools/setup_browser.sh installs it)"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
 
 def loader(rec, **changes):
@@ -110,35 +92,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="recpipe-view-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile}")
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(WAIT)
-    try:
+    with chromium(prefix="recpipe-view-chromium-") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def wait(driver, condition, what):
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, WAIT, poll_frequency=0.2).until(
-        lambda d: condition(d), message=f"waiting for {what}")
-
-
-def css(driver, selector):
-    from selenium.webdriver.common.by import By
-
-    return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
 def open_page(driver, url):

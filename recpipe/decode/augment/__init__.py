@@ -83,7 +83,7 @@ class Augmenter:
     def __init__(self, config, kernels=None):
         self.config = config
         self.planner = Planner(config)
-        self.renderer = Renderer(config, kernels)
+        self.renderer = Renderer(config, self.planner.options, kernels)
         self._channels = config.channels
         self._np_dtype = np.dtype(config.dtype)
 

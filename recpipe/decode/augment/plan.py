@@ -53,6 +53,7 @@ class SamplePlan(NamedTuple):
     pca: Optional[Tuple[float, float, float]]  # RGB offsets
     contrast: float
     illumination: float
+    native: bytes = b""  # the C plan (csrc/plan/plan.h): what the geometry and renderer read
 
     @property
     def source_box(self):

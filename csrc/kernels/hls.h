@@ -1,30 +1,21 @@
-/* Colour kernels of recpipe._batch, kept out of batch/batch.c:
+/*
+ * The HLS shift (random_h/s/l) on uint8 RGB pixels: OpenCV 5.0.0's uint8 RGB<->HLS conversions,
+ * which compute in float32 with one formula in their vector loop (8 pixels at a time, AVX2) and
+ * another in the scalar loop that ends each block of 256 pixels; both are reproduced, each pixel
+ * with the one cv2's AVX2 build uses at its place in the row (convert_row). These are recpipe's
+ * HLS pixels on every CPU (the same values with or without AVX2: fmaf is exact either way);
+ * tests/decode/test_native_colour.py checks them against cv2.cvtColor on this machine.
  *
- * - MXNet's ImageNormalizeParam jitter (max_random_contrast / max_random_illumination): the
- *   per-sample gains and offsets of Renderer._affine_terms, in the same double arithmetic.
- * - PCA lighting (pca_noise): numpy's Generator.standard_normal(3) drawn after the sample's 64
- *   uniforms, through numpy's own ziggurat (random_standard_normal from numpy's libnpyrandom,
- *   linked when setup.py finds it: RECPIPE_NPYRANDOM) fed by our Philox, then the planner's
- *   float32 offsets (csrc/plan/plan.h).
- * - HLS shift (random_h/s/l): OpenCV 5.0.0's uint8 RGB<->HLS conversions, which compute in
- *   float32 with one formula in their vector loop (8 pixels at a time, AVX2) and another in the
- *   scalar loop that ends each block of 256 pixels; both are reproduced, each pixel with the one
- *   cv2 uses at its place in the row (convert_row).
- *
- * Everything here is evaluated without contraction into fused multiply-adds (fp-contract=off),
- * except where OpenCV itself fuses (fmaf).
+ * Everything here is evaluated without contraction into fused multiply-adds, except where
+ * OpenCV itself fuses (fmaf).
  */
-#ifndef RECPIPE_BATCH_COLOUR_STEPS_H
-#define RECPIPE_BATCH_COLOUR_STEPS_H
+#ifndef RECPIPE_KERNELS_HLS_H
+#define RECPIPE_KERNELS_HLS_H
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
-
-#include "batch/options.h"
-#include "batch/staging.h" /* half_table, halves_of */
-#include "common/philox.h"
-#include "kernels/warp.h"  /* float_table, floats_of */
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
@@ -35,87 +26,6 @@
 
 #define CV_BLOCK 256 /* OpenCV's colour conversions work in blocks of this many pixels */
 #define CV_LANES 8   /* ... and their vector loops (AVX2) on this many float32 at a time */
-
-/* --- contrast / illumination ---------------------------------------------------------------- */
-
-/* 1 when the run draws MXNet's contrast or illumination per sample. */
-static inline int has_norm_jitter(const run_options *opt)
-{
-    return opt->plan.max_contrast != 0.0 || opt->plan.max_illumination != 0.0;
-}
-
-/* Renderer._affine_terms for the sample's planned ``contrast`` and ``illumination``: gains *
- * contrast and -mean * gain * contrast + illumination * gain, into ``local`` (a copy of the
- * run's options); unchanged when the draw is neutral (contrast 1, illumination 0), as Python
- * keeps fixed_terms. */
-static void norm_terms(const run_options *opt, double contrast, double illumination,
-                       run_options *local)
-{
-    if (contrast == 1.0 && illumination == 0.0)
-        return;
-    for (int c = 0; c < 3; c++) {
-        double gain = opt->exact_gains[c] * contrast;
-        double offset = -opt->means[c] * gain + illumination * opt->exact_gains[c];
-        local->exact_gains[c] = gain;
-        local->gains[c] = (float)gain;
-        local->offsets[c] = (float)offset;
-    }
-}
-
-/* --- PCA lighting: the normals (csrc/plan/plan.h turns them into offsets) -------------------- */
-
-#ifdef RECPIPE_NPYRANDOM
-#include <numpy/random/distributions.h>
-#define PCA_NATIVE 1
-
-/* numpy's Philox state for the outputs after the sample's first ``next`` 64-bit words (the
- * uniforms): counter [block + 1, 0, sample, epoch], four words a block. */
-typedef struct {
-    const uint64_t *key;
-    uint64_t sample, epoch, next, cached_block;
-    uint64_t block[4];
-} philox_stream;
-
-static uint64_t stream_next64(void *state)
-{
-    philox_stream *s = state;
-    uint64_t block_index = s->next / 4;
-    if (block_index != s->cached_block) {
-        uint64_t counter[4] = {block_index + 1, 0, s->sample, s->epoch};
-        philox_block(counter, s->key, s->block);
-        s->cached_block = block_index;
-    }
-    return s->block[s->next++ % 4];
-}
-
-static uint32_t stream_next32(void *state) /* not used by the normal sampler */
-{
-    return (uint32_t)(stream_next64(state) >> 32);
-}
-
-static double stream_double(void *state)
-{
-    return (double)(stream_next64(state) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* Planner.plan's ``rng.standard_normal(3)`` after ``rng.random(N_UNIFORM)``. */
-static void pca_normals(const uint64_t key[2], uint64_t sample, uint64_t epoch, double out[3])
-{
-    philox_stream s = {key, sample, epoch, N_UNIFORM, UINT64_MAX, {0}};
-    bitgen_t bitgen = {&s, stream_next64, stream_next32, stream_double, stream_next64};
-    for (int i = 0; i < 3; i++)
-        out[i] = random_standard_normal(&bitgen);
-}
-#else
-#define PCA_NATIVE 0
-static void pca_normals(const uint64_t key[2], uint64_t sample, uint64_t epoch, double out[3])
-{
-    (void)key, (void)sample, (void)epoch;
-    out[0] = out[1] = out[2] = 0.0;
-}
-#endif
-
-/* --- HLS shift ------------------------------------------------------------------------------ */
 
 static inline uint8_t cv_u8(float value) /* saturate_cast<uchar>(float): round half to even */
 {
@@ -376,110 +286,6 @@ static void shift_hls(uint8_t *pixels, long rows, long width, long dh, long ds, 
             convert_row(1, hls, part, size);
         }
     }
-}
-
-static inline int has_hls(const run_options *opt)
-{
-    return opt->plan.hls[0] || opt->plan.hls[1] || opt->plan.hls[2];
-}
-
-/* A ValueError (-1) for colour options recpipe._batch cannot render. */
-static int colour_options_invalid(const run_options *opt)
-{
-    const plan_config *c = &opt->plan;
-    int colour = c->colour[0] > 0 || c->colour[1] > 0 || c->colour[2] > 0 || c->pca_noise > 0
-                 || has_hls(opt);
-    if ((opt->channels != 1 && opt->channels != 3) || (opt->channels == 1 && colour)
-        || (c->pca_noise > 0 && !PCA_NATIVE)) {
-        PyErr_SetString(PyExc_ValueError, "channels, colour jitter, PCA lighting or the HLS "
-                                          "shift are outside what recpipe._batch renders");
-        return 1;
-    }
-    return 0;
-}
-
-/* --- float16 output after colour jitter ------------------------------------------------------ */
-
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define FMA_CLONES __attribute__((target_clones("fma", "default")))
-#else
-#define FMA_CLONES
-#endif
-
-/* Jittered planes (3 x out_h x out_w float32 values in [0, 255]) into a float16 slot, as the
- * Python path writes the colour kernel's float32 values (Renderer._write_float_path): NCHW,
- * cv2.addWeighted to CV_16F, one fused float32 multiply-add; NHWC, cv2.multiply then cv2.add,
- * value * gain in double rounded to float32, plus the offset in float32; then float16. */
-FMA_CLONES static void write_half_planes(const float *planes, const run_options *opt, int mirror,
-                                         uint16_t *dst)
-{
-    long h = opt->out_h, w = opt->out_w, n = h * w;
-    for (long c = 0; c < 3; c++) {
-        float gain = opt->gains[c], offset = opt->offsets[c];
-        double exact = opt->exact_gains[c];
-        for (long y = 0; y < h; y++) {
-            const float *row = planes + c * n + y * w;
-            for (long x = 0; x < w; x++) {
-                float v = row[x];
-                float value = opt->nchw ? fmaf(v, gain, offset) : (float)((double)v * exact) + offset;
-                long column = mirror ? w - 1 - x : x;
-                long at = opt->nchw ? c * n + y * w + column : (y * w + column) * 3 + c;
-                dst[at] = half_of(value);
-            }
-        }
-    }
-}
-
-/* --- staged output --------------------------------------------------------------------------- */
-
-/* 1 when a sample is rendered as uint8 values first, then mapped to the output type through
- * per-value tables (Renderer._write's OpenCV arithmetic): float16 or float32 output with
- * neither colour jitter nor PCA lighting (float32: only with an HLS shift; float16 after
- * jitter: write_half_planes). */
-static int stages_values(const run_options *opt)
-{
-    int float_path = opt->plan.colour[0] > 0 || opt->plan.colour[1] > 0
-                     || opt->plan.colour[2] > 0 || opt->plan.pca_noise > 0;
-    return !float_path && (opt->is_half || (opt->is_float && has_hls(opt)));
-}
-
-typedef struct {
-    uint16_t halves[3][256];
-    float values[3][256], tail[3][256]; /* float32: float_table's (csrc/kernels/warp.h) */
-} value_tables;
-
-/* The tables of the options ``opt`` (a run's, or a sample's after norm_terms). */
-static void make_tables(const run_options *opt, value_tables *tables)
-{
-    if (opt->is_half)
-        half_table(opt, tables->halves);
-    else
-        float_table(opt->gains, opt->offsets, opt->exact_gains, opt->nchw, tables->values,
-                    tables->tail);
-}
-
-/* The staged uint8 sample ``from`` into ``to`` through the run's tables, or through the
- * sample's own when it draws contrast/illumination (its plan's ``contrast``, ``illumination``):
- * float32 by floats_of, the one writer of cv2.addWeighted's values (its short last block
- * included), float16 by halves_of. */
-static void unstage(const run_options *opt, const value_tables *run_tables, double contrast,
-                    double illumination, const uint8_t *from, void *to)
-{
-    value_tables own;
-    const value_tables *tables = run_tables;
-    if (has_norm_jitter(opt)) {
-        run_options local = *opt;
-        norm_terms(opt, contrast, illumination, &local);
-        make_tables(&local, &own);
-        tables = &own;
-    }
-    long plane = opt->out_h * opt->out_w;
-    if (opt->is_half)
-        halves_of(from, to, plane, opt->nchw, opt->channels,
-                  (const uint16_t(*)[256])tables->halves);
-    else
-        floats_of(from, to, plane, opt->nchw, opt->channels,
-                  (const float(*)[256])tables->values, (const float(*)[256])tables->tail);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -1,0 +1,52 @@
+"""Type stubs of recpipe's kernel library (csrc/kernels/kernels_module.c): the renderer both
+decode paths use (csrc/kernels/render.h), for the Python path, and the probes the tests compare
+with OpenCV.
+
+``prepare``'s ``options`` is a ``recpipe.decode.augment.render.RenderOptions``: the planner's
+options, then the renderer's (csrc/kernels/render_fields.h); ``OPTION_FIELDS`` is its field
+names in order.
+"""
+
+from typing import Dict, Tuple
+
+from typing_extensions import Buffer
+
+from recpipe.decode.augment.render import RenderOptions
+
+OPTION_FIELDS: Tuple[str, ...]
+DRAW_SLOTS: Dict[str, int]
+
+class Prepared:
+    """A renderer prepared by ``prepare`` (a capsule: opaque)."""
+
+def prepare(options: RenderOptions) -> Prepared:
+    """``options`` parsed and validated once (TypeError/ValueError naming the field)."""
+
+def render(prepared: Prepared, plan: bytes, pixels: Buffer, x: int, y: int, full_height: int,
+           full_width: int, out: Buffer) -> bool:
+    """One sample planned as ``plan`` (the C plan: ``SamplePlan.native``) rendered from
+    ``pixels`` (uint8 ``(H, W)`` or ``(H, W, C)``, rows of any stride) into ``out`` (one
+    C-contiguous slot of uint8, float16 or float32); the pixels are the window at (x, y) of a
+    ``full_height x full_width`` decode, or the whole decode when ``full_height`` < 0. False:
+    a combination rendered elsewhere (an affine warp with another interpolation than bilinear,
+    an upscale past 16 Mpixels); ValueError when the pixels do not cover what the plan needs.
+    The GIL is released while it renders."""
+
+def finish(prepared: Prepared, plan: bytes, region: Buffer, out: Buffer) -> None:
+    """The steps after the region (HLS shift, colour jitter, mirror, normalisation, layout) for
+    an output-sized uint8 region made elsewhere, into ``out``; the GIL is released."""
+
+def colour_convert(code: int, pixels: Buffer, width: int) -> bytes:
+    """Rows of ``width`` uint8 pixels converted as cv2.cvtColor does (code 0: RGB2HLS, 1:
+    HLS2RGB; for tests)."""
+
+def warp_affine(src: Buffer, height: int, width: int, channels: int,
+                forward: Tuple[float, float, float, float, float, float], out_h: int, out_w: int,
+                fill: int, lanes: int) -> bytes:
+    """cv2.warpAffine (INTER_LINEAR, BORDER_CONSTANT) as recpipe computes it, in blocks of
+    ``lanes`` columns (8, 16 or 32; recpipe's own: 16; for tests)."""
+
+def interp(src_shape: Tuple[int, int, int], src: Buffer, dst_shape: Tuple[int, int], dst: Buffer,
+           inv_x: float, inv_y: float, method: int, simd: bool = ...) -> bool:
+    """True when ``src`` was resized into ``dst`` with cv2.resize's arithmetic
+    (csrc/kernels/interp.h; ``simd`` False: its scalar loops only; for tests)."""
