@@ -127,6 +127,10 @@ def advise_cores(workload: Workload, gpus: int, gpu_rate: float, ranks: Optional
     return report
 
 
+# its name before this module was recpipe.capacity (recpipe.plan, an old path of this module)
+make_plan = advise_cores
+
+
 def _ranks_row(workload, demand, ranks):
     """Cores and threads per rank that meet ``demand`` with ``ranks`` processes, and the most
     images/s those ranks can reach (GIL and storage caps)."""
