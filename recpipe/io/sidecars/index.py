@@ -14,12 +14,12 @@ import logging
 import math
 import os
 import re
-import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
+from ..._optional import native
 from ...errors import RecordFormatError, RemoteReadError
 from ..sources import exists, open_regular, open_source, url_to_fs
 from ..format.scan import iter_records
@@ -28,7 +28,6 @@ from .index_table import IndexTable
 from .names import index_url_for
 
 __all__ = [
-    "CHUNK_BYTES",
     "ListEntry",
     "read_index",
     "parse_index",
@@ -43,10 +42,7 @@ __all__ = [
     "exact_label_text",
     "format_list_line",
     "index_table",
-    "local_chunks",
-    "memory_chunks",
     "parse_idx",
-    "parse_index_chunks",
 ]
 
 log = logging.getLogger(__name__)
@@ -295,32 +291,20 @@ def index_table(rec_source, idx_source=None, *, url=None, key_type=int, cache=Tr
 
 
 def _source_arrays(source, url, key_type):
-    """``(offsets, keys)`` of the ``.idx`` open as ``source``: read in chunks for the fast parse
-    (no copy of the whole text), whole for the text parse."""
+    """``(offsets, keys)`` of the ``.idx`` open as ``source``. Integer keys go to the C parse: a
+    local file in chunks, twice over (its lines counted, then parsed into arrays of that
+    length: no copy of the whole text is held), a remote one read whole (one request, as
+    before the parse moved to C). Any other text is parsed line by line (``parse_index``)."""
+    data = None
     if key_type is int:
-        parsed = _chunk_arrays(_source_chunks(source))
+        if getattr(source, "descriptor", None) is not None:
+            parsed = _fast_chunks(source)
+        else:
+            data = _whole(source, url)
+            parsed = _fast_arrays(data)
         if parsed is not None:
             return parsed
-    return _parse_arrays(_whole(source, url), url, key_type)
-
-
-def _source_chunks(source, chunk_bytes=CHUNK_BYTES):
-    """``source``'s bytes in chunks cut at line ends."""
-    offset, carry = 0, b""
-    while offset < source.size:
-        block = bytes(source.read(offset, min(chunk_bytes, source.size - offset)))
-        if not block:
-            break
-        offset += len(block)
-        block = carry + block
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:
-            carry = block
-            continue
-        yield block[:cut]
-        carry = block[cut:]
-    if carry:
-        yield carry
+    return _text_arrays(_whole(source, url) if data is None else data, url, key_type)
 
 
 def _whole(source, url):
@@ -335,10 +319,77 @@ def _whole(source, url):
 def _parse_arrays(data, path, key_type):
     """``(offsets, keys)`` of ``.idx`` bytes: ``keys`` None for ``0..N-1``, else an int64 array,
     or a list (string keys, integers outside int64: never clamped)."""
-    if key_type is int:
-        parsed = _chunk_arrays(memory_chunks(data))
-        if parsed is not None:
-            return parsed
+    parsed = _fast_arrays(data) if key_type is int else None
+    return parsed if parsed is not None else _text_arrays(data, path, key_type)
+
+
+def _fast_arrays(data):
+    """``(offsets, keys)`` of plain ``key<TAB>offset`` lines, parsed in C
+    (``recpipe._kernels.parse_idx``); None when ``data`` is not exactly such lines."""
+    kernels = native("_kernels")
+    count = kernels.idx_lines(data)
+    keys, offsets = np.empty(count, np.int64), np.empty(count, np.int64)
+    outcome = kernels.parse_idx(data, keys, offsets)
+    if outcome < 0:
+        return None
+    return offsets, (None if outcome == 1 else keys)
+
+
+def _fast_chunks(source):
+    """``_fast_arrays`` of a local file read in chunks cut at line ends: one pass counts the
+    lines, the next parses each chunk into its part of the arrays. None when the text is not
+    plain integer lines (or changed between the passes: the caller's text parse decides)."""
+    kernels = native("_kernels")
+    buffer = bytearray(min(CHUNK_BYTES, source.size + 1))  # reused: no copy a chunk
+    lines = [kernels.idx_lines(chunk) for chunk in _local_chunks(source, buffer)]
+    count = sum(lines)
+    keys, offsets = np.empty(count, np.int64), np.empty(count, np.int64)
+    first, identity = 0, True
+    for chunk, chunk_lines in zip(_local_chunks(source, buffer), lines):
+        part = slice(first, first + chunk_lines)
+        try:
+            outcome = kernels.parse_idx(chunk, keys[part], offsets[part], first)
+        except ValueError:  # another number of lines than the first pass counted: changed
+            return None
+        if outcome < 0:
+            return None
+        identity = identity and outcome == 1
+        first += chunk_lines
+    if first != count:
+        return None
+    return offsets, (None if identity else keys)
+
+
+def _local_chunks(source, buffer):
+    """The bytes of the local file open as ``source`` in chunks cut at line ends: views of
+    ``buffer``, read into it in place (each view is valid until the next is asked for). A line
+    longer than the buffer is one chunk of its own (the C parse refuses it: the text parse
+    then names it)."""
+    fd, size, view = source.descriptor(), source.size, memoryview(buffer)
+    offset = carry = 0
+    while offset < size:
+        if carry == len(buffer):  # one line fills the buffer
+            yield view[:carry]
+            carry = 0
+        got = os.preadv(fd, [view[carry:min(len(buffer), carry + size - offset)]], offset)
+        if got <= 0:
+            break
+        offset += got
+        filled = carry + got
+        cut = buffer.rfind(b"\n", 0, filled) + 1
+        if cut == 0:
+            carry = filled
+            continue
+        yield view[:cut]
+        tail = bytes(view[cut:filled])
+        view[:len(tail)] = tail
+        carry = len(tail)
+    if carry:
+        yield view[:carry]
+
+
+def _text_arrays(data, path, key_type):
+    """``_parse_arrays`` of the text parse, which names the first bad line."""
     keys, offsets = parse_index(decode_text(data, path), path=path, key_type=key_type)
     offsets = np.array(offsets, dtype=np.int64)
     if keys and not isinstance(keys[0], (int, np.integer)):
@@ -346,100 +397,3 @@ def _parse_arrays(data, path, key_type):
     if keys and not _INT64.min <= min(keys) <= max(keys) <= _INT64.max:
         return offsets, list(keys)
     return offsets, np.array(keys, dtype=np.int64)
-
-
-def _chunk_pairs(chunk):
-    """The int64 ``(keys, offsets)`` of whole ``key<TAB>offset`` lines, or None when the chunk
-    is not exactly that (then the caller parses it line by line for the precise error)."""
-    lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
-    if lines == 0 or chunk.count(b"\t") != lines or b" " in chunk:
-        return None
-    raw = np.frombuffer(chunk, dtype=np.uint8)
-    separators = raw[(raw == 9) | (raw == 10)]  # must alternate tab, newline: one tab a line
-    if not (np.all(separators[0::2] == 9) and np.all(separators[1::2] == 10)):
-        return None
-    try:
-        with warnings.catch_warnings():  # older numpy warns instead of raising on junk
-            warnings.simplefilter("error", DeprecationWarning)
-            values = np.fromstring(chunk, dtype=np.int64, sep=" ")
-    except (ValueError, DeprecationWarning):
-        return None
-    if values.size != 2 * lines:
-        return None
-    if bool(np.any((values == _INT64.max) | (values == _INT64.min))):
-        return None  # numpy clamps numbers outside int64 to these: the text parse decides
-    return values[0::2].copy(), values[1::2].copy()
-
-
-def parse_index_chunks(chunks, *, path=None):
-    """An ``IndexTable`` from ``.idx`` bytes given as chunks that end at line ends, parsed by
-    numpy (about 20x faster than a Python loop); None when a chunk is not plain ``int<TAB>int``
-    lines (blank lines, spaces, string keys, junk): the text parse then names the bad line."""
-    arrays = _chunk_arrays(chunks)
-    return None if arrays is None else IndexTable(*arrays)
-
-
-def _chunk_arrays(chunks):
-    """``(offsets, keys)`` int64 arrays of ``parse_index_chunks``; ``keys`` None while they are
-    ``0..N-1``."""
-    offsets, key_parts, count = [], None, 0
-    for chunk in chunks:
-        if not len(chunk):
-            continue
-        pairs = _chunk_pairs(bytes(chunk))
-        if pairs is None:
-            return None
-        chunk_keys, chunk_offsets = pairs
-        if int(chunk_offsets.min()) < 0:
-            return None  # the text parse names the line
-        offsets.append(chunk_offsets)
-        if key_parts is not None:
-            key_parts.append(chunk_keys)
-        elif not (int(chunk_keys[0]) == count and bool(np.all(np.diff(chunk_keys) == 1))):
-            key_parts = [np.arange(count, dtype=np.int64), chunk_keys]
-        count += len(chunk_keys)
-    all_offsets = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
-    del offsets
-    if key_parts is None:
-        return all_offsets, None
-    return all_offsets, np.concatenate(key_parts)
-
-
-def local_chunks(path, chunk_bytes=CHUNK_BYTES):
-    """The bytes of a local file (a path, or a file open in binary mode) in chunks cut at line
-    ends."""
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        yield from _file_chunks(path, chunk_bytes)
-        return
-    with open(path, "rb") as f:
-        yield from _file_chunks(f, chunk_bytes)
-
-
-def _file_chunks(f, chunk_bytes):
-    size = os.fstat(f.fileno()).st_size
-    carry = b""
-    while True:
-        block = f.read(max(1, min(chunk_bytes, size - f.tell())))  # no oversized buffer
-        if not block:
-            if carry:
-                yield carry
-            return
-        block = carry + block
-        cut = block.rfind(b"\n") + 1
-        if cut == 0:
-            carry = block
-            continue
-        yield block[:cut]
-        carry = block[cut:]
-
-
-def memory_chunks(data, chunk_bytes=CHUNK_BYTES):
-    """``data`` (bytes) in chunks cut at line ends."""
-    view, start = memoryview(data), 0
-    while start < len(data):
-        stop = min(len(data), start + chunk_bytes)
-        if stop < len(data):
-            cut = data.rfind(b"\n", start, stop)
-            stop = cut + 1 if cut >= start else data.find(b"\n", stop) + 1 or len(data)
-        yield view[start:stop]
-        start = stop
