@@ -205,9 +205,10 @@ setup(
         _extension("_crc32c", "common/crc32c_module.c", ["common"]),
         # the one planner: no fused multiply-adds, or a matrix or factor would differ in its
         # last bit from Python's arithmetic (csrc/plan/plan.h also says so for recpipe._batch)
-        _extension("_plan", "plan/plan_module.c", ["plan"],
+        _extension("_plan", "plan/plan_module.c", ["common", "plan"],
                    extra_compile_args=["-O3", "-ffp-contract=off"]),
-        _extension("_batch", "batch/batch.c", ["batch", "common", "jpeg", "kernels", "plan", "png"],
+        _extension("_batch", "batch/batch.c",
+                   ["batch", "common", "jpeg", "kernels", "plan", "png", "record"],
                    libraries=["jpeg"]),
     ],
     cmdclass={"build_ext": RecpipeBuildExt},

@@ -42,6 +42,10 @@ def geometry(plan: bytes, out_h: int, out_w: int, pad: int, scales: int, dct_sca
     x1, y1) of that decode rendering reads, or None for the whole image (csrc/plan/geometry.h).
     ``plan``: the C plan (``plan``'s last field)."""
 
+def resolve_inter(method: int, old_h: int, old_w: int, new_h: int, new_w: int) -> int:
+    """MXNet's choice for ``inter_method`` 9 (auto) by the sizes: 2 (bicubic) when both sides
+    grow, 3 (area) when both shrink, else 1 (bilinear); other methods as they are."""
+
 def check(options: Options) -> None:
     """``options`` parsed and validated as ``plan`` does (TypeError/ValueError)."""
 def resize_shorter(height: int, width: int, size: int) -> Tuple[int, int]:

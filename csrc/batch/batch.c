@@ -78,13 +78,12 @@
 #include "kernels/resize.h"
 #include "jpeg/roi.h"
 #include "png/png.h" /* PNG records (with libpng) */
+#include "record/record.h" /* framing, image header, labels */
 #include "jpeg/region.h" /* decode_region: one JPEG region, in the method table */
 #include "kernels/warp.h"
 
 #include <math.h>
 
-#define RECORD_MAGIC 0xced7230aU
-#define IMAGE_HEADER 24        /* IRHeader: flag u32, label f32, id u64, id2 u64 */
 #define MAX_RECORD (256u << 20) /* larger records go to the Python path */
 
 
@@ -159,90 +158,6 @@ static int grow(void **buffer, size_t *cap, size_t need)
         return -1;
     *buffer = bigger;
     *cap = need;
-    return 0;
-}
-
-static int read_span(int fd, unsigned char *into, size_t length, int64_t offset)
-{
-    size_t got = 0;
-    while (got < length) {
-        ssize_t n = pread(fd, into + got, length - got, (off_t)(offset + (int64_t)got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-    }
-    return 0;
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static float le_float(const unsigned char *p)
-{
-    uint32_t bits = le32(p);
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-/* The payload of the single-part record filling ``span`` bytes (a following record head may
- * end it); NULL for anything the Python path must look at. */
-static const unsigned char *payload_of(const unsigned char *record, size_t span, size_t *length)
-{
-    if (span < 8)
-        return NULL;
-    uint32_t magic = le32(record), word = le32(record + 4);
-    uint32_t cflag = word >> 29, size = word & ((1u << 29) - 1);
-    size_t next = 8 + (((size_t)size + 3) & ~(size_t)3);
-    if (magic != RECORD_MAGIC || cflag != 0 || next > span)
-        return NULL;
-    if (next < span) { /* the index's next offset is further: a record head must follow */
-        if (next + 8 > span || le32(record + next) != RECORD_MAGIC
-            || (le32(record + next + 4) >> 29) > 1)
-            return NULL;
-    }
-    *length = size;
-    return record + 8;
-}
-
-/* How many bytes of the ``span`` at ``start`` ``payload_of`` looks at: the record its head
- * announces and the head after it, not the whole span (unindexed records may follow the record
- * up to the next indexed offset). Small spans are read whole in one call; 0 on a read error. */
-static size_t record_extent(int fd, int64_t start, size_t span)
-{
-    unsigned char head[8];
-    if (span <= (64u << 10))
-        return span;
-    if (read_span(fd, head, sizeof head, start))
-        return 0;
-    size_t size = le32(head + 4) & ((1u << 29) - 1);
-    size_t extent = 8 + ((size + 3) & ~(size_t)3) + 8;
-    return extent < span ? extent : span;
-}
-
-/* Labels into ``out`` (label_width floats) by ImageRecordIter's rules; -1: Python's to say. */
-static int labels_of(const unsigned char *payload, size_t length, long label_width, float *out,
-                     size_t *image_at)
-{
-    if (length < IMAGE_HEADER)
-        return -1;
-    uint32_t flag = le32(payload);
-    if (flag == 0) {
-        if (label_width != 1)
-            return -1;
-        out[0] = le_float(payload + 4);
-        *image_at = IMAGE_HEADER;
-        return 0;
-    }
-    if ((size_t)flag > (length - IMAGE_HEADER) / 4 || (long)flag < label_width)
-        return -1;
-    for (long i = 0; i < label_width; i++)
-        out[i] = le_float(payload + IMAGE_HEADER + 4 * i);
-    *image_at = IMAGE_HEADER + 4 * (size_t)flag;
     return 0;
 }
 
@@ -383,26 +298,8 @@ typedef struct {
 static int id_labels_of(const run_request *req, const unsigned char *payload, size_t length,
                         float *out, size_t *image_at)
 {
-    if (length < IMAGE_HEADER)
-        return -1;
-    uint32_t flag = le32(payload);
-    uint64_t id = (uint64_t)le32(payload + 8) | (uint64_t)le32(payload + 12) << 32;
-    if ((size_t)flag > (length - IMAGE_HEADER) / 4)
-        return -1;
-    Py_ssize_t low = 0, high = req->n_labels;
-    while (low < high) { /* the first id >= id */
-        Py_ssize_t mid = low + (high - low) / 2;
-        if (req->label_ids[mid] < id)
-            low = mid + 1;
-        else
-            high = mid;
-    }
-    if (low == req->n_labels || req->label_ids[low] != id)
-        return -1;
-    long width = req->opt.label_width;
-    memcpy(out, req->label_values + (size_t)low * (size_t)width, sizeof(float) * (size_t)width);
-    *image_at = IMAGE_HEADER + 4 * (size_t)flag;
-    return 0;
+    return record_id_labels(payload, length, req->label_ids, req->label_values, req->n_labels,
+                            req->opt.label_width, out, image_at);
 }
 
 /* 1 when sample ``i``'s record payload has the CRC32C the sidecar expects (or there are no
@@ -439,19 +336,19 @@ static Py_ssize_t run_samples(run_request *req, scratch *mem)
             const window *held = window_holding(req, start, end);
             if (held == NULL)
                 continue;
-            payload = payload_of(held->bytes + (start - held->base), span, &length);
+            payload = record_payload(held->bytes + (start - held->base), span, &length);
         } else { /* a large record: only what its head announces, not the whole index span */
             size_t wanted = record_extent(req->fd, start, span);
             if (wanted == 0 || grow((void **)&mem->record, &mem->record_cap, wanted)
                 || read_span(req->fd, mem->record, wanted, start))
                 continue;
-            payload = payload_of(mem->record, span, &length);
+            payload = record_payload(mem->record, span, &length);
         }
         float *labels = req->labels + req->slots[i] * req->opt.label_width;
         if (payload == NULL || !sum_matches(req, i, payload, length)
             || (req->opt.id_labels
                     ? id_labels_of(req, payload, length, labels, &image_at)
-                    : labels_of(payload, length, req->opt.label_width, labels, &image_at))
+                    : record_labels(payload, length, req->opt.label_width, labels, &image_at))
                    != 0)
             continue;
         void *dst = req->images + (size_t)req->slots[i] * req->slot_bytes;

@@ -162,6 +162,16 @@ static PyObject *plan_geometry(PyObject *self, PyObject *args)
     return Py_BuildValue("I(llll)", den, box[0], box[1], box[2], box[3]);
 }
 
+static PyObject *plan_resolve_inter(PyObject *self, PyObject *args)
+{
+    int method;
+    long old_h, old_w, new_h, new_w;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "illll:resolve_inter", &method, &old_h, &old_w, &new_h, &new_w))
+        return NULL;
+    return PyLong_FromLong(geo_resolve_inter(method, old_h, old_w, new_h, new_w));
+}
+
 static PyObject *plan_check(PyObject *self, PyObject *args)
 {
     PyObject *options;
@@ -201,6 +211,9 @@ static PyMethodDef plan_methods[] = {
      "box): the DCT scale 1/den to decode the planned sample at (scales: bits 1, 2, 4 for 1/2, "
      "1/4, 1/8 offered; den given: that one) and the box (x0, y0, x1, y1) of that decode "
      "rendering reads, or None for the whole image."},
+    {"resolve_inter", plan_resolve_inter, METH_VARARGS,
+     "resolve_inter(method, old_h, old_w, new_h, new_w) -> int: MXNet's choice for inter_method "
+     "9 (auto) by the sizes (2 bicubic up, 3 area down, else 1 bilinear); others as they are."},
     {"check", plan_check, METH_VARARGS,
      "check(options) -> None: the planning options parsed and validated as plan does."},
     {"resize_shorter", plan_resize_shorter, METH_VARARGS,

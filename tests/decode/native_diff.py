@@ -172,9 +172,9 @@ NORMALISING = frozenset({"mean_r", "mean_g", "mean_b", "std_r", "std_g", "std_b"
                          "max_random_contrast", "max_random_illumination"})
 
 
-# MXNet's affine step and pad, and the fields C renders only without them (the geometric path
-# has its own limits, native.geometric_is_native): a configuration draws from one side or the
-# other, so most configurations stay inside what the gate admits
+# MXNet's affine step and pad, and the fields that went with them into C last (a resize step,
+# random-resized crops, HLS, PCA, ...): a configuration draws from one side, the other or (15%)
+# both
 GEOMETRIC = frozenset({"max_rotate_angle", "rotate", "rotate_list", "max_shear_ratio",
                        "max_random_scale", "min_random_scale", "max_img_size", "min_img_size",
                        "pad", "fill_value"})
@@ -191,7 +191,8 @@ def random_config(rng, fields, *, dct_off=0.2, geometric=0.35):
     drawn fields back to their defaults, one at a time (None: still refused)."""
     h, w = int(rng.integers(4, 73)), int(rng.integers(4, 73))
     values = {"data_shape": (1 if rng.random() < 0.15 else 3, h, w)}  # gray output too
-    left_out = NOT_GEOMETRIC if rng.random() < geometric else GEOMETRIC
+    side = rng.random()
+    left_out = NOT_GEOMETRIC if side < geometric else (GEOMETRIC if side < 0.85 else frozenset())
     names = sorted(set(fields) - {"data_shape"} - left_out)
     if "dtype" in names and rng.random() < 0.75:
         values["dtype"] = draw_value("dtype", rng, h, w)

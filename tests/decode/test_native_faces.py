@@ -30,6 +30,8 @@ def _jpeg(rng, h, w, **flags):
         params += [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]
     if flags.get("gray"):
         img = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+    if flags.get("sampling"):
+        params += [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, flags["sampling"]]
     return cv2.imencode(".jpg", img, params)[1].tobytes()
 
 
@@ -47,13 +49,22 @@ def _decoder():
     return decoder
 
 
-# widths around the vector loops' steps (16 pixels split, 8 floats stored) and the faces' 112
+SAMPLINGS = {"420": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420,
+             "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
+             "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444}
+
+
+# widths around the vector loops' steps (16 pixels split, 8 floats stored) and the faces' 112;
+# the writer converts libjpeg's YCbCr rows itself (one pass): every chroma subsampling
 @pytest.mark.parametrize("width", [1, 5, 8, 15, 16, 17, 24, 31, 33, 112])
 @pytest.mark.parametrize("mirror", ["mirror", "rand_mirror", "none"])
-def test_one_to_one_float_slots_equal_the_python_path(tmp_path, width, mirror):
+@pytest.mark.parametrize("sampling", sorted(SAMPLINGS))
+def test_one_to_one_float_slots_equal_the_python_path(tmp_path, width, mirror, sampling):
     rng = np.random.default_rng(width)
     height = 7 + width % 5
-    reader = _pack(tmp_path / "faces.rec", [_jpeg(rng, height, width) for _ in range(6)])
+    reader = _pack(tmp_path / "faces.rec", [_jpeg(rng, height, width,
+                                                  sampling=SAMPLINGS[sampling])
+                                            for _ in range(6)])
     flags = {"mirror": True} if mirror == "mirror" else (
         {"rand_mirror": True} if mirror == "rand_mirror" else {})
     config = AugmentConfig(data_shape=(3, height, width), dtype="float32", **flags, **NORM)

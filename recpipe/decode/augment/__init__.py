@@ -42,16 +42,15 @@ Where recpipe differs from MXNet (documented choices, RNG streams are ours anywa
 - when the image was decoded at a reduced DCT scale, the planned crop box is mapped onto the
   smaller image and resized to the output in one step (instead of resize-then-crop), which is
   not bit-identical to the full-size path (the full-size path is, to OpenCV's own results).
-- with ``dct_scaling`` on (the default), bilinear resizes go through ``recpipe._resize``
-  (``resize.py``): one C call resizes, crops, mirrors, lays out and normalises straight into the
-  batch, with OpenCV's sampling positions and weights but float32 arithmetic, so pixels equal
-  OpenCV's within 1 level (about 1 value in 8 differs, by 1). A resize step followed by a plain
-  crop (val: resize 256 + center crop) samples the crop's part of the whole image's resize grid,
-  so the decoder only decodes the pixels the crop needs. Without the extension, that case
-  resizes a part starting where the resize grid meets a source pixel to within ~0.01-0.08 px
-  (at most a few levels off). ``dct_scaling=False`` keeps every step on OpenCV: MXNet's pixels.
-- colour jitter, PCA noise, mirror and normalisation run in one C call (``recpipe._colour``,
-  ``colour.py``) when it is built, equal to the NumPy path here to float rounding.
+- with ``dct_scaling`` on (the default), bilinear resizes (without affine warp or pad) run in
+  the bilinear kernel straight into the batch: OpenCV's sampling positions and weights but
+  float32 arithmetic, so pixels equal OpenCV's within 1 level (about 1 value in 8 differs, by
+  1). A resize step followed by a plain crop (val: resize 256 + center crop) samples the crop's
+  part of the whole image's resize grid, so the decoder only decodes the pixels the crop needs.
+  ``dct_scaling=False`` keeps every resize on cv2.resize's own arithmetic: MXNet's pixels.
+- every pixel is written by recpipe's kernel library (csrc/kernels/render.h, through
+  ``recpipe._kernels``), the one ``recpipe._batch`` renders with: colour jitter and PCA noise
+  run in float32 planes, equal to the NumPy steps above to float rounding.
 - misspelled or unsupported keywords raise instead of being silently ignored.
 """
 

@@ -246,11 +246,5 @@ class Renderer:
 
 
 def _resolve_inter(method, old_hw, new_hw):
-    """MXNet's GetInterMethod for 9 (auto); drawn values pass through."""
-    if method != 9:
-        return method
-    if new_hw[0] > old_hw[0] and new_hw[1] > old_hw[1]:
-        return 2
-    if new_hw[0] < old_hw[0] and new_hw[1] < old_hw[1]:
-        return 3
-    return 1
+    """MXNet's choice for inter_method 9 (auto) by the sizes (the planner's, in C)."""
+    return native("_plan").resolve_inter(method, *old_hw, *new_hw)
