@@ -1,4 +1,5 @@
-"""The public names: ``from recpipe import *`` gives exactly ``__all__``, and every name resolves."""
+"""The public names: ``from recpipe import *`` gives exactly ``__all__``, and every name
+resolves."""
 
 import importlib
 import pkgutil

@@ -24,7 +24,8 @@ def register(subparsers):
                    help="images/s one GPU consumes (its training step rate x batch size)")
     p.add_argument("--ranks", type=int, default=None,
                    help="processes per node (default: one per GPU)")
-    p.add_argument("--config", default="train", help="recipe: train, val or faces, as in bench (default: train)")
+    p.add_argument("--config", default="train",
+                   help="recipe: train, val or faces, as in bench (default: train)")
     p.add_argument("--images", type=int, default=256, help="images to measure (default 256)")
     p.add_argument("--batch-size", type=int, default=32,
                    help="samples per batch in the measured sample (default: 32)")

@@ -30,7 +30,7 @@ def run(args):
     print("versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
     print(f"decoders: {', '.join(report['decoders']['live'])} (auto: {report['decoders']['auto']})")
     print(f"build: {report['build']}")
-    for name, info in report["fast_paths"].items():
+    for info in report["fast_paths"].values():
         mark = "ok " if info["present"] else "MISSING"
         print(f"  [{mark:7}] {info['what']}")
         if not info["present"]:

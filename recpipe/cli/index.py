@@ -19,7 +19,8 @@ def register(subparsers):
                                           "IRHeader ids when every record has one and they are "
                                           "unique, else positions 0..N-1.")
     p.add_argument("file", help=".rec file (path or fsspec URL)")
-    p.add_argument("-o", "--output", metavar="OUT.idx", help="index to write (default: beside FILE)")
+    p.add_argument("-o", "--output", metavar="OUT.idx",
+                   help="index to write (default: beside FILE)")
     p.add_argument("--positions", action="store_true",
                    help="key by position 0..N-1 like mxnet's tools/rec2idx.py")
     p.add_argument("--skip-bad", action="store_true",

@@ -125,7 +125,8 @@ def _print_summary(s):
     if "protection" in s:
         print(f"  checksums: {describe(s['protection'])}")
     if payload["min"] is not None:
-        print(f"  payload bytes: min {payload['min']}, mean {payload['mean']}, max {payload['max']}")
+        print(f"  payload bytes: min {payload['min']}, mean {payload['mean']}, "
+              f"max {payload['max']}")
     if s["bad_ranges"]:
         print(f"  UNREADABLE: {s['bad_ranges']} byte ranges, {s['skipped_bytes']} bytes skipped "
               "(run `recpipe verify` for details)")

@@ -81,7 +81,8 @@ def bare_decode(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1), c
 
 
 def bare_decode_rate(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1)):
-    """Images/s of ``threads`` threads decoding the in-memory ``images`` at full size, nothing else."""
+    """Images/s of ``threads`` threads decoding the in-memory ``images`` at full size, nothing
+    else."""
     return bare_decode(images, threads, decoder=decoder, seconds=seconds,
                        scale=scale)["images_per_s"]
 

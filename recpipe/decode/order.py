@@ -36,7 +36,8 @@ class BatchPositions(NamedTuple):
 
 
 def _rng(seed, epoch, stream):
-    return np.random.Generator(np.random.Philox(key=[seed & 0xFFFFFFFFFFFFFFFF, (epoch << 8) | stream]))
+    return np.random.Generator(np.random.Philox(key=[seed & 0xFFFFFFFFFFFFFFFF,
+                                                     (epoch << 8) | stream]))
 
 
 def byte_runs(sizes, run_bytes):

@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from ..errors import DECODE, SETTINGS, DecodeError, LabelError, RecordFormatError
+from ..errors import DECODE, SETTINGS, DecodeError, RecordFormatError
 from ..io.format.header import unpack_header
-from .labels import IdLabels, header_labels, record_label
+from .labels import IdLabels, record_label
 from .native import native_module, run_options
 
 __all__ = ["RecordDecoder", "record_decoder"]
@@ -195,7 +195,7 @@ class RecordDecoder:
             try:
                 labels[slot] = self.decode_into(images[slot], int(positions[i]),
                                                 int(samples[i]), epoch, clock)
-            except Exception as exc:  # the caller's error policy decides
+            except Exception as exc:  # noqa: BLE001 - the caller's error policy decides
                 failures.append((slot, exc))
         return failures
 

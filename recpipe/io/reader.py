@@ -107,7 +107,8 @@ class RecordReader:
         return len(self._table)
 
     def span(self, position: int) -> Tuple[int, int]:
-        """Byte range ``(start, end)`` holding record ``position``: up to the next indexed offset."""
+        """Byte range ``(start, end)`` holding record ``position``: up to the next indexed
+        offset."""
         return self._table.span(position, self.size)
 
     def __getitem__(self, position: int) -> bytes:
@@ -214,7 +215,8 @@ class RecordReader:
             raise KeyError(f"key {key!r} not in {self.index_url or self.url}") from None
 
     def read_key(self, key: Hashable) -> bytes:
-        """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
+        """The payload of the record stored under ``key`` in the index (the last one if
+        repeated)."""
         return self[self.position_of_key(key)]
 
     def __iter__(self) -> Iterator[bytes]:

@@ -1,4 +1,5 @@
-"""Byte sources behind the readers: thread-safe positional reads from a local file or any fsspec URL.
+"""Byte sources behind the readers: thread-safe positional reads from a local file or any fsspec
+URL.
 
 A source knows its size and answers ``read(offset, length)`` without shared seek state, so many
 threads may read at once. Local files use ``os.pread`` (which releases the GIL); every other
@@ -182,7 +183,8 @@ class LocalSource(Source):
 
 
 class FsspecSource(Source):
-    """Plain ``fs.cat_file`` per read, without retries or prefetching (``RemoteSource`` has both)."""
+    """Plain ``fs.cat_file`` per read, without retries or prefetching (``RemoteSource`` has
+    both)."""
 
     def __init__(self, fs, path, url=None):
         self.fs = fs

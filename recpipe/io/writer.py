@@ -90,7 +90,8 @@ class RecordWriter:
     def write(self, payload: bytes, key: Hashable = None, *, indexed: bool = True) -> int:
         """Append one record; return its byte offset. A payload over 2**29-1 bytes raises
         RecordTooLargeError and writes nothing; so does a key that cannot be an ``.idx`` key.
-        ``indexed=False`` writes the record without an ``.idx`` line (``MXIndexedRecordIO.write``)."""
+        ``indexed=False`` writes the record without an ``.idx`` line
+        (``MXIndexedRecordIO.write``)."""
         data = frame(payload)
         offset = self.offset
         line = None

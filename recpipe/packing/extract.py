@@ -16,13 +16,13 @@ about ``shard_size`` bytes, extracted in parallel; a chunk is done when its mark
 ``OUT/.recpipe-extract/chunk-NNNNNN.json`` is published (atomically), so a run that stops is
 continued by running it again; after a complete run the state folder is removed (OUT holds
 only the images and the list, or the shards). A new extract into an OUT that already holds
-files is refused unless ``overwrite``. The plan of a run (``OUT/.recpipe-extract/plan.json``) names the
-source by its content (``content_identity``: its index, size and checksum sidecar, or without
+files is refused unless ``overwrite``. The plan of a run (``OUT/.recpipe-extract/plan.json``) names
+the source by its content (``content_identity``: its index, size and checksum sidecar, or without
 a sidecar the version of the file): a different or rewritten source (a relabelled re-pack of
 the same size) is refused, never taken for the one that was extracted. A chunk whose marker
-exists but one of whose outputs is gone is extracted again. Nothing is written outside OUT whatever labels or keys say:
-folder names come from numbers, file names from keys that are single safe path components
-(else, or when keys repeat, ``record-<position>``), and every path is checked with
+exists but one of whose outputs is gone is extracted again. Nothing is written outside OUT whatever
+labels or keys say: folder names come from numbers, file names from keys that are single safe path
+components (else, or when keys repeat, ``record-<position>``), and every path is checked with
 ``check_inside``.
 """
 
@@ -519,7 +519,8 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
     a URL names the map to use. ``overwrite``: a new extract may write into an OUT that already
     holds files. Running it again after an interruption continues where it stopped.
     ``chunk_runner(todo, folders)``: runs the chunk tasks ``(number, start, stop)`` elsewhere,
-    each with ``extract_chunk`` and the ``ClassFolders`` given (``recpipe.packing.wholefile``: on a Dask cluster)."""
+    each with ``extract_chunk`` and the ``ClassFolders`` given (``recpipe.packing.wholefile``: on a
+    Dask cluster)."""
     if format not in EXTRACT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {EXTRACT_FORMATS}")
     if shard_size < 1 or workers < 1:
@@ -556,8 +557,7 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
             explained = explain_stop(e, reader, loader=False)
             if explained is e:
                 raise
-            explained.__suppress_context__ = True
-            raise explained
+            raise explained from None
     stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
     _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
     output.remove_state()  # complete: OUT holds the images and the list, or the shards

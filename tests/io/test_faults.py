@@ -114,7 +114,6 @@ def test_connection_resets_through_a_proxy(s3, s3_server):
         s3fs.S3FileSystem.clear_instance_cache()
         with RecordReader(url, storage_options=opts) as reader:
             got = [reader[i] for i in random.Random(0).sample(range(40), 40)]
-            stats = reader.source_stats()
         s3fs.S3FileSystem.clear_instance_cache()
     finally:
         proxy.close()

@@ -38,7 +38,7 @@ def _text_parse(idx, key_type=int):
 def test_arrays_equal_the_text_parse_and_lookups_agree(tmp_path, keys):
     rec = _rec(tmp_path / "a.rec", keys)
     expected_keys, expected_offsets = _text_parse(rec[:-4] + ".idx")
-    for attempt in range(2):  # parsed, then from the cache
+    for _ in range(2):  # parsed, then from the cache
         with RecordReader(rec) as reader:
             assert list(reader.keys) == expected_keys and reader.keys == expected_keys
             assert list(reader.offsets) == expected_offsets

@@ -25,7 +25,7 @@ def cache_everything(monkeypatch, tmp_path):
 
 def _rec(path, keys, tag=b"r"):
     with recpipe.RecordWriter(str(path)) as writer:
-        for i, key in enumerate(keys):
+        for i in range(len(keys)):
             writer.write(tag + b"%d" % i)
     # rewrite the .idx with the wanted keys (the writer numbers them 0..N-1)
     idx = str(path)[:-4] + ".idx"
@@ -176,7 +176,7 @@ def _builder(rec, rounds, report):
                 assert len(keys) == _BUILT and keys[0] == _BUILT - 1 and keys[-1] == 0
                 assert reader.read_key(0) == b"r%d" % (_BUILT - 1)
                 assert reader.read_key(_BUILT - 1) == b"r0"
-    except BaseException as e:  # reported to the parent
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
         outcome = repr(e)
     with open(report, "w") as f:
         f.write(outcome)

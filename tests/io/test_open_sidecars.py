@@ -49,7 +49,7 @@ def test_a_missing_index_named_is_an_error_and_a_bad_offset_names_its_line(tmp_p
 
 
 def test_the_text_fallback_keeps_its_precise_errors(tmp_path):
-    rec = _pack(tmp_path / "c.rec")
+    _pack(tmp_path / "c.rec")
     text = open(tmp_path / "c.idx").read().splitlines()
     text[3] = "3\tfour"
     open(tmp_path / "c.idx", "w").write("\n".join(text) + "\n")

@@ -5,7 +5,6 @@ clearing quarantined records."""
 import json
 import multiprocessing
 import os
-import shutil
 
 import pytest
 

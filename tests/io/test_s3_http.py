@@ -99,7 +99,8 @@ def test_prefetched_records_are_views_of_one_request(s3, tmp_path):
     with RecordReader(url, storage_options=options) as reader, RecordReader(local) as near:
         source = reader._source
         ranges = source.ranges
-        ranges.buffers = RequestBufferPool(64 << 20)  # its own pool, not the process's: exact counts
+        # its own pool, not the process's: exact counts
+        ranges.buffers = RequestBufferPool(64 << 20)
         spans = [reader.span(i) for i in range(len(reader))]
         plan = reader.prefetch(range(len(reader)))
         assert plan.planned_requests == 1

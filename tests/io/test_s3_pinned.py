@@ -57,7 +57,8 @@ def test_the_s3fs_path_is_pinned_too(s3, choice):
     base, options = s3
     url = f"{base}/fsspec-pinned.rec"
     _write(url, options, range(0, 400, 10))
-    recpipe_options = {**options["recpipe"], "s3_ranges": "fsspec" if choice == "fsspec" else "auto"}
+    recpipe_options = {**options["recpipe"],
+                       "s3_ranges": "fsspec" if choice == "fsspec" else "auto"}
     options = {**options, "recpipe": recpipe_options}
     with open_source(url, options) as source:
         if choice == "auto-fallback":

@@ -5,7 +5,6 @@ import os
 import shutil
 
 import fsspec
-import numpy as np
 import pytest
 
 import recpipe

@@ -238,7 +238,8 @@ def test_pack_label_stores_all_labels_only_for_multi_label_lines(tree, tmp_path)
     main(["im2rec", "--pass-through", "--pack-label", str(tmp_path / "d"), str(tree)])
     (_, first), (_, second) = records_by_key(tmp_path / "d.rec")
     h1, img1 = recpipe.unpack(first)
-    assert h1.flag == 3 and list(h1.label) == [1.0, 2.5, 3.0] and img1 == (tree / "top.jpg").read_bytes()
+    assert h1.flag == 3 and list(h1.label) == [1.0, 2.5,
+                                               3.0] and img1 == (tree / "top.jpg").read_bytes()
     h2, _ = recpipe.unpack(second)
     assert (h2.flag, h2.label) == (0, 4.0)
     main(["im2rec", "--pass-through", str(tmp_path / "d"), str(tree)])
@@ -253,7 +254,8 @@ def test_prefix_packs_every_matching_list(tree, tmp_path):
     found = [os.path.basename(p) for p in find_list_files(str(tmp_path / "data"))]
     assert found == ["data.lst", "data_train.lst", "dataset.lst"]
     assert main(["im2rec", "--pass-through", str(tmp_path / "data"), str(tree)]) == 0
-    assert sorted(p.name for p in tmp_path.glob("*.rec")) == ["data.rec", "data_train.rec", "dataset.rec"]
+    assert sorted(p.name for p in tmp_path.glob("*.rec")) == ["data.rec", "data_train.rec",
+                                                              "dataset.rec"]
 
 
 def test_no_list_found_is_an_error(tmp_path, capsys):
@@ -283,7 +285,8 @@ def test_skip_errors_exits_zero_with_same_output(tree, tmp_path):
 
 
 def test_unparsable_list_line_is_skipped_and_counted(tree, tmp_path):
-    (tmp_path / "d.lst").write_text("0\t0.000000\ttop.jpg\nx\t1.0\tplants/moss.png\nonly-two\tfields\n")
+    (tmp_path / "d.lst").write_text(
+        "0\t0.000000\ttop.jpg\nx\t1.0\tplants/moss.png\nonly-two\tfields\n")
     result = pack_list(str(tmp_path / "d.lst"), str(tree), im2rec_options(pass_through=True))
     assert result.written == 1
     assert [s.reason for s in result.skipped] == [
@@ -301,12 +304,14 @@ def test_missing_file_is_skipped_in_pass_through(tree, tmp_path):
 def test_parallel_output_equals_serial(tree, tmp_path):
     rows = bad_tree(tree)
     rows += [(10 + i, [float(i)], rel) for i, rel in enumerate(
-        ["animals/cat 1.jpg", "animals/dog.JPG", "plants/fern.jpeg", "animals/small/mouse.png"] * 5)]
+        ["animals/cat 1.jpg", "animals/dog.JPG", "plants/fern.jpeg",
+         "animals/small/mouse.png"] * 5)]
     write_lst(tmp_path / "serial.lst", rows)
     write_lst(tmp_path / "parallel.lst", rows)
     common = ["--resize", "18", "--center-crop", "--skip-errors"]
     assert main(["im2rec", *common, str(tmp_path / "serial"), str(tree)]) == 0
-    assert main(["im2rec", *common, "--num-thread", "2", str(tmp_path / "parallel"), str(tree)]) == 0
+    assert main(["im2rec", *common, "--num-thread", "2", str(tmp_path / "parallel"),
+                 str(tree)]) == 0
     assert (tmp_path / "serial.rec").read_bytes() == (tmp_path / "parallel.rec").read_bytes()
     assert (tmp_path / "serial.idx").read_bytes() == (tmp_path / "parallel.idx").read_bytes()
     assert len(records_by_key(tmp_path / "parallel.rec")) == len(rows) - 2
@@ -364,7 +369,8 @@ def test_names_with_unusual_line_breaks_survive_list_and_pack(tree, tmp_path):
     assert main(["im2rec", "--list", "--no-shuffle", str(tmp_path / "d"), str(tree)]) == 0
     assert main(["im2rec", "--pass-through", str(tmp_path / "d"), str(tree)]) == 0
     images = [recpipe.unpack(payload)[1] for _, payload in records_by_key(tmp_path / "d.rec")]
-    assert images == [(tree / n).read_bytes() for n in ("form\x0cfeed.jpg", "line\u2028sep.jpg", "top.jpg")]
+    assert images == [(tree / n).read_bytes() for n in ("form\x0cfeed.jpg", "line\u2028sep.jpg",
+                                                        "top.jpg")]
 
 
 # ---------------------------------------------------------------- one pack engine

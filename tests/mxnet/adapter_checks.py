@@ -128,7 +128,7 @@ def error_facts(base):
         try:
             rm.ImageRecordIter(**dict(base, **extra)).close()
             errors[name] = None
-        except Exception as exc:  # reported to the test
+        except Exception as exc:  # noqa: BLE001 - reported to the test
             errors[name] = [type(exc).__name__, str(exc), isinstance(exc, mx.base.MXNetError),
                             isinstance(exc, ValueError), isinstance(exc, NotImplementedError)]
     with warnings.catch_warnings(record=True) as caught:

@@ -94,7 +94,8 @@ def test_keywords_translate_to_the_loader():
     assert loader["dtype"] == "float32" and loader["last_batch"] == "pad"
     assert loader["rand_mirror"] is True and loader["mean_r"] == 1.5
     assert "verbose" not in loader and "ctx" not in loader and "seed_aug" not in loader
-    assert (options.data_name, options.label_name, options.batch_size) == ("img", "softmax_label", 8)
+    assert (options.data_name, options.label_name, options.batch_size) == ("img", "softmax_label",
+                                                                           8)
     assert imglist == "a.lst"
 
 

@@ -81,7 +81,8 @@ class WindowMetrics:
     images_per_batch: float = 1.0
     gil_per_batch: float = 0.0     # of cpu_per_batch, seconds holding the GIL (serial)
     psi_some: Optional[float] = None         # /proc/pressure/cpu "some avg10", when available
-    runq_share: Optional[float] = None       # share of this process's runnable time spent waiting for a CPU
+    # share of this process's runnable time spent waiting for a CPU
+    runq_share: Optional[float] = None
 
     @property
     def batches_per_s(self):

@@ -1,8 +1,8 @@
 """dmlc RecordIO framing: how one payload becomes aligned parts on disk, and back.
 
-A part is ``[magic u32][lrec u32][length bytes][zero pad to 4]`` with ``lrec = cflag << 29 | length``.
-Every 4-byte-aligned occurrence of the magic word inside a payload is cut out and becomes a part
-boundary (cflag 1 first, 2 middle, 3 last); readers put the magic back between parts. See
+A part is ``[magic u32][lrec u32][length bytes][zero pad to 4]`` with ``lrec = cflag << 29 |
+length``. Every 4-byte-aligned occurrence of the magic word inside a payload is cut out and becomes
+a part boundary (cflag 1 first, 2 middle, 3 last); readers put the magic back between parts. See
 ``shared/docs/recordio-compat.md`` section 1.
 """
 

@@ -1,4 +1,5 @@
-"""MXNet's image record header (``IRHeader``) and the ``pack``/``unpack`` helpers of ``mx.recordio``.
+"""MXNet's image record header (``IRHeader``) and the ``pack``/``unpack`` helpers of
+``mx.recordio``.
 
 Payload = ``<IfQQ`` header (flag, label, id, id2; 24 bytes) + ``flag`` float32 labels + image bytes.
 A scalar label means flag 0; any sequence (even of length 1) means ``flag = len(labels)``.
@@ -66,7 +67,8 @@ def unpack(s: bytes) -> Tuple[IRHeader, bytes]:
 
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
-    """Encode ``img`` (an OpenCV BGR array) and pack it with ``header``, like ``mx.recordio.pack_img``."""
+    """Encode ``img`` (an OpenCV BGR array) and pack it with ``header``, like
+    ``mx.recordio.pack_img``."""
     cv2 = load_cv2()
     fmt = img_fmt.lower()
     if fmt in (".jpg", ".jpeg"):

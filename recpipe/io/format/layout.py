@@ -15,7 +15,8 @@ import numpy as np
 from ...errors import RecordFormatError, StaleSumsError
 from .header import unpack_header
 
-__all__ = ["FaceLayout", "detect_face_layout", "face_layout_of", "image_positions", "positions_of_keys"]
+__all__ = ["FaceLayout", "detect_face_layout", "face_layout_of", "image_positions",
+           "positions_of_keys"]
 
 log = logging.getLogger(__name__)
 

@@ -132,7 +132,8 @@ def find_next_head(source, start, end=None, *, block_size=DEFAULT_BLOCK_SIZE):
         block = bytes(source.read(pos, step + 4))
         hit = block.find(MAGIC_BYTES)
         while 0 <= hit < step:
-            if (pos + hit) % 4 == 0 and hit + HEAD_SIZE <= len(block) and pos + hit + HEAD_SIZE <= end:
+            if ((pos + hit) % 4 == 0 and hit + HEAD_SIZE <= len(block)
+                    and pos + hit + HEAD_SIZE <= end):
                 if decode_head(block, hit)[1] in (0, 1):
                     return pos + hit
             hit = block.find(MAGIC_BYTES, hit + 1)

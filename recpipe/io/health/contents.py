@@ -161,7 +161,8 @@ class _RecordStats:
         if scalar and packed:
             notes.append("mixed: some records have a scalar label (flag 0), others packed labels")
         elif packed:
-            notes.append("packed multi-labels (flag > 0): ImageRecordIter needs label_width == flag")
+            notes.append("packed multi-labels (flag > 0): ImageRecordIter needs "
+                         "label_width == flag")
         if packed and len([w for w in self.widths if w > 0]) > 1:
             notes.append("packed label widths differ between records")
         if self.labels and set(self.labels) == {0.0} and len(self.ids) > 1:

@@ -236,7 +236,8 @@ def verify(url: str, index_url: Union[str, None, bool] = None, *,
         report.decoded, report.decode_failures = checker.decoded, checker.failures
     report.sources = sources_at(url, [p.offset for p in report.problems], storage_options,
                                 report.size)  # which file each damaged record was packed from
-    log.info("verified %s: %d records, %d problems", url, report.records, sum(report.counts.values()))
+    log.info("verified %s: %d records, %d problems", url, report.records,
+             sum(report.counts.values()))
     return report
 
 

@@ -54,7 +54,8 @@ class RequestBufferPool:
             best = None
             for i in range(len(self._buffers)):
                 size = len(self._buffers[i])
-                if size >= n and (best is None or size < len(self._buffers[best])) and self._idle(i):
+                smaller = best is None or size < len(self._buffers[best])
+                if size >= n and smaller and self._idle(i):
                     best = i
             if best is not None:
                 self.reused += 1

@@ -56,7 +56,8 @@ class PrefetchRequests:
 
 
 class Prefetcher:
-    """Coalesced, budgeted read-ahead of announced spans; ``submit(start, end)`` returns a Future."""
+    """Coalesced, budgeted read-ahead of announced spans; ``submit(start, end)`` returns a
+    Future."""
 
     def __init__(self, submit, *, budget, max_gap, max_block, plan_window, timeout):
         self.submit = submit

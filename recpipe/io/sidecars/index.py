@@ -76,7 +76,8 @@ def decode_text(data, url):
     try:
         return bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RecordFormatError(f"not a text file ({e.reason})", path=str(url), offset=e.start) from e
+        raise RecordFormatError(f"not a text file ({e.reason})", path=str(url),
+                                offset=e.start) from e
 
 
 def read_text(url, storage_options=None):
@@ -107,8 +108,8 @@ def parse_index(text, *, path=None, key_type=int):
             continue
         if len(fields) != 2:
             raise RecordFormatError(
-                f"index line {lineno} has {len(fields)} fields, expected 'key<TAB>offset': {line!r}",
-                path=path)
+                f"index line {lineno} has {len(fields)} fields, expected 'key<TAB>offset': "
+                f"{line!r}", path=path)
         try:
             key = key_type(fields[0])
         except ValueError:

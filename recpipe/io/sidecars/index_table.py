@@ -146,7 +146,8 @@ class IndexTable:
         return self._sorted
 
     def span(self, position, size):
-        """``(start, end)``: record ``position`` lies before the next indexed offset (or ``size``)."""
+        """``(start, end)``: record ``position`` lies before the next indexed offset (or
+        ``size``)."""
         start = int(self.offsets[position])
         ordered = self.sorted_offsets
         if ordered is self.offsets:

@@ -14,7 +14,8 @@ def stem_of(rec_url) -> str:
 
 
 def index_url_for(rec_url) -> str:
-    """The conventional ``.idx`` beside a ``.rec`` (``x.rec`` -> ``x.idx``, else ``x`` + ``.idx``)."""
+    """The conventional ``.idx`` beside a ``.rec`` (``x.rec`` -> ``x.idx``, else ``x`` +
+    ``.idx``)."""
     return stem_of(rec_url) + ".idx"
 
 

@@ -42,7 +42,8 @@ def open_sidecars(rec_url, rec_source, index_url=None, storage_options=None, *,
     'off': the ``.sums`` beside the ``.rec`` too, when there is one. ``quarantine``: the view of
     the records found bad earlier (kept in the user's quarantine file unless ``integrity`` is
     'off'). ``note``: log, once per file, that it has no checksum sidecar (what loaders do,
-    ``sums.note_unprotected``). Errors: FileNotFoundError for a missing ``index_url``, RecordFormatError for a
+    ``sums.note_unprotected``). Errors: FileNotFoundError for a missing ``index_url``,
+    RecordFormatError for a
     damaged sidecar, ``StaleSumsError`` for one that does not describe the file."""
     rec_url = str(rec_url)
     wanted = index_url_for(rec_url) if index_url is None else (str(index_url) or None)

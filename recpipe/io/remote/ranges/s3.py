@@ -10,11 +10,11 @@ on its own keep-alive ``http.client`` connection and reads the body with ``recv_
 into one buffer per request. Through s3fs every body goes through aiohttp's event-loop thread
 (a protocol callback per socket read, chunk objects, a join at the end): about 0.9 CPU-s of
 client CPU per GB against 0.4 here (loopback, tools/bench_stores.py), CPU that the decode threads
-lose when they share the cores. Request buffers are reused (``RequestBufferPool``, one per process) and the prefetcher
-and the stream hand out slices of them: a record's bytes are copied twice, from the socket into
-the request buffer and from there into the payload ``RecordReader`` returns (from a local file:
-from the page cache into a block, then the same). Error statuses become the exceptions s3fs
-raises for them (503 SlowDown -> ``OSError(EBUSY)``, 404 -> ``FileNotFoundError``, 403 ->
+lose when they share the cores. Request buffers are reused (``RequestBufferPool``, one per process)
+and the prefetcher and the stream hand out slices of them: a record's bytes are copied twice, from
+the socket into the request buffer and from there into the payload ``RecordReader`` returns (from a
+local file: from the page cache into a block, then the same). Error statuses become the exceptions
+s3fs raises for them (503 SlowDown -> ``OSError(EBUSY)``, 404 -> ``FileNotFoundError``, 403 ->
 ``PermissionError``...), so the retry rules are the same.
 """
 
@@ -104,7 +104,7 @@ async def _as_sigv4(client, url, expires):
         request = AWSRequest(method="GET", url=urllib.parse.urlunsplit(parts._replace(query=kept)))
         auth.add_auth(request)
         return request.url
-    except Exception as exc:  # botocore internals changed: SigV2 it is
+    except Exception as exc:  # noqa: BLE001 - botocore internals changed: SigV2 it is
         log.debug("cannot sign %s for SigV4, keeping SigV2: %r", parts.path, exc)
         return url
 
