@@ -271,7 +271,7 @@ class HttpRanges:
             return self._body(sock, response, start, end, left)
         except _STALE as exc:
             # the request was answered: not a stale connection (read back with getattr)
-            exc.after_status = True
+            setattr(exc, "after_status", True)  # noqa: B010 - exceptions declare no such field
             raise
 
     def _changed(self, response, start):
