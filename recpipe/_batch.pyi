@@ -8,7 +8,7 @@ checks the two against each other). The pixels are rendered by csrc/kernels/rend
 renderer the Python path calls through ``recpipe._kernels``.
 """
 
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from typing_extensions import Buffer
 
@@ -47,15 +47,29 @@ def uniforms(key_lo: int, key_hi: int, sample: int, epoch: int, count: int) -> L
 
 def decode_region(data: Buffer, scale_num: int, scale_den: int, x0: int, y0: int, x1: int,
                   y1: int, channels: int, fast_dct: bool, fast_upsample: bool, strict: bool,
-                  max_bytes: int, check_rest: bool = ...,
-                  max_scans: int = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]:
+                  max_bytes: int, check_rest: bool = ..., max_scans: int = ...,
+                  restarts: bool = ...) -> Tuple[bytearray, int, int, int, int, int, int, int]:
     """``(pixels, height, width, depth, x, y, full_height, full_width)``: the part of a JPEG
     decoded at ``scale_num/scale_den`` that covers ``(x0, y0, x1, y1)`` (scaled coordinates;
     ``x1``/``y1`` < 0: to the edge), starting at scaled ``(x, y)``; only that part is decoded.
     ValueError with libjpeg's message on an error (and, with ``strict``, on a warning);
     ``check_rest`` reads the rest of the scan so that what a full decode would warn about
-    raises too; ``max_scans`` (0: none) refuses streams with more scans. The GIL is released
-    while libjpeg runs."""
+    raises too; ``max_scans`` (0: none) refuses streams with more scans; ``restarts`` (default
+    True): a stream with restart intervals is decoded from the intervals the rectangle touches
+    (same pixels). The GIL is released while libjpeg runs."""
+
+def add_restarts(data: Buffer, rows: int = ..., mcus: int = ...,
+                 optimize: bool = ...) -> Optional[bytes]:
+    """``data`` (a JPEG) with restart intervals, losslessly: the DCT coefficients written back
+    (and read back and compared), ``rows`` > 0 one interval every ``rows`` MCU rows, else the
+    divisor of a row's MCU count nearest ``mcus`` (default 4); ``optimize`` (default True):
+    optimal Huffman tables. None when the stream cannot take them (progressive, arithmetic,
+    lossless, not 8-bit); ValueError on a libjpeg error or corrupt-data warning. The GIL is
+    released while libjpeg runs."""
+
+def restart_layout(data: Buffer) -> Optional[Tuple[int, int, int, int, int, int, int]]:
+    """``(interval, mcus_per_row, mcu_rows, row_group, col_mcus, mcu_width, mcu_height)``: the
+    restart intervals a region decode can use, or None."""
 
 def normals(key_lo: int, key_hi: int, sample: int, epoch: int) -> Tuple[float, float, float]:
     """The 3 standard normals PCA lighting draws after the sample's uniforms (for tests; zeros

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""``recpipe pack``'s default (JPEG bytes kept) against ``--reencode`` (every image decoded and
-encoded at quality 95, the old default) and ``--pass-through``, as whole commands.
+"""``recpipe pack``'s default (JPEG pixels kept, restart markers added losslessly) against
+``--restart off`` (JPEG bytes kept, the default before restart markers), ``--reencode`` (every
+image decoded and encoded at quality 95, the first default) and ``--pass-through``, as whole
+commands.
 
-Each round runs the three once, in a rotated order; one untimed warm-up run of each first (page
+Each round runs the four once, in a rotated order; one untimed warm-up run of each first (page
 cache). The table gives medians of wall and CPU time (user + system of the command and its
 workers), the output size, and each mode's time as a ratio to the default's in the same run.
 
@@ -21,8 +23,8 @@ import tempfile
 import time
 
 DEFAULT_DATA = "/work/shared/data/photos"
-MODES = {"default (keep JPEG bytes)": [], "--reencode": ["--reencode"],
-         "--pass-through": ["--pass-through"]}
+MODES = {"default (restart markers)": [], "--restart off (bytes)": ["--restart", "off"],
+         "--reencode": ["--reencode"], "--pass-through": ["--pass-through"]}
 
 
 def run(data, out, flags):

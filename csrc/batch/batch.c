@@ -80,6 +80,7 @@
 #include "png/png.h" /* PNG records (with libpng) */
 #include "record/record.h" /* framing, image header, labels */
 #include "jpeg/region.h" /* decode_region: one JPEG region, in the method table */
+#include "jpeg/restart_methods.h" /* add_restarts, restart_layout: in the method table */
 #include "kernels/warp.h"
 
 #include <math.h>
@@ -619,6 +620,7 @@ static PyMethodDef batch_methods[] = {
      "uniforms(key_lo, key_hi, sample, epoch, count) -> the first count uniforms of the "
      "sample's random stream (for tests)."},
     JPEGROI_METHODS
+    RESTART_METHODS
     {NULL, NULL, 0, NULL},
 };
 

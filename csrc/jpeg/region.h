@@ -4,7 +4,7 @@
  * by JPEGROI_METHODS; jpegroi_add_constants adds the library's version numbers to the module.
  *
  * decode_region(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, fast_upsample,
- *        strict, max_bytes[, check_rest, max_scans])
+ *        strict, max_bytes[, check_rest, max_scans, restarts])
  *     -> (buffer, height, width, depth, x, y, full_height, full_width)
  *
  * ``data`` is any C-contiguous buffer (bytes, bytearray, memoryview slice): it is not copied.
@@ -25,7 +25,10 @@
  * above the missing part. ``check_rest`` (default False): a region decode that stops above the
  * last row entropy-decodes the rest of the scan to EOI (no IDCT), so that what a full decode
  * would warn about raises too (with ``strict``). ``max_scans`` (default 0: no limit): a stream
- * with more scans raises "JPEG has more than N scans" before decoding the next. The GIL is released while libjpeg runs; the output is allocated with
+ * with more scans raises "JPEG has more than N scans" before decoding the next.
+ * ``restarts`` (default True): a stream with restart intervals that start rows (jpeg/restart.h)
+ * is decoded from the cut of intervals the rectangle touches: the rows above and the MCUs beside
+ * it cost no Huffman decoding; same pixels (False: the whole stream, as without markers). The GIL is released while libjpeg runs; the output is allocated with
  * the GIL held between the two released phases. Everything is freed on every path.
  */
 #ifndef RECPIPE_JPEGROI_METHODS_H
@@ -40,7 +43,7 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     Py_buffer view;
     unsigned int num, den;
     long x0, y0, x1, y1;
-    int channels, fast_dct, fast_upsample, strict, check_rest = 0;
+    int channels, fast_dct, fast_upsample, strict, check_rest = 0, restarts = 1;
     unsigned int max_scans = 0;
     unsigned long long max_bytes;
     roi_job *job;
@@ -48,9 +51,9 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     int status;
     (void)self;
 
-    if (!PyArg_ParseTuple(args, "y*IIllllipppK|pI:decode_region", &view, &num, &den, &x0, &y0, &x1,
-                          &y1, &channels, &fast_dct, &fast_upsample, &strict, &max_bytes,
-                          &check_rest, &max_scans))
+    if (!PyArg_ParseTuple(args, "y*IIllllipppK|pIp:decode_region", &view, &num, &den, &x0, &y0,
+                          &x1, &y1, &channels, &fast_dct, &fast_upsample, &strict, &max_bytes,
+                          &check_rest, &max_scans, &restarts))
         return NULL;
     if (channels != 1 && channels != 3) {
         PyBuffer_Release(&view);
@@ -82,6 +85,7 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
     job->max_bytes = max_bytes;
     job->check_rest = check_rest;
     job->max_scans = max_scans;
+    job->whole_stream = !restarts;
     roi_init_errors(job);
 
     if (job->size == 0) {
@@ -127,8 +131,8 @@ static PyObject *roi_decode(PyObject *self, PyObject *args)
 #define JPEGROI_METHODS                                                                            \
     {"decode_region", roi_decode, METH_VARARGS,                                                    \
      "decode_region(data, scale_num, scale_den, x0, y0, x1, y1, channels, fast_dct, "              \
-     "fast_upsample, strict, max_bytes, check_rest=False, max_scans=0) -> (bytearray, height, "    \
-     "width, depth, x, y, full_height, full_width)"},
+     "fast_upsample, strict, max_bytes, check_rest=False, max_scans=0, restarts=True) -> "         \
+     "(bytearray, height, width, depth, x, y, full_height, full_width)"},
 
 /* LIBJPEG_TURBO_VERSION (where the headers are libjpeg-turbo's) and JPEG_LIB_VERSION. */
 static int jpegroi_add_constants(PyObject *module)

@@ -28,6 +28,8 @@
 
 #include <jpeglib.h>
 
+#include "jpeg/restart.h"
+
 /* jpeg_crop_scanline / jpeg_skip_scanlines are libjpeg-turbo (>= 1.5) extensions: against IJG
  * libjpeg the build fails to link and recpipe falls back to full decodes. */
 
@@ -60,6 +62,9 @@ typedef struct {
     JSAMPROW *rows;
     int borrowed_rows; /* rows belong to the caller: roi_free leaves them */
     unsigned char *spare_row; /* check_rest's last row (PyMem_RawMalloc'd, freed by roi_free) */
+    /* restart intervals (jpeg/restart.h): the cut of the stream a region is decoded from */
+    int whole_stream; /* request: decode the whole stream even when a cut would do */
+    rst_view cut;     /* cut.active: libjpeg reads cut.buffer, whose output starts at cut.x/y */
 } roi_job;
 
 static void roi_error_exit(j_common_ptr cinfo)
@@ -252,24 +257,38 @@ static int roi_begin(roi_job *job)
         return -1;
     }
 
+    /* --- restart intervals: decode only the cut of the stream the region needs (from here
+     * on x0..y1 are in the cut's output pixels; check_rest reads the whole stream) --- */
+    if (!job->whole_stream && !job->check_rest) {
+        int cut = rst_view_region(cinfo, job->data, job->size, x0, y0, x1, y1, &job->cut,
+                                  job->err.message, JMSG_LENGTH_MAX);
+        if (cut < 0)
+            return -1;
+        x0 -= job->cut.x;
+        x1 -= job->cut.x;
+        y0 -= job->cut.y;
+        y1 -= job->cut.y;
+    }
+
     jpeg_start_decompress(cinfo);
     job->out_x = 0;
     width = cinfo->output_width;
     /* libjpeg-turbo has had memory bugs when cropping with the merged upsampler (fast_upsample
      * on 4:2:x; upstream issue #574): crop columns only with fancy upsampling. */
-    if ((x0 > 0 || x1 < job->full_w) && cinfo->do_fancy_upsampling) {
+    if ((x0 > 0 || x1 < cinfo->output_width) && cinfo->do_fancy_upsampling) {
         /* Fancy upsampling replicates chroma at the window's edges, so its outermost columns
          * differ from a full decode: widen by 1 column left (libjpeg then aligns it down to an
          * iMCU boundary) and 2 right, and the pixels inside [x0, x1) match a full decode. */
         JDIMENSION left = x0 > 0 ? x0 - 1 : 0;
-        JDIMENSION right = x1 + 2 < job->full_w ? x1 + 2 : job->full_w;
+        JDIMENSION right = x1 + 2 < cinfo->output_width ? x1 + 2 : cinfo->output_width;
         JDIMENSION xoffset = left, cwidth = right - left;
         jpeg_crop_scanline(cinfo, &xoffset, &cwidth);
         job->out_x = xoffset;
         width = cwidth;
     }
+    job->out_x += job->cut.x;
     job->out_w = width;
-    job->out_y = y0;
+    job->out_y = y0 + job->cut.y;
     job->out_h = y1 - y0;
     return 0;
 }
@@ -334,8 +353,8 @@ static int roi_read(roi_job *job)
 
     for (i = 0; i < job->out_h; i++)
         job->rows[i] = job->pixels + stride * i;
-    while (skipped < job->out_y) {
-        JDIMENSION n = jpeg_skip_scanlines(cinfo, job->out_y - skipped);
+    while (skipped < job->out_y - job->cut.y) { /* the rows above, in the stream read */
+        JDIMENSION n = jpeg_skip_scanlines(cinfo, job->out_y - job->cut.y - skipped);
         if (n == 0) {
             snprintf(job->err.message, JMSG_LENGTH_MAX, "jpeg_skip_scanlines made no progress");
             return -1;
@@ -382,6 +401,8 @@ static void roi_free(roi_job *job)
     job->rows = NULL;
     PyMem_RawFree(job->spare_row);
     job->spare_row = NULL;
+    rst_buffer_free(&job->cut.buffer);
+    job->cut.active = 0;
 }
 
 /* Sets up the error manager of a zeroed job. */

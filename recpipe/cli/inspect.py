@@ -158,7 +158,8 @@ def _print_summary(s):
                   f"height {h['min']}..{h['max']} (mean {h['mean']}), "
                   f"{_tally(im['channels'], ' channels')}")
         print(f"    progressive {im['progressive']}, cmyk {im['cmyk']}, "
-              f"grayscale {im['grayscale']}, exif-rotated {im['exif_rotated'] or 0}")
+              f"grayscale {im['grayscale']}, exif-rotated {im['exif_rotated'] or 0}, "
+              f"restart markers {im.get('restart_markers', 0)}")
 
 
 def _print_quarantined(entries, limit=20):

@@ -37,7 +37,8 @@ def register(subparsers):
                    help="store every file's bytes as they are, whatever the format (no decode)")
     p.add_argument("--reencode", action="store_true",
                    help="decode and re-encode every image, JPEGs too (at --quality, default 95). "
-                        "Default: JPEGs keep their bytes unless --resize, --center-crop, "
+                        "Default: JPEGs keep their pixels (their bytes with --restart off) "
+                        "unless --resize, --center-crop, "
                         "--quality, --encoding .png or --color 0 asks for a change; other "
                         "formats, CMYK and EXIF-rotated JPEGs are always re-encoded")
     p.add_argument("--resize", type=int, default=0, metavar="S",
@@ -50,6 +51,12 @@ def register(subparsers):
                    help="format of re-encoded images (default .jpg; .png re-encodes all)")
     p.add_argument("--color", type=int, choices=(-1, 0, 1), default=1,
                    help="1 color, 0 grayscale, -1 unchanged (cv2.imread flag; default 1)")
+    p.add_argument("--restart", default=None, metavar="ROWS|auto|off",
+                   help="restart markers in the JPEGs written, losslessly (same pixels: the "
+                        "coefficients are written back, optimal Huffman tables), so that a "
+                        "random crop decodes only the intervals it touches: 'auto' (intervals "
+                        "of about 4 MCUs: the default), a number of MCU rows per interval, or "
+                        "'off' (keep the JPEG bytes as they are). Not with --pass-through")
     p.add_argument("--pack-label", action="store_true",
                    help="store all labels of a multi-label .lst line (im2rec --pack-label)")
     p.add_argument("--exact", action="store_true",
@@ -161,6 +168,7 @@ def _print_summary(summary, out):
 
 _SHARD_LINES = 20
 _ACTION_WORDS = {"kept": "kept as they were (no re-encode)",
+                 "restarted": "JPEGs kept losslessly with restart markers (same pixels)",
                  "re-encoded": "JPEGs re-encoded (decoded and encoded again, lossy)",
                  "transcoded": "transcoded from other formats to the output format"}
 
@@ -213,6 +221,7 @@ def pack_options(args):
         shard_size=shard_size, shuffle=args.shuffle, seed=args.seed,
         val_ratio=args.val_ratio, on_error=args.on_error, resume=args.resume,
         dask=args.dask, storage_options=storage_options(args), sources=args.sources,
+        restart=args.restart,
         limits=InputLimits(allow_outside_root=args.allow_outside_root,
                            max_file_bytes=parse_size(args.max_file_size)))
 

@@ -1,7 +1,7 @@
 """Images as bytes and pixels, below the record layers: the JPEG marker walker (``jpeg``), cheap
-header facts of any image file (``info``) and OpenCV loaded in one place with the one
-``imdecode`` that raises ``DecodeError`` (``opencv``). Nothing in those modules imports the
-record, decode or packing layers.
+header facts of any image file (``info``), lossless restart markers in JPEG bytes (``restart``)
+and OpenCV loaded in one place with the one ``imdecode`` that raises ``DecodeError``
+(``opencv``). Nothing in those modules imports the record, decode or packing layers.
 
 This package is also ``mx.image`` for ``import recpipe as mx`` (and ``import recpipe.mx as mx``):
 ``imdecode``, ``imread`` and ``ImageArray`` are ``recpipe.mx.images``' (MXNet's image API lives

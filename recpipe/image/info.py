@@ -29,6 +29,7 @@ _JPEG_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif")
 # SOFn markers: C0-CF except DHT (C4), JPG (C8) and DAC (CC)
 _PROGRESSIVE_SOF = frozenset((0xC2, 0xC6, 0xCA, 0xCE))
 _APP1 = 0xE1
+_DRI = 0xDD
 _ORIENTATION_TAG = 0x0112
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
 
@@ -37,7 +38,9 @@ class ImageInfo(NamedTuple):
     """What the header says. ``width``/``height``/``channels`` are ``None`` when not found.
 
     ``progressive`` is a progressive JPEG or an interlaced (Adam7) PNG; ``cmyk`` a 4-component
-    JPEG (Adobe CMYK or YCCK); ``exif_orientation`` the EXIF tag 0x0112 (1..8) when present.
+    JPEG (Adobe CMYK or YCCK); ``exif_orientation`` the EXIF tag 0x0112 (1..8) when present;
+    ``restart_interval`` a JPEG's restart interval in MCUs (its DRI segment; ``image.restart``)
+    when it has one.
     """
 
     format: str
@@ -48,6 +51,7 @@ class ImageInfo(NamedTuple):
     cmyk: bool = False
     grayscale: bool = False
     exif_orientation: Optional[int] = None
+    restart_interval: Optional[int] = None
 
 
 UNKNOWN = ImageInfo("unknown")
@@ -109,6 +113,8 @@ def _sniff_jpeg(data):
             _, height, width, components = struct.unpack_from(">BHHB", data, start)
             fields.update(width=width, height=height, channels=components,
                           progressive=marker in _PROGRESSIVE_SOF)
+        elif marker == _DRI and end - start >= 2:
+            fields["restart_interval"] = struct.unpack_from(">H", data, start)[0] or None
         elif marker == _APP1 and bytes(data[start:start + 6]) == b"Exif\x00\x00":
             if "exif_orientation" not in fields:
                 fields["exif_orientation"] = _exif_orientation(bytes(data[start + 6:end]))
@@ -116,7 +122,8 @@ def _sniff_jpeg(data):
     channels = fields.get("channels")
     return ImageInfo("jpeg", fields.get("width"), fields.get("height"), channels,
                      progressive=fields["progressive"], cmyk=channels == 4,
-                     grayscale=channels == 1, exif_orientation=fields.get("exif_orientation"))
+                     grayscale=channels == 1, exif_orientation=fields.get("exif_orientation"),
+                     restart_interval=fields.get("restart_interval"))
 
 
 def _exif_orientation(tiff):

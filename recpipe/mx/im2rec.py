@@ -52,6 +52,7 @@ IM2REC = {
     "shuffle": False,  # record k is line k
     "sources": False,  # no X.sources.jsonl
     "labels_file": False,  # no X.labels.json
+    "restart": "off",  # no restart markers: the JPEGs are im2rec's bytes
     "resumable": False,  # a run that stops leaves nothing behind
     "on_error": "skip",
     "limits": InputLimits(allow_outside_root=True),  # .lst paths may leave the root

@@ -11,6 +11,7 @@ from typing import Any, Optional, Tuple
 
 from ..errors import check_on_error
 from ..spelling import did_you_mean
+from ..image.restart import RestartPolicy, restarts_available
 from .inputs import InputLimits
 from .items import DEFAULT_EXTENSIONS
 from .transform import ImageOptions, asks_for_change
@@ -20,6 +21,10 @@ __all__ = ["PackOptions", "PACK_KEYWORDS", "PACK_ON_ERROR", "ENCODINGS", "check_
 # the loaders' vocabulary (recpipe.errors.ON_ERROR) less "replace": a file is packed or not
 PACK_ON_ERROR = ("raise", "skip")
 ENCODINGS = (None, ".jpg", ".jpeg", ".png")
+# restart markers when ``restart`` is not given (``image.restart``): "auto", measured to pay
+# (BENCHMARKS.md "Restart markers": random crops decode 1.25x faster, files 2.3% smaller, 2.6 ms
+# more CPU per photo at pack time); "off" where recpipe's libjpeg extension is not built
+DEFAULT_RESTART = "auto"
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class PackOptions:
     # False: an interrupted or failed run leaves nothing behind (im2rec)
     resumable: bool = True
     labels_file: bool = True  # publish OUT.labels.json (the label map and the shard sizes)
+    restart: Any = None  # restart markers: "auto", "off", MCU rows; None: DEFAULT_RESTART
 
     def __post_init__(self):
         _validate(self)
@@ -83,7 +89,24 @@ class PackOptions:
         quality = 95 if self.quality is None else int(self.quality)
         return ImageOptions(bool(self.pass_through), int(self.resize or 0),
                             bool(self.center_crop), quality, encoding, int(self.color),
-                            bool(self.pack_label), bool(self.exact), bool(keep_jpeg))
+                            bool(self.pack_label), bool(self.exact), bool(keep_jpeg),
+                            self.restart_name())
+
+    def restart_name(self) -> str:
+        """The restart markers the JPEGs written get: ``"off"`` (always with ``pass_through``),
+        ``"auto"`` or MCU rows; ``restart=None`` is ``DEFAULT_RESTART`` where recpipe's libjpeg
+        extension is built, else "off". ImportError for a policy asked for without it."""
+        if self.pass_through:
+            return "off"
+        if self.restart is None:
+            return RestartPolicy.name(DEFAULT_RESTART) if restarts_available() else "off"
+        name = RestartPolicy.name(self.restart)
+        if name != "off" and not restarts_available():
+            raise ImportError(f"restart={self.restart!r} needs recpipe's libjpeg extension "
+                              "(recpipe._batch): install the libjpeg-turbo headers (apt-get "
+                              "install libjpeg62-turbo-dev) and reinstall recpipe, or pack with "
+                              "restart='off'")
+        return name
 
 
 PACK_KEYWORDS = frozenset(field.name for field in dataclasses.fields(PackOptions))
@@ -108,6 +131,9 @@ def _validate(o: PackOptions) -> None:
         raise ValueError(f"JPEG quality must be in 0..100, got {o.quality}")
     if o.resume and not o.resumable:
         raise ValueError("resume=True needs resumable=True (a run that keeps what it wrote)")
+    if o.pass_through and o.restart is not None and RestartPolicy.parse(o.restart) is not None:
+        raise ValueError(f"pass_through stores every file's bytes as they are: it cannot add "
+                         f"restart markers (restart={o.restart!r}); drop one of the two")
     if o.workers is not None and o.workers < 0:
         raise ValueError(f"workers must be >= 0, got {o.workers}")
     _check_counts(o)

@@ -109,11 +109,14 @@ def pack_dataset(src: str, out: str, options: Optional[PackOptions] = None, *,
     same arguments. ``progress(done, total, input_bytes)`` is called after each item. A worker
     process that yields nothing for ``item_timeout`` seconds per item stops the run.
 
-    Images: JPEGs keep their bytes unless an option asks for a change (``resize``,
+    Images: JPEGs keep their pixels unless an option asks for a change (``resize``,
     ``center_crop``, ``quality``, PNG ``encoding``, ``color=0``) or ``keep_jpeg=False``; what
     must be re-encoded is (other formats, CMYK, EXIF-rotated JPEGs; quality 95 unless given).
-    ``pass_through=True`` stores every file's bytes as they are. ``summary.actions`` counts the
-    images kept, re-encoded and transcoded.
+    ``restart`` (default ``"auto"``; ``image.restart``): every JPEG written gets restart markers,
+    losslessly (a kept JPEG's coefficients are written back: same pixels, usually fewer bytes),
+    so that a random crop decodes only the intervals it touches; ``restart="off"`` keeps the
+    JPEG bytes as they are. ``pass_through=True`` stores every file's bytes as they are.
+    ``summary.actions`` counts the images kept, restarted, re-encoded and transcoded.
 
     ``limits`` (``inputs.InputLimits``): image paths must stay inside the root and name regular
     files of at most 1 GiB unless it says otherwise; refused items are reported and counted.

@@ -12,8 +12,10 @@ anything simplejpeg declines falls back to cv2. Pass-through never imports cv2.
 
 ``keep_jpeg``: a JPEG that any decoder reads as it is (not CMYK, no EXIF rotation to apply)
 keeps its bytes (no lossy generation); the rest is re-encoded (a JPEG) or transcoded (another
-format). Each ``ItemResult`` says which in ``action``: ``kept``, ``re-encoded`` or
-``transcoded``.
+format). ``restart`` (``image.restart``): the JPEGs written get restart markers, losslessly (a
+kept JPEG's coefficients are read and written back: same pixels), so that a crop decodes only
+the intervals it touches. Each ``ItemResult`` says which in ``action``: ``kept``,
+``restarted`` (kept pixels, restart markers added), ``re-encoded`` or ``transcoded``.
 """
 
 import hashlib
@@ -26,6 +28,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..image.info import sniff, unusual_reasons
 from ..image.opencv import imdecode, load_cv2
+from ..image.restart import RestartPolicy, add_restarts
 from ..io.format.header import pack
 from ..io.sources import url_to_fs
 from .encode import center_crop, crop_resize_encode, encode_image, make_header
@@ -39,9 +42,10 @@ __all__ = ["ACTIONS", "ImageOptions", "ItemResult", "ItemProcessor", "asks_for_c
 log = logging.getLogger(__name__)
 
 _REDUCED_SCALES = (8, 4, 2)
-# what became of an image's bytes: stored as they were, a JPEG decoded and encoded again, another
-# format (PNG, BMP, ...) encoded
-ACTIONS = ("kept", "re-encoded", "transcoded")
+# what became of an image's bytes: stored as they were, a JPEG's coefficients written back with
+# restart markers (same pixels), a JPEG decoded and encoded again, another format (PNG, BMP, ...)
+# encoded
+ACTIONS = ("kept", "restarted", "re-encoded", "transcoded")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class ImageOptions:
     pack_label: bool = False
     exact: bool = False
     keep_jpeg: bool = False  # keep the bytes of JPEGs that need no change (``keepable``)
+    restart: str = "off"  # restart markers in the JPEGs written: "off", "auto" or MCU rows
 
     def __post_init__(self):
         if self.color not in (-1, 0, 1):
@@ -65,6 +70,9 @@ class ImageOptions:
             raise ValueError(f"encoding must be .jpg or .png, got {self.encoding!r}")
         if self.resize < 0:
             raise ValueError(f"resize must be 0 (off) or positive, got {self.resize}")
+        if RestartPolicy.name(self.restart) != self.restart:
+            raise ValueError(f"restart must be spelt 'off', 'auto' or a number of rows, got "
+                             f"{self.restart!r}")
 
 
 class ItemResult(NamedTuple):
@@ -143,6 +151,7 @@ class ItemProcessor:
         self.storage_options = storage_options
         self.limits = limits
         self.digests = digests
+        self._restart = RestartPolicy.parse(options.restart)
         self._fs = None
         self._base = None
 
@@ -177,14 +186,28 @@ class ItemProcessor:
         reasons = tuple(unusual_reasons(info, posixpath.splitext(item.path)[1]))
         header = make_header(item.index, item.labels, self.options.pack_label)
         digest = hashlib.sha256(data).hexdigest() if self.digests else ""
-        if self.options.pass_through or (self.options.keep_jpeg and keepable(info)):
+        if self.options.pass_through:
             return ItemResult(pack(header, data), reasons, None, len(data), "kept", digest)
+        if self.options.keep_jpeg and keepable(info):
+            restarted = self.with_restarts(data)
+            if restarted is None:
+                return ItemResult(pack(header, data), reasons, None, len(data), "kept", digest)
+            return ItemResult(pack(header, restarted), reasons, None, len(data), "restarted",
+                              digest)
         try:
-            payload = pack(header, self.reencode(data, info))
+            image = self.reencode(data, info)
+            if self.options.encoding == ".jpg":
+                image = self.with_restarts(image) or image
+            payload = pack(header, image)
         except Exception as e:  # noqa: BLE001 - any codec failure is reported per item
             return ItemResult(None, reasons, f"{type(e).__name__}: {e}", len(data))
         action = "re-encoded" if info.format == "jpeg" else "transcoded"
         return ItemResult(payload, reasons, None, len(data), action, digest)
+
+    def with_restarts(self, jpeg):
+        """``jpeg`` with restart markers (lossless), or None: no policy, or a JPEG that cannot
+        take them (progressive, or libjpeg reads it with warnings: kept as it is)."""
+        return None if self._restart is None else add_restarts(jpeg, self._restart)
 
     def reencode(self, data, info):
         cv2 = load_cv2()

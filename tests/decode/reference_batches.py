@@ -78,8 +78,9 @@ def _jpeg(img, quality=90):
     return cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, quality])[1].tobytes()
 
 
-def write_records(folder):
-    """The three record files the configurations read; returns ``{name: path}``."""
+def write_records(folder, transform=None):
+    """The three record files the configurations read; returns ``{name: path}``.
+    ``transform(jpeg) -> jpeg``: what to store instead of each image (same pixels expected)."""
     sizes = [(72, 96), (120, 90), (64, 64), (131, 77), (90, 140), (57, 61), (100, 100),
              (81, 120)]
     sets = {
@@ -93,6 +94,7 @@ def write_records(folder):
         path = str(Path(folder) / f"{name}.rec")
         with recpipe.RecordWriter(path) as writer:
             for key, (image, label) in enumerate(items):
+                image = image if transform is None else transform(image)
                 writer.write(recpipe.pack(recpipe.IRHeader(0, label, key, 0), image), key)
         paths[name] = path
     return paths
@@ -105,9 +107,10 @@ def sample_digest(image):
     return f"{array.dtype} {'x'.join(map(str, array.shape))} {digest}"
 
 
-def run_configs(folder, threads=1, names=None):
-    """``{config name: [{"image": digest, "label": [...]}, ...]}`` in epoch order."""
-    paths = write_records(folder)
+def run_configs(folder, threads=1, names=None, transform=None):
+    """``{config name: [{"image": digest, "label": [...]}, ...]}`` in epoch order (images
+    stored through ``transform``: ``write_records``)."""
+    paths = write_records(folder, transform)
     results = {}
     for name, records, kwargs in CONFIGS:
         if names is not None and name not in names:

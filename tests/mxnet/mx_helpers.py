@@ -15,6 +15,8 @@ never recpipe. Commands:
   once per argv; per run ``{"stdout", "error"}``
 - ``imresize``: ``{"items": [{"image": b64, "shape": [h, w, c], "size": [w, h], "interp": n}]}``
   -> ``{"resized": [b64]}``: ``mx.image.imresize`` (MXNet's own OpenCV) of each uint8 image
+- ``decode-indexed``: ``{"rec", "idx"}`` -> ``{"images": [{"key", "shape", "sha256"}]}``: every
+  record's image decoded by ``mx.image.imdecode`` (MXNet's own OpenCV and libjpeg)
 """
 
 import base64
@@ -147,7 +149,22 @@ def imresize(spec):
     return {"resized": resized}
 
 
+def decode_indexed(spec):
+    import hashlib
+
+    record = mx.recordio.MXIndexedRecordIO(spec["idx"], spec["rec"], "r")
+    images = []
+    for key in record.keys:
+        _, image = mx.recordio.unpack(record.read_idx(key))
+        pixels = mx.image.imdecode(image).asnumpy()
+        images.append({"key": int(key), "shape": list(pixels.shape),
+                       "sha256": hashlib.sha256(pixels.tobytes()).hexdigest()})
+    record.close()
+    return {"images": images}
+
+
 COMMANDS = {
+    "decode-indexed": decode_indexed,
     "write-indexed": write_indexed,
     "pack": pack,
     "read-indexed": read_indexed,

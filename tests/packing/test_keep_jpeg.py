@@ -57,13 +57,22 @@ def _payloads(rec):
         reader.close()
 
 
-def test_by_default_jpegs_keep_their_bytes_and_only_what_must_is_reencoded(folder, tmp_path):
+def test_by_default_jpegs_keep_their_pixels_and_only_what_must_is_reencoded(folder, tmp_path):
     root, files = folder
     summary = pack_dataset(str(root), str(tmp_path / "o"), shuffle=False, workers=1)
-    assert summary.actions == {"kept": 2, "re-encoded": 2, "transcoded": 1}
+    # kept JPEGs get restart markers by default (recpipe.image.restart): same pixels
+    assert summary.actions == {"restarted": 2, "re-encoded": 2, "transcoded": 1}
     payloads = _payloads(tmp_path / "o.rec")
-    kept = [p for p in payloads if p in (files["a/plain.jpg"], files["a/gray.jpg"])]
-    assert len(kept) == 2  # byte for byte: no lossy generation
+    originals = [cv2.imdecode(np.frombuffer(files[name], np.uint8), cv2.IMREAD_UNCHANGED)
+                 for name in ("a/plain.jpg", "a/gray.jpg")]
+    kept = [p for p in payloads if any(
+        np.array_equal(cv2.imdecode(np.frombuffer(p, np.uint8), cv2.IMREAD_UNCHANGED), o)
+        for o in originals)]
+    assert len(kept) == 2  # pixel for pixel: no lossy generation
+    assert not set(kept) & set(files.values())  # rewritten with restart markers
+    plain = pack_dataset(str(root), str(tmp_path / "p"), shuffle=False, workers=1, restart="off")
+    assert plain.actions == {"kept": 2, "re-encoded": 2, "transcoded": 1}
+    assert {files["a/plain.jpg"], files["a/gray.jpg"]} <= set(_payloads(tmp_path / "p.rec"))
     rest = [p for p in payloads if p not in kept]
     assert all(p[:3] == b"\xff\xd8\xff" for p in rest)  # PNG, CMYK, rotated: now plain JPEGs
     shapes = sorted(cv2.imdecode(np.frombuffer(p, np.uint8), cv2.IMREAD_UNCHANGED).shape
@@ -84,6 +93,12 @@ def test_an_option_that_asks_for_a_change_reencodes_every_image(folder, tmp_path
 def test_pack_says_what_it_kept_and_reencoded(folder, tmp_path, capsys):
     root, files = folder
     assert main(["pack", str(root), str(tmp_path / "o"), "--no-progress", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ("  images: 2 JPEGs kept losslessly with restart markers (same pixels); 2 JPEGs "
+            "re-encoded (decoded and encoded again, lossy); 1 transcoded from other formats to "
+            "the output format") in out
+    assert main(["pack", str(root), str(tmp_path / "k"), "--no-progress", "--workers", "1",
+                 "--restart", "off"]) == 0
     out = capsys.readouterr().out
     assert ("  images: 2 kept as they were (no re-encode); 2 JPEGs re-encoded (decoded and "
             "encoded again, lossy); 1 transcoded from other formats to the output format") in out

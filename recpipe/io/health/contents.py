@@ -205,7 +205,8 @@ def _sample_images(source, offsets):
             channels[str(info.channels)] += 1
         if info.exif_orientation not in (None, 1):
             orientation[str(info.exif_orientation)] += 1
-        flags.update(name for name in ("progressive", "cmyk", "grayscale") if getattr(info, name))
+        flags.update(name for name in ("progressive", "cmyk", "grayscale", "restart_interval")
+                     if getattr(info, name))
     return {
         "formats": dict(formats.most_common()),
         "width": _spread(np.asarray(widths, dtype=np.int64)),
@@ -214,5 +215,6 @@ def _sample_images(source, offsets):
         "progressive": flags["progressive"],
         "cmyk": flags["cmyk"],
         "grayscale": flags["grayscale"],
+        "restart_markers": flags["restart_interval"],  # JPEGs with a restart interval
         "exif_rotated": dict(sorted(orientation.items())),
     }

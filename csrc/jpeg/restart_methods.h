@@ -1,0 +1,83 @@
+/*
+ * recpipe._batch's restart-marker methods (listed in its method table by RESTART_METHODS):
+ *
+ * add_restarts(data, rows=0, mcus=4, optimize=True) -> bytes or None
+ *     ``data`` (a JPEG) with restart intervals, losslessly (jpeg/transcode.h: the coefficients
+ *     are checked to be the source's): ``rows`` > 0 one interval every ``rows`` MCU rows, else
+ *     the divisor of a row's MCU count nearest ``mcus`` (both 0: no markers, a plain
+ *     re-encoding); ``optimize``: optimal Huffman tables. None when the stream cannot take them
+ *     (progressive, arithmetic, lossless, not 8-bit, a row longer than a DRI can count).
+ *     ValueError with libjpeg's message on an error or a corrupt-data warning. GIL released.
+ *
+ * restart_layout(data) -> None or (interval, mcus_per_row, mcu_rows, row_group, col_mcus,
+ *                                  mcu_width, mcu_height)
+ *     The restart intervals a region decode can use (jpeg/restart.h), None when there are none.
+ */
+#ifndef RECPIPE_JPEG_RESTART_METHODS_H
+#define RECPIPE_JPEG_RESTART_METHODS_H
+
+#include <Python.h>
+
+#include "jpeg/restart.h"
+#include "jpeg/transcode.h"
+
+static PyObject *restart_add(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    unsigned int rows = 0, mcus = 4;
+    int optimize = 1, status;
+    rst_transcoding *t;
+    PyObject *result = NULL;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "y*|IIp:add_restarts", &view, &rows, &mcus, &optimize))
+        return NULL;
+    t = (rst_transcoding *)PyMem_RawCalloc(1, sizeof *t);
+    if (t == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    {
+        rst_options opt = {rows, mcus, optimize};
+        Py_BEGIN_ALLOW_THREADS
+        status = rst_transcode(t, (const unsigned char *)view.buf, (size_t)view.len, &opt);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (status == 0)
+        result = PyBytes_FromStringAndSize((const char *)t->out.bytes, (Py_ssize_t)t->out.size);
+    else if (status == 1)
+        result = Py_None, Py_INCREF(Py_None);
+    else
+        PyErr_SetString(PyExc_ValueError, t->err.message);
+    PyMem_RawFree(t->out.bytes);
+    PyMem_RawFree(t);
+    return result;
+}
+
+static PyObject *restart_layout_of(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    rst_layout layout;
+    int usable;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "y*:restart_layout", &view))
+        return NULL;
+    usable = rst_read_layout((const unsigned char *)view.buf, (size_t)view.len, &layout);
+    PyBuffer_Release(&view);
+    if (!usable)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(IIIIIII)", layout.interval, layout.mcus_per_row, layout.mcu_rows,
+                         layout.row_group, layout.col_mcus, layout.mcu_w, layout.mcu_h);
+}
+
+#define RESTART_METHODS                                                                            \
+    {"add_restarts", restart_add, METH_VARARGS,                                                   \
+     "add_restarts(data, rows=0, mcus=4, optimize=True) -> bytes or None: the JPEG with restart " \
+     "intervals, losslessly (None: it cannot take them)"},                                         \
+    {"restart_layout", restart_layout_of, METH_VARARGS,                                            \
+     "restart_layout(data) -> None or (interval, mcus_per_row, mcu_rows, row_group, col_mcus, "    \
+     "mcu_width, mcu_height)"},
+
+#endif /* RECPIPE_JPEG_RESTART_METHODS_H */
