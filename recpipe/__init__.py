@@ -3,7 +3,8 @@
 import importlib
 import logging
 
-from .errors import DecodeError, NotCoveredError, RecordFormatError, RecordTooLargeError
+from . import moved
+from .errors import DecodeError, RecordFormatError, RecordTooLargeError
 from .io import (
     IRHeader,
     ListEntry,
@@ -41,19 +42,7 @@ __all__ = [
 # a library configures no logging on import: $RECPIPE_LOG_LEVEL is applied by the CLI at its start
 # and by a loader when it reads recpipe's environment (recpipe.system.env.configure_logging)
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-
-
-# ``import recpipe as mx`` serves programs written for ``mx.recordio`` / ``mx.image`` (``mx.img``)
-_SUBMODULES = {"recordio": "recordio", "image": "image", "img": "image"}
-# MXNet 1.9.1's other top-level names: ``import recpipe as mx`` points at recpipe.mx for them
-_MXNET_NAMES = frozenset((
-    "AttrScope Context MXNetError api attribute autograd base callback context contrib cpu "
-    "cpu_pinned current_context engine error executor executor_manager gluon gpu init "
-    "initializer is_np_array is_np_shape kv kvstore libinfo library log lr_scheduler metric mod "
-    "model module mon monitor name nd ndarray notebook np np_array np_shape npx num_gpus numpy "
-    "numpy_extension onnx operator optimizer profiler random registry rnd rnn rtc runtime "
-    "set_np_shape sym symbol test_utils th torch tvmop use_np use_np_array use_np_shape util "
-    "visualization viz").split())
+moved.install()  # old import paths of moved modules (recpipe.moved)
 
 
 def __getattr__(name):
@@ -67,12 +56,17 @@ def __getattr__(name):
         from .decode.replay import replay
 
         return replay
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{_SUBMODULES[name]}", __name__)
-    if name in _MXNET_NAMES:
-        raise NotCoveredError(
-            f"mx.{name} is not served by `import recpipe as mx`, which serves mx.recordio and "
-            "mx.image (mx.img): use `import recpipe.mx as mx`, which also serves MXNet's data "
-            "side (mx.io's iterators, mx.gluon.data, contexts such as mx.cpu(), mx.nd array "
-            "construction, mx.random.seed, mx.kvstore.create) and says what to do for the rest")
+    # ``import recpipe as mx`` serves programs written for ``mx.recordio`` / ``mx.image``
+    # (``mx.img``): the very modules ``recpipe.mx`` serves, and for MXNet's other names it
+    # points at ``recpipe.mx``
+    if name == "recordio":
+        from .mx import recordio
+
+        return recordio
+    if name in ("image", "img"):
+        return importlib.import_module(f"{__name__}.image")  # ("from . import" would recurse)
+    from .mx.coverage import MXNET_NAMES, use_recpipe_mx
+
+    if name in MXNET_NAMES:
+        raise use_recpipe_mx(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,6 +36,17 @@ def finish(prepared: Prepared, plan: bytes, region: Buffer, out: Buffer) -> None
     """The steps after the region (HLS shift, colour jitter, mirror, normalisation, layout) for
     an output-sized uint8 region made elsewhere, into ``out``; the GIL is released."""
 
+def idx_lines(data: Buffer) -> int:
+    """The lines of ``.idx`` bytes (its newlines, plus a last line without one): the length of
+    the arrays ``parse_idx`` fills."""
+
+def parse_idx(data: Buffer, keys: Buffer, offsets: Buffer, first: int = ...) -> int:
+    """Plain ``key<TAB>offset`` lines of ``.idx`` bytes (lines ``first``.. of the file: a file
+    may come in chunks cut at line ends) into the int64 buffers ``keys`` and ``offsets``
+    (``idx_lines`` items each), without the GIL (csrc/index/idx_parse.h): 1 when every key is
+    its line's number, 0 when not, -1 when the bytes are not exactly such lines (the text parse
+    then names the bad line)."""
+
 def colour_convert(code: int, pixels: Buffer, width: int) -> bytes:
     """Rows of ``width`` uint8 pixels converted as cv2.cvtColor does (code 0: RGB2HLS, 1:
     HLS2RGB; for tests)."""

@@ -22,10 +22,14 @@ def check_on_error(value, allowed=ON_ERROR):
 
 
 # ``fault``: what an error of a record says about the record, set where the error is raised.
-# Faults of the record's bytes (the only ones a loader quarantines, ``recpipe.io.quarantine``):
-CHECKSUM = "checksum"  # the payload differs from its CRC32C in a .sums sidecar that describes the file
-FORMAT = "format"      # the RecordIO framing, the IRHeader or an .idx offset of the record is broken
-DECODE = "decode"      # the image does not decode, whatever the loader's settings (a whole decode fails)
+# Faults of the record's bytes (the only ones a loader quarantines,
+# ``recpipe.io.sidecars.quarantine``):
+# the payload differs from its CRC32C in a .sums sidecar that describes the file
+CHECKSUM = "checksum"
+# the RecordIO framing, the IRHeader or an .idx offset of the record is broken
+FORMAT = "format"
+# the image does not decode, whatever the loader's settings (a whole decode fails)
+DECODE = "decode"
 BYTES_FAULTS = (CHECKSUM, FORMAT, DECODE)
 # ...and faults of something else, never quarantined:
 SETTINGS = "settings"  # sound bytes refused by a setting: label_width, a label_rule, max_pixels,
@@ -59,7 +63,7 @@ def _where(path, offset, record, key=None):
 
 def _more(source, hint):
     """What an error that stops a run adds: the file the record was packed from, and how to go
-    on (``recpipe.io.explain``)."""
+    on (``recpipe.io.health.explain``)."""
     text = f"; packed from {source}" if source else ""
     return f"{text}\n  {hint}" if hint else text
 
@@ -181,7 +185,8 @@ class RemoteReadError(OSError):
                          f"{attempts} attempt{'s' if attempts != 1 else ''})")
 
     def __reduce__(self):
-        return _rebuild_remote_error, (self.reason, self.url, self.offset, self.length, self.attempts)
+        return _rebuild_remote_error, (self.reason, self.url, self.offset, self.length,
+                                       self.attempts)
 
 
 def _rebuild_remote_error(message, url, offset, length, attempts):

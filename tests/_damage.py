@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 
 import recpipe
-from recpipe.io.format import HEAD_SIZE
+from recpipe.io.format.framing import HEAD_SIZE
 
 IMAGE_HEADER = 24  # IRHeader before the JPEG in a record's payload
 

@@ -1,7 +1,8 @@
 """recpipe's two build states: with libjpeg (every extension) and without (``_resize``,
-``_colour``, ``_crc32c``, ``_plan``; no ``_batch``). The state without libjpeg is built here on purpose
-(``RECPIPE_WITHOUT_LIBJPEG=1``, in a copy of the tracked tree) and must decode on the Python path
-with the same pixels as this checkout; a required extension that cannot be built fails the build.
+``_colour``, ``_crc32c``, ``_plan``; no ``_batch``). The state without libjpeg is built here on
+purpose (``RECPIPE_WITHOUT_LIBJPEG=1``, in a copy of the tracked tree) and must decode on the Python
+path with the same pixels as this checkout; a required extension that cannot be built fails the
+build.
 """
 
 import json

@@ -16,7 +16,8 @@ def rec(tmp_path):
     with recpipe.RecordWriter(url) as writer:
         for i in range(24):
             img = rng.integers(0, 255, (60, 80, 3), dtype=np.uint8)
-            writer.write(pack(IRHeader(0, float(i % 3), i, 0), cv2.imencode(".jpg", img)[1].tobytes()))
+            writer.write(pack(IRHeader(0, float(i % 3), i, 0), cv2.imencode(".jpg",
+                                                                            img)[1].tobytes()))
     return url
 
 

@@ -138,7 +138,7 @@ def _evicted(path):
 
 
 def test_plan_says_whether_the_storage_rate_came_from_the_page_cache(tmp_path):
-    from recpipe.plan import _cached_share, _storage_rate
+    from recpipe.capacity import _cached_share, _storage_rate
 
     path = tmp_path / "blob.rec"
     path.write_bytes(os.urandom(6 << 20))

@@ -12,8 +12,8 @@ import pytest
 import recpipe
 from recpipe import recordio
 from recpipe.decode.loader import ImageLoader
-from recpipe.io.layout import FaceLayout, detect_face_layout
-from recpipe.io.contents import inspect
+from recpipe.io.format.layout import FaceLayout, detect_face_layout
+from recpipe.io.health.contents import inspect
 
 PER_ID = [3, 1, 4, 2]
 
@@ -29,7 +29,8 @@ def write_faces(folder, per_id=PER_ID):
     rec, idx = str(folder / "train.rec"), str(folder / "train.idx")
     writer = recordio.MXIndexedRecordIO(idx, rec, "w")
     first = sum(per_id) + 1
-    writer.write_idx(0, recordio.pack(recordio.IRHeader(2, [first, first + len(per_id)], 0, 0), b""))
+    writer.write_idx(0, recordio.pack(recordio.IRHeader(2, [first, first + len(per_id)], 0, 0),
+                                      b""))
     key, labels, ranges = 1, [], []
     for identity, count in enumerate(per_id):
         start = key
@@ -40,7 +41,8 @@ def write_faces(folder, per_id=PER_ID):
             key += 1
         ranges.append((start, key))
     for identity, (start, end) in enumerate(ranges):
-        writer.write_idx(first + identity, recordio.pack(recordio.IRHeader(2, [start, end], 0, 0), b""))
+        writer.write_idx(first + identity, recordio.pack(recordio.IRHeader(2, [start, end], 0, 0),
+                                                         b""))
     writer.close()
     return rec, labels
 
@@ -53,7 +55,8 @@ def faces(tmp_path_factory):
 def test_layout_is_detected(faces):
     rec, labels = faces
     with recpipe.RecordReader(rec) as reader:
-        assert detect_face_layout(reader) == FaceLayout(len(labels) + 1, len(labels) + 1 + len(PER_ID))
+        assert detect_face_layout(reader) == FaceLayout(len(labels) + 1,
+                                                        len(labels) + 1 + len(PER_ID))
         assert len(reader) == len(labels) + 1 + len(PER_ID)
 
 

@@ -1,28 +1,51 @@
 """The package's layers, read from its imports (lazy ones inside functions too): every import
 between rooms points to a lower floor, so the layers have no cycle and no upward arrow. A new
-room (a top-level module or package of recpipe) must be given its floor here."""
+room (a top-level module or package of recpipe, or a wing of one) must be given its floor here.
+Old import paths of moved modules (``recpipe.moved``) are for users: recpipe never imports one."""
 
 import ast
 import collections
+import functools
 import pathlib
 
 import recpipe
+from recpipe.moved import MOVED, PACKAGES_MOVED, new_name
 
 ROOT = pathlib.Path(recpipe.__file__).parent
 
-# room -> floor; a room imports only rooms of lower floors
+# room -> floor; a room imports only rooms of lower floors. A room is a top-level module or
+# package of recpipe, or a wing of one (a dotted name such as "mx.images"): a module belongs to the
+# longest room its name starts with. A package named in FACES has its __init__ as a room of its
+# own ("image/"), apart from its modules.
 FLOORS = {
-    "errors": 1, "spelling": 1, "_optional": 1, "system": 1,  # what everything may use
-    "image": 2,  # image bytes and pixels: JPEG markers, header facts, OpenCV, mx.image
-    "io": 3,  # RecordIO files, indexes, sources, integrity
-    "recordio": 4, "decode": 4,  # mx.recordio; decoding and augmenting into batches
-    "mxnet_keywords": 5, "plan": 5, "torch": 5, "__init__": 5,
-    "mxnet": 6, "packing": 6, "report": 6, "view": 6,
-    "mx": 7, "cli": 7,
-    "__main__": 8,
+    "errors": 10, "spelling": 10, "_optional": 10, "system": 10,  # what everything may use
+    "moved": 10,  # the old import paths of moved modules
+    "mx.coverage": 15,  # what recpipe.mx serves of MXNet, and the error for the rest
+    "image": 20,  # image bytes and pixels: JPEG markers, header facts, OpenCV
+    "mx.images": 25,  # mx.image's imdecode/imread/ImageArray, on those pixels
+    "image/": 27,  # recpipe.image's face, which is also mx.image for `import recpipe as mx`
+    # RecordIO files: each wing imports only the wings and modules listed before it
+    "io.source": 30,  # the byte source every reader reads through
+    "io.format": 31,  # the format as bytes: framing, header, scan, sniff, face layout
+    "io.remote": 32,  # reading over the network: range readers, retries, prefetch, cache
+    "io.sources": 33,  # opening a source at any URL; whole small files
+    "io.atomic": 34,  # outputs published whole or not at all
+    "io.sidecars": 35,  # what describes a .rec: index, checksums, quarantine, sources, labels
+    "io.reader": 36, "io.writer": 36,  # reading and writing a .rec with its sidecars
+    "io.health": 37,  # checking a whole file: verify, integrity, contents, protection
+    "io": 38,  # recpipe.io's face
+    "decode.tune": 35,  # the decode-thread autotuner: its controller and the loader's side
+    "decode": 40, "mx.recordio": 40,  # decoding and augmenting into batches; mx.recordio
+    "adapters": 45,  # what the framework adapters share (gluon's transforms, the loader facade)
+    "mx.keywords": 50, "capacity": 50, "torch": 50, "__init__": 50,
+    "mx.record_iter": 60, "packing": 60, "report": 60, "view": 60,
+    "mx": 70,  # the rest of MXNet's namespace: mx.io, mx.gluon, mx.nd, contexts, ...
+    "cli": 80,
+    "__main__": 90,
 }
-# old import paths kept for users (``recpipe.host`` ...): recpipe itself never imports them
-ALIASES = {"host": "system", "env": "system", "distributed": "system"}
+FACES = {"image"}
+# old import paths kept for users (``recpipe.host`` ...), each the module it names now
+ALIASES = dict(MOVED)
 
 
 def _module_name(path):
@@ -30,26 +53,46 @@ def _module_name(path):
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.lru_cache(maxsize=None)
+def _modules():
+    return frozenset(_module_name(path) for path in ROOT.rglob("*.py"))
+
+
+def _from(module, names):
+    """What ``from module import names`` imports: the submodules among ``names`` (``from .mx
+    import recordio`` is ``recpipe.mx.recordio``), and ``module`` for the other names."""
+    modules = _modules()
+    for name in names:
+        yield f"{module}.{name}" if f"{module}.{name}" in modules else module
+
+
 def _imported(path):
     """The recpipe modules ``path`` imports, anywhere in it."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        names = [alias.name for alias in node.names]
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            yield from names
         elif isinstance(node, ast.ImportFrom) and not node.level:
-            yield node.module
+            yield from _from(node.module, names)
         elif isinstance(node, ast.ImportFrom):
             base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
-            if node.module:
-                yield f"{base}.{node.module}"
-            else:
-                yield from (f"{base}.{alias.name}" for alias in node.names)
+            yield from _from(f"{base}.{node.module}" if node.module else base, names)
 
 
 def _room(module):
-    parts = module.split(".")
-    return "__init__" if len(parts) == 1 or parts[1] == "__version__" else parts[1]
+    parts = module.split(".")[1:]
+    if not parts or parts[0] == "__version__":
+        return "__init__"
+    if ".".join(parts) in FACES:
+        return ".".join(parts) + "/"
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in FLOORS:
+            return ".".join(parts[:end])
+    return parts[0]
 
 
 def arrows():
@@ -65,21 +108,42 @@ def arrows():
     return found
 
 
+def _all_imports():
+    return {_module_name(path): list(_imported(path)) for path in sorted(ROOT.rglob("*.py"))}
+
+
+def _rooms():
+    return {_room(_module_name(path)) for path in ROOT.rglob("*.py")}
+
+
 def test_every_room_has_a_floor():
-    rooms = {_room(_module_name(path)) for path in ROOT.rglob("*.py")}
-    assert rooms - set(ALIASES) <= set(FLOORS), f"give these a floor: {rooms - set(FLOORS)}"
+    rooms = _rooms()
+    assert rooms <= set(FLOORS), f"give these a floor: {rooms - set(FLOORS)}"
+    assert set(FLOORS) <= rooms, f"floors given to rooms that are not there: {set(FLOORS) - rooms}"
 
 
 def test_every_arrow_points_down():
     upward = {pair: modules for pair, modules in arrows().items()
-              if pair[0] not in ALIASES and pair[1] not in ALIASES
-              and FLOORS[pair[0]] <= FLOORS[pair[1]]}
+              if FLOORS[pair[0]] <= FLOORS[pair[1]]}
     assert not upward, f"imports that do not point to a lower floor: {upward}"
 
 
 def test_the_old_paths_are_for_users_only():
-    inside = {pair: modules for pair, modules in arrows().items()
-              if pair[1] in ALIASES and pair[0] not in ALIASES}
-    assert not inside, f"recpipe imports its own alias modules: {inside}"
-    assert {pair for pair in arrows() if pair[0] in ALIASES} == \
-        {(alias, room) for alias, room in ALIASES.items()}
+    inside = {module: source for source, modules in _all_imports().items()
+              for module in modules if new_name(module) is not None}
+    assert not inside, f"recpipe imports old paths of moved modules: {inside}"
+    assert not [old for old in MOVED if (ROOT.parent / old.replace(".", "/")).exists()
+                or (ROOT.parent / (old.replace(".", "/") + ".py")).exists()], \
+        "an old path is a file again: give it back its place in recpipe.moved"
+
+
+def test_the_old_paths_are_the_modules_they_name():
+    """Each old path is the very module it names (one module object: names and patches
+    shared), as the module ``sys.modules`` holds under both names."""
+    import importlib
+
+    for old, new in list(MOVED.items()) + list(PACKAGES_MOVED.items()):
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        assert importlib.import_module(new).__spec__.name == new
+    assert importlib.import_module("recpipe.io.ranges.s3") is \
+        importlib.import_module("recpipe.io.remote.ranges.s3")

@@ -1,4 +1,5 @@
-"""The public names: ``from recpipe import *`` gives exactly ``__all__``, and every name resolves."""
+"""The public names: ``from recpipe import *`` gives exactly ``__all__``, and every name
+resolves."""
 
 import importlib
 import pkgutil
@@ -45,7 +46,7 @@ def core_modules():
     import recpipe.io
 
     names = ["recpipe", "recpipe.errors", "recpipe._optional", "recpipe.cli.inspect"]
-    names += [info.name for info in pkgutil.iter_modules(recpipe.io.__path__, "recpipe.io.")]
+    names += [info.name for info in pkgutil.walk_packages(recpipe.io.__path__, "recpipe.io.")]
     return names
 
 
@@ -67,8 +68,8 @@ def test_public_functions_are_not_shadowed_by_subpackages():
         assert not isinstance(value, type(recpipe)), f"recpipe.{name} is now a module"
 
 
-@pytest.mark.parametrize("module_name", PACKAGES + ["recpipe.recordio", "recpipe.image",
-                                                    "recpipe.host", "recpipe.torch",
+@pytest.mark.parametrize("module_name", PACKAGES + ["recpipe.mx.recordio", "recpipe.image",
+                                                    "recpipe.system.host", "recpipe.torch",
                                                     "recpipe.mx", "recpipe.mx.dataiter"])
 def test_public_names_are_sorted_and_importable(module_name):
     """As torchdata checks its ``__all__``: sorted, and each name importable by ``from``."""
@@ -78,9 +79,9 @@ def test_public_names_are_sorted_and_importable(module_name):
         exec(f"from {module_name} import {name}", {})
 
 
-@pytest.mark.parametrize("old, new", [("recpipe.host", "recpipe.system.host"),
-                                      ("recpipe.env", "recpipe.system.env"),
-                                      ("recpipe.distributed", "recpipe.system.distributed")])
+@pytest.mark.parametrize("old, new", [("recpipe.system.host", "recpipe.system.host"),
+                                      ("recpipe.system.env", "recpipe.system.env"),
+                                      ("recpipe.system.distributed", "recpipe.system.distributed")])
 def test_a_moved_module_keeps_its_old_path_as_the_same_module(old, new):
     """A moved module's old path is an alias of the module itself (names and patches shared)."""
     assert importlib.import_module(old) is importlib.import_module(new)

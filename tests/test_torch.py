@@ -162,7 +162,8 @@ def test_dataset_without_data_shape_hands_the_decoded_image_to_transform(rec):
     assert shape == _image(4).shape
     raw = rt.RecordDataset(rec, label_width=2)[4][0]
     assert raw.dtype == torch.uint8
-    assert np.abs(raw.numpy().astype(int) - _image(4)[..., ::-1]).mean() < 3  # RGB of the BGR source
+    # RGB of the BGR source
+    assert np.abs(raw.numpy().astype(int) - _image(4)[..., ::-1]).mean() < 3
     with pytest.raises(ValueError, match="need data_shape"):
         rt.RecordDataset(rec, resize=10)
 

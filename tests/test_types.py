@@ -28,8 +28,8 @@ def checked_paths():
 def test_the_checked_set_only_grows():
     paths = checked_paths()
     assert len(paths) >= MINIMUM_ENTRIES, (
-        f"{PYPROJECT} [tool.mypy] files lists {len(paths)} entries, fewer than the {MINIMUM_ENTRIES} already "
-        "checked: the type-checked set may only grow")
+        f"{PYPROJECT} [tool.mypy] files lists {len(paths)} entries, fewer than the "
+        f"{MINIMUM_ENTRIES} already checked: the type-checked set may only grow")
     assert len(set(paths)) == len(paths), "an entry is listed twice"
     missing = [path for path in paths if not (ROOT / path).exists()]
     assert not missing, f"listed for type checking but not in the tree: {missing}"

@@ -12,7 +12,7 @@ Every contender produces float32 NCHW batches of 128 with a random horizontal fl
 - ``bare``: Python threads decoding the in-memory JPEG bytes at full size, nothing else;
 - ``recpipe``: ``ImageLoader(rec, 128, (3, 112, 112), rand_mirror=True, mean/std 127.5)``;
 - ``torch``: ``torch.utils.data.DataLoader`` with as many worker processes, over a map dataset
-  doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.recordio`` read + OpenCV decode
+  doing what arcface_torch's ``MXFaceDataset`` does (``recpipe.mx.recordio`` read + OpenCV decode
   + flip + normalise);
 - ``dali`` (when ``nvidia-dali`` is installed): DALI's CPU pipeline (``readers.mxnet`` ->
   ``decoders.image`` -> ``crop_mirror_normalize``).
@@ -97,7 +97,7 @@ def recpipe_rate(rec, threads, seconds):
 
 
 class FaceDataset:
-    """arcface_torch's MXFaceDataset, reading through recpipe.recordio."""
+    """arcface_torch's MXFaceDataset, reading through recpipe.mx.recordio."""
 
     def __init__(self, rec):
         from recpipe import recordio

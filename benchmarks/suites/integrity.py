@@ -86,7 +86,7 @@ def added_work(rec):
     sidecar lookup of runs of 8 records."""
     import recpipe
     from recpipe.decode.records import RecordDecoder
-    from recpipe.io.crc32c import crc32c
+    from recpipe.io.sidecars.crc32c import crc32c
 
     with recpipe.RecordReader(rec) as reader:
         payloads = [reader[i] for i in range(len(reader))]

@@ -274,7 +274,7 @@ class ObstoreRanges:
 
 def use_obstore(store):
     """Serve ``store``'s scheme by ``ObstoreRanges`` (until ``use_default``)."""
-    from recpipe.io.ranges import RANGE_READERS, register_ranges
+    from recpipe.io.remote.ranges import RANGE_READERS, register_ranges
 
     saved = RANGE_READERS.get(store.scheme)
     client = store.obstore()
@@ -284,7 +284,7 @@ def use_obstore(store):
 
 
 def use_default(store, saved):
-    from recpipe.io.ranges import RANGE_READERS
+    from recpipe.io.remote.ranges import RANGE_READERS
 
     if saved is None:
         RANGE_READERS.pop(store.scheme, None)

@@ -38,7 +38,7 @@ def _clear(rec):
 
 def job_verify(rec, scratch, cluster, chunk):
     from recpipe.decode.decoders import get_decoder
-    from recpipe.io.verify import verify
+    from recpipe.io.health.verify import verify
     from recpipe.packing.wholefile import verify_on_cluster
 
     _clear(rec)
@@ -55,7 +55,7 @@ def job_verify(rec, scratch, cluster, chunk):
 
 
 def job_index(rec, scratch, cluster, chunk):
-    from recpipe.io.rebuild import rebuild_index
+    from recpipe.io.sidecars.rebuild import rebuild_index
     from recpipe.packing.wholefile import index_on_cluster
 
     out = os.path.join(scratch, "x.idx")

@@ -17,6 +17,9 @@
  * finish(prepared, plan, region, out) -> None: the steps after the region (HLS shift, colour
  *     jitter, mirror, normalisation, layout) for an output-sized uint8 region made elsewhere.
  *
+ * idx_lines(data) -> int and parse_idx(data, keys, offsets, first=0) -> int: the .idx parser's
+ *     fast path (index/idx_parse.h) over a buffer of whole lines, without the GIL.
+ *
  * and the probes the tests compare with OpenCV: colour_convert (HLS), warp_affine, interp.
  */
 #define PY_SSIZE_T_CLEAN
@@ -28,6 +31,7 @@
 #include <string.h>
 
 #include "common/pyargs.h"
+#include "index/idx_parse.h"
 #include "kernels/render.h"
 #include "kernels/render_fields.h"
 #include "plan/plan.h"
@@ -319,6 +323,50 @@ done:
     return result;
 }
 
+static PyObject *kernels_idx_lines(PyObject *self, PyObject *args)
+{
+    Py_buffer data = {0};
+    int64_t lines;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*:idx_lines", &data))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    lines = idx_count_lines(data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return PyLong_FromLongLong(lines);
+}
+
+static PyObject *kernels_parse_idx(PyObject *self, PyObject *args)
+{
+    Py_buffer data = {0}, keys = {0}, offsets = {0};
+    PyObject *result = NULL;
+    long long first = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*w*w*|L:parse_idx", &data, &keys, &offsets, &first))
+        return NULL;
+    int64_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    count = idx_count_lines(data.buf, (size_t)data.len);
+    Py_END_ALLOW_THREADS
+    if (keys.len != offsets.len || keys.len != count * (Py_ssize_t)sizeof(int64_t)
+        || ((uintptr_t)keys.buf | (uintptr_t)offsets.buf) % sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "keys and offsets must be aligned int64 buffers of the "
+                     "%lld lines (idx_lines)", (long long)count);
+        goto done;
+    }
+    int outcome;
+    Py_BEGIN_ALLOW_THREADS
+    outcome = idx_parse(data.buf, (size_t)data.len, keys.buf, offsets.buf, count, first);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLong(outcome);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&offsets);
+    return result;
+}
+
 static PyMethodDef kernels_methods[] = {
     {"finish", kernels_finish, METH_VARARGS,
      "finish(prepared, plan, region, out) -> None: the steps after the region (HLS shift, "
@@ -330,6 +378,14 @@ static PyMethodDef kernels_methods[] = {
     {"render", kernels_render, METH_VARARGS,
      "render(prepared, plan, pixels, x, y, full_height, full_width, out) -> bool: one sample "
      "rendered into its batch slot without the GIL (False: rendered elsewhere)."},
+    {"idx_lines", kernels_idx_lines, METH_VARARGS,
+     "idx_lines(data) -> int: the lines of .idx bytes (its newlines, plus a last line without "
+     "one), the length of the arrays parse_idx fills."},
+    {"parse_idx", kernels_parse_idx, METH_VARARGS,
+     "parse_idx(data, keys, offsets, first=0) -> int: plain key<TAB>offset lines of .idx bytes "
+     "(lines first.. of the file) into the int64 buffers keys and offsets (idx_lines items "
+     "each), without the GIL: 1 when every key is its line's number, 0 when not, -1 when the "
+     "bytes are not exactly such lines (the text parse then names the bad line)."},
     {"colour_convert", kernels_colour_convert, METH_VARARGS,
      "colour_convert(code, pixels, width) -> bytes: rows of ``width`` uint8 pixels converted as "
      "cv2.cvtColor does (code 0: RGB2HLS, 1: HLS2RGB; for tests)."},

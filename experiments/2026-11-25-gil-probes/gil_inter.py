@@ -5,7 +5,8 @@ beside the library's own counter, for source trees alternated (before/after), 1 
 
 - ``area``: val (resize 256, centre crop 224, uint8) with ``inter_method=3``;
 - ``cubic``: the same with ``inter_method=2`` (native now: OpenCV's own bicubic, IPP off);
-- ``imglist``: val with labels from a ``path_imglist`` (``recpipe.mxnet``'s imglist loader);
+- ``imglist``: val with labels from a ``path_imglist`` (``recpipe.mx.record_iter``'s imglist
+loader);
 - ``getitem``: ``recpipe.torch.RecordDataset[i]`` (val), one sample a call, map-style; where it
   decodes through ``_batch.fill``, ``python us`` is the consumer's CPU outside those calls.
 
@@ -38,9 +39,9 @@ def _loader(args):
     shape = settings.pop("data_shape")
     common = dict(threads=1, shuffle=True)
     if args.recipe == "imglist":
-        import recpipe.mxnet as rm
+        import recpipe.mx.record_iter as rm
 
-        # the loader recpipe.mxnet.ImageRecordIter(path_imglist=...) builds, without MXNet
+        # the loader recpipe.mx.record_iter.ImageRecordIter(path_imglist=...) builds, without MXNet
         return rm._make_loader(dict(url=args.rec, batch_size=128, data_shape=shape,
                                     **common, **settings), args.imglist)
     inter = {"area": 3, "cubic": 2}[args.recipe]
@@ -124,7 +125,7 @@ def child(args):
 
 def _imglist(rec, folder):
     """A .lst giving every record of ``rec`` the label id % 10 + 0.5 by its header id."""
-    from recpipe.io.header import unpack_header
+    from recpipe.io.format.header import unpack_header
     from recpipe.io.reader import RecordReader
 
     path = os.path.join(folder, "labels.lst")

@@ -70,7 +70,7 @@ def copy_pack(prefix, to):
 
 def image_span(reader, position):
     """``(offset, image bytes)``: where the record's image starts in the file, and the image."""
-    from recpipe.io.header import unpack_header
+    from recpipe.io.format.header import unpack_header
 
     start, _ = reader.span(position)
     payload = reader[position]

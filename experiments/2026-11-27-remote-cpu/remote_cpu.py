@@ -25,7 +25,7 @@ from benchmarks import data  # noqa: E402
 from benchmarks.suites import stores as bench_s3  # noqa: E402  (the stores suite's servers)
 from recpipe.decode.loader import ImageLoader  # noqa: E402
 from recpipe.decode.records import RecordDecoder  # noqa: E402
-from recpipe.io.ranges.s3 import S3HttpRanges  # noqa: E402
+from recpipe.io.remote.ranges.s3 import S3HttpRanges  # noqa: E402
 from recpipe.io.reader import RecordReader  # noqa: E402
 
 STAGES = ((S3HttpRanges, "fetch", "fetch"), (RecordReader, "windows", "windows"),

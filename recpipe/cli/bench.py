@@ -30,7 +30,8 @@ def register(subparsers):
     p.add_argument("--configs", default="train,val",
                    help="comma list of train,val,faces (default train,val; faces: 112x112 "
                         "output with a random flip)")
-    p.add_argument("--threads", type=int, default=None, help="decode threads (default: usable cores)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="decode threads (default: usable cores)")
     p.add_argument("--sweep", action="store_true", help="also run a thread sweep 1..cores")
     p.add_argument("--max-threads", type=int, default=None, help="top of the thread sweep")
     p.add_argument("--batch-size", type=int, default=128, help=BATCH_HELP)
@@ -42,9 +43,11 @@ def register(subparsers):
                    help=DTYPE_HELP)
     p.add_argument("--decoder", default="auto", choices=DECODERS, help=DECODER_HELP)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--plot", metavar="PNG", help="write a chart (matplotlib, recpipe[plot]): images/s against threads "
+    p.add_argument("--plot", metavar="PNG",
+                   help="write a chart (matplotlib, recpipe[plot]): images/s against threads "
                         "with the ideal and bare-decode lines, and the cost of each stage")
-    p.add_argument("--trace", metavar="JSON", help="write a Chrome trace of the first configuration's stages")
+    p.add_argument("--trace", metavar="JSON",
+                   help="write a Chrome trace of the first configuration's stages")
     p.set_defaults(func=run)
 
 
@@ -118,7 +121,7 @@ def _check_inputs(args):
     """Raise the error a bad FILE or --decoder would raise mid-run, before anything is printed:
     the decoder by name, the file's first record head (an image or .idx is named as such)."""
     from ..decode.decoders import get_decoder
-    from ..io.scan import SlidingBuffer, read_record
+    from ..io.format.scan import SlidingBuffer, read_record
     from ..io.sources import open_source
 
     get_decoder(args.decoder)

@@ -19,7 +19,8 @@ def register(subparsers):
     p.add_argument("--per-class", type=int, default=64, help="images per class (default 64)")
     p.add_argument("--seconds", type=float, default=0.5,
                    help="timed seconds per run; each figure is the median of 3 (default 0.5)")
-    p.add_argument("--threads", type=int, default=None, help="decode threads (default: usable cores)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="decode threads (default: usable cores)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=run)
 

@@ -2,7 +2,7 @@
 
 import json
 
-from ..io.protection import describe
+from ..io.health.protection import describe
 from ..report.doctor import diagnose
 
 __all__ = ["register", "run"]
@@ -30,7 +30,7 @@ def run(args):
     print("versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v))
     print(f"decoders: {', '.join(report['decoders']['live'])} (auto: {report['decoders']['auto']})")
     print(f"build: {report['build']}")
-    for name, info in report["fast_paths"].items():
+    for info in report["fast_paths"].values():
         mark = "ok " if info["present"] else "MISSING"
         print(f"  [{mark:7}] {info['what']}")
         if not info["present"]:

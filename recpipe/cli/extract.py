@@ -1,4 +1,5 @@
-"""``recpipe extract REC OUT``: every image record of a .rec into a folder per label, or tar shards."""
+"""``recpipe extract REC OUT``: every image record of a .rec into a folder per label, or tar
+shards."""
 
 import json
 import sys
@@ -64,7 +65,8 @@ def run(args):
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2))
         return 0
-    resumed = f", {summary.resumed_chunks} kept from an earlier run" if summary.resumed_chunks else ""
+    resumed = (f", {summary.resumed_chunks} kept from an earlier run"
+               if summary.resumed_chunks else "")
     print(f"extracted {summary.images} images ({summary.bytes / 1e6:.1f} MB) into {summary.out} "
           f"in {summary.seconds:.2f}s ({summary.chunks} chunk(s){resumed})", file=sys.stdout)
     if summary.skipped_records:

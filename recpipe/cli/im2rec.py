@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from ..packing.im2rec import PackOptions, pack_prefix
+from ..mx.im2rec import im2rec_options, pack_prefix
 from ..packing.listing import DEFAULT_EXTS, make_lists
 
 __all__ = ["register", "run"]
@@ -111,9 +111,9 @@ def _report_skipped(skipped):
 
 
 def _run_pack(args):
-    options = PackOptions(pass_through=args.pass_through, resize=args.resize,
-                          center_crop=args.center_crop, quality=args.quality, color=args.color,
-                          encoding=args.encoding, pack_label=args.pack_label)
+    options = im2rec_options(pass_through=args.pass_through, resize=args.resize,
+                             center_crop=args.center_crop, quality=args.quality,
+                             color=args.color, encoding=args.encoding, pack_label=args.pack_label)
     results = pack_prefix(
         args.prefix, args.root, options, num_workers=args.num_thread, progress=_Progress(),
         on_list=lambda path: print("Creating .rec file from", path, "in", os.path.dirname(path)))

@@ -3,8 +3,8 @@
 import json
 import sys
 
-from ..io.index import index_url_for
-from ..io.rebuild import rebuild_index
+from ..io.sidecars.index import index_url_for
+from ..io.sidecars.rebuild import rebuild_index
 from ..io.sources import exists
 from .dask_options import WholeFileJob, add_dask_options
 from .options import add_storage_options, storage_options
@@ -19,7 +19,8 @@ def register(subparsers):
                                           "IRHeader ids when every record has one and they are "
                                           "unique, else positions 0..N-1.")
     p.add_argument("file", help=".rec file (path or fsspec URL)")
-    p.add_argument("-o", "--output", metavar="OUT.idx", help="index to write (default: beside FILE)")
+    p.add_argument("-o", "--output", metavar="OUT.idx",
+                   help="index to write (default: beside FILE)")
     p.add_argument("--positions", action="store_true",
                    help="key by position 0..N-1 like mxnet's tools/rec2idx.py")
     p.add_argument("--skip-bad", action="store_true",

@@ -3,13 +3,13 @@
 import json
 import sys
 
-from ..io.protection import describe, protection_of
-from ..io.quarantine import quarantine_of
-from ..io.sniff import check_recordio_head
+from ..io.health.protection import describe, protection_of
+from ..io.sidecars.quarantine import quarantine_of
+from ..io.format.sniff import check_recordio_head
 from ..io.sources import open_source
-from ..io.contents import inspect
-from ..io.record_sources import sources_at
-from ..io.verify import PROBLEM_KINDS, verify
+from ..io.health.contents import inspect
+from ..io.sidecars.record_sources import sources_at
+from ..io.health.verify import PROBLEM_KINDS, verify
 from .dask_options import WholeFileJob, add_dask_options
 from .options import add_storage_options, storage_options
 from .progress import byte_progress
@@ -125,7 +125,8 @@ def _print_summary(s):
     if "protection" in s:
         print(f"  checksums: {describe(s['protection'])}")
     if payload["min"] is not None:
-        print(f"  payload bytes: min {payload['min']}, mean {payload['mean']}, max {payload['max']}")
+        print(f"  payload bytes: min {payload['min']}, mean {payload['mean']}, "
+              f"max {payload['max']}")
     if s["bad_ranges"]:
         print(f"  UNREADABLE: {s['bad_ranges']} byte ranges, {s['skipped_bytes']} bytes skipped "
               "(run `recpipe verify` for details)")

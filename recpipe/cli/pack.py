@@ -80,7 +80,8 @@ def register(subparsers):
                         "absolute paths, symlinks pointing out); refused by default")
     p.add_argument("--max-file-size", default="1GB", metavar="SIZE",
                    help="refuse input files bigger than SIZE (default 1GB)")
-    p.add_argument("--tolerate-errors", "--skip-errors", dest="tolerate_errors", action="store_true",
+    p.add_argument("--tolerate-errors", "--skip-errors", dest="tolerate_errors",
+                   action="store_true",
                    help="exit 0 even when some images were skipped")
     p.add_argument("--no-sources", dest="sources", action="store_false",
                    help="write no OUT.sources.jsonl (by default each record's source file, "

@@ -46,7 +46,7 @@ def peak_rss_mb():
 
 def load_images(url, limit=None, storage_options=None):
     """The image bytes of the first ``limit`` records, in memory (so decode is timed alone)."""
-    with RecordReader(url, storage_options=storage_options) as reader:
+    with RecordReader(url, storage_options=storage_options, note_unprotected=True) as reader:
         count = len(reader) if limit is None else min(limit, len(reader))
         records = RecordDecoder(reader, decoder=None)  # reads and strips headers only
         return [records.image_bytes(position)[1] for position in range(count)]
@@ -82,7 +82,8 @@ def bare_decode(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1), c
 
 
 def bare_decode_rate(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1)):
-    """Images/s of ``threads`` threads decoding the in-memory ``images`` at full size, nothing else."""
+    """Images/s of ``threads`` threads decoding the in-memory ``images`` at full size, nothing
+    else."""
     return bare_decode(images, threads, decoder=decoder, seconds=seconds,
                        scale=scale)["images_per_s"]
 

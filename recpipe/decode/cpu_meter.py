@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from typing import List, Optional
 
 from ..system.host import cpu_pressure
-from .autotune import Settings
-from .tuning_window import run_queue_seconds
+from .tune.controller import Settings
+from .tune.tuner import run_queue_seconds
 
 __all__ = ["CpuMeter", "CpuShare", "busy_evidence", "busy_reason", "BUSY_PRESSURE"]
 

@@ -1,7 +1,8 @@
 """What every decoding backend shares: the ``Decoder`` interface and its checks, image headers
 (``image_size``, ``is_jpeg``), ``Window`` (where a region decode's pixels lie), the OpenCV
 fallback for non-JPEG bytes, and region decoding through ``recpipe._batch.decode_region``. The
-backends and ``get_decoder`` are in ``decoders`` (whose docstring describes the behaviour they share).
+backends and ``get_decoder`` are in ``decoders`` (whose docstring describes the behaviour they
+share).
 """
 
 import logging
@@ -16,8 +17,9 @@ from ..image.jpeg import SOF_MARKERS, JpegHeaderError, count_scans, segments
 from ..image.opencv import DEFAULT_MAX_PIXELS, imdecode, load_cv2
 
 __all__ = ["DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SCANS", "Decoder", "EIGHTHS", "INTEGRITY_MODES",
-           "MAX_REGION_BYTES", "Window", "check_jpeg_complete", "cmyk_to_rgb", "image_size", "is_jpeg", "load_roi",
-           "opencv_decode", "reduce_scale", "roi_decode", "scaled_size", "to_gray"]
+           "MAX_REGION_BYTES", "Window", "check_jpeg_complete", "cmyk_to_rgb", "image_size",
+           "is_jpeg", "load_roi", "opencv_decode", "reduce_scale", "roi_decode", "scaled_size",
+           "to_gray"]
 
 log = logging.getLogger(__name__)
 

@@ -443,9 +443,8 @@ def get_decoder(name: str = "auto", *, fast_dct: bool = False, fast_upsample: bo
     more scans raise DecodeError (None: no limit).
 
     ``"auto"`` takes the first available of ``PREFERENCE`` (turbojpeg, libjpeg, simplejpeg,
-    opencv): a
-    static order measured in ``benchmarks/suites/decoders.py`` rather than a per-process timing, so two
-    runs on the same machine always decode with the same library.
+    opencv): a static order measured in ``benchmarks/suites/decoders.py`` rather than a
+    per-process timing, so two runs on the same machine always decode with the same library.
     """
     options = dict(fast_dct=fast_dct, fast_upsample=fast_upsample, strict=strict,
                    max_pixels=max_pixels, integrity=integrity, max_scans=max_scans)

@@ -1,6 +1,6 @@
 """The epoch side of ``ImageLoader``: issue batches ahead, hand them out in order as ``Batch``.
 
-An ``Epoch`` is one pass over the loader's batch plans, run in the consumer thread: it allocates
+An ``Epoch`` is one pass over the loader's batches, run in the consumer thread: it allocates
 each batch (``filling.PendingBatch``), submits its runs of samples to the ``WorkerPool``
 ``prefetch`` batches ahead of the consumer, waits for the next one (with a deadline that moves
 while samples are still being decoded) and hands it out as a ``Batch``, raising a worker's error
@@ -16,7 +16,7 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from ..io.explain import explain_stop
+from ..io.health.explain import explain_stop
 from ..io.reader import RecordReader
 from .buffers import BufferPool
 from .filling import PendingBatch
@@ -104,15 +104,15 @@ def _fillers(batch, slots):
 class Epoch:
     """The consumer side of one epoch: issues batches ahead and hands them out in order.
 
-    ``plans`` are the epoch's batch plans (``order.split_batches``), ``start`` the first one to
+    ``batches`` are the epoch's batches (``order.split_batches``), ``start`` the first one to
     hand out (a resumed epoch); ``next_epoch(batches)``, when given, is called once the
     prefetch window reaches past the end, to start decoding that many batches of the next
     epoch (``lookahead``)."""
 
-    def __init__(self, parts: EpochParts, plans, epoch: int, start: int = 0,
+    def __init__(self, parts: EpochParts, batches, epoch: int, start: int = 0,
                  next_epoch: Optional[Callable[[int], None]] = None):
         self.parts = parts
-        self.plans = plans
+        self.batches = batches
         self.epoch = epoch
         self.next_epoch = next_epoch
         self.issued: Dict[int, PendingBatch] = {}
@@ -124,14 +124,14 @@ class Epoch:
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
         reader = parts.reader
         self.reads = reader.prefetch(()) if not reader.remote else \
-            reader.prefetch(parts.record_positions(plans.flat(start)),
+            reader.prefetch(parts.record_positions(batches.flat(start)),
                             runs=parts.runs if parts.records is None else None)
 
     def __iter__(self):
         return self
 
     def __len__(self):
-        return len(self.plans)
+        return len(self.batches)
 
     # -- issuing ------------------------------------------------------------------------------
 
@@ -156,14 +156,14 @@ class Epoch:
     def _issue_ahead(self):
         wanted = self.next_index + self.parts.prefetch
         self.issue_until(wanted)
-        if wanted > len(self.plans) and self.next_epoch is not None:
-            self.next_epoch(wanted - len(self.plans))
+        if wanted > len(self.batches) and self.next_epoch is not None:
+            self.next_epoch(wanted - len(self.batches))
 
     def issue_until(self, count):
         """Submit the samples of every batch before index ``count``."""
-        limit = min(len(self.plans), count)
+        limit = min(len(self.batches), count)
         while self.issue_index < limit:
-            batch = self._allocate(self.plans[self.issue_index])
+            batch = self._allocate(self.batches[self.issue_index])
             self.issued[self.issue_index] = batch
             size = len(batch.positions)
             run = self._run_samples(size)
@@ -194,7 +194,7 @@ class Epoch:
     def __next__(self):
         check_process(self.parts.pid)
         self._check_running()
-        if self.next_index >= len(self.plans):
+        if self.next_index >= len(self.batches):
             self.reads.cancel()
             raise StopIteration
         t0 = time.perf_counter()
@@ -261,11 +261,11 @@ class Epoch:
         one waiting in another thread now; without one (after an error was raised) the epoch
         ends. An epoch that handed out all its batches stays complete."""
         done = self.next_index
-        if reason is not None and self.stopped is None and done < len(self.plans):
+        if reason is not None and self.stopped is None and done < len(self.batches):
             self.stopped = (f"{reason} while iterating: epoch {self.epoch} stopped after "
-                            f"{done} of {len(self.plans)} batches")
+                            f"{done} of {len(self.batches)} batches")
         self.reads.cancel()
         for batch in list(self.issued.values()):  # a copy: the consumer may be issuing
             batch.cancelled = True
         self.issued.clear()
-        self.next_index = len(self.plans)
+        self.next_index = len(self.batches)

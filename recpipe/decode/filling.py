@@ -82,7 +82,8 @@ class Filler:
         try:
             if not batch.cancelled:
                 self._fill(batch, *batch.run(start, stop), epoch, clock)
-        except Exception as exc:  # e.g. the file closed under a cancelled batch: the whole run
+        # e.g. the file closed under a cancelled batch: the whole run, through on_error
+        except Exception as exc:  # noqa: BLE001 - each sample's error goes to on_error
             for slot in range(start, stop):
                 self._on_sample_error(batch, slot, epoch, exc, clock)
         finally:
@@ -120,7 +121,7 @@ class Filler:
             other = (sample + attempt) % n
             try:
                 self._fill_slot(batch, slot, other, epoch, clock)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a replacement that fails: try the next one
                 continue
             log.warning("replaced with record %d: %s", other, exc)
             batch.replaced += 1

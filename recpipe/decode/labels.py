@@ -3,9 +3,9 @@ of its header (``IdLabels``: an imglist's)."""
 
 import numpy as np
 
-from ..errors import LabelError
+from ..errors import DecodeError, LabelError, RecordFormatError
 
-__all__ = ["IdLabels", "header_labels"]
+__all__ = ["IdLabels", "header_labels", "record_label"]
 
 _ID_RANGE = 1 << 64  # header ids are uint64
 
@@ -56,3 +56,18 @@ def header_labels(header, label_width, *, path=None, record=None):
                          detector="label_width")
     labels = np.asarray(header.label, dtype=np.float32)
     return labels[0] if label_width == 1 else labels[:label_width].copy()
+
+
+def record_label(header, position, label_width, label_rule=None, *, path=None):
+    """The label of the record at ``position`` with ``header``: ``label_rule(header, position)``
+    when given, else ImageRecordIter's rules (``header_labels``). A RecordFormatError or
+    DecodeError of ``label_rule`` is raised as a ``LabelError`` (the record is sound: it is not
+    quarantined)."""
+    if label_rule is None:
+        return header_labels(header, label_width, path=path, record=position)
+    try:
+        return label_rule(header, position)
+    except LabelError:
+        raise
+    except (RecordFormatError, DecodeError) as exc:
+        raise LabelError(exc.reason, path=exc.path or path, record=position) from exc

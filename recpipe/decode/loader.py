@@ -17,21 +17,15 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..system.env import threads_override, trace_path
-from ..io.layout import image_positions
-from ..io.quarantine import RecordQuarantine
-from ..io.reader import RecordReader
+from .assembly import assemble
 from .augment import Augmenter
 from .augment.effect import warn_no_effect
-from .buffers import BufferPool
-from .epoch import Batch, Epoch, EpochParts, check_process
-from .filling import Filler
+from .epoch import Batch, Epoch, check_process
 from .options import ON_ERROR, LoaderOptions, decoder_for
-from .order import byte_runs, epoch_order, split_batches
-from .pool import WorkerPool, shut_down, weak_method
-from .provenance import ProvenanceLog
-from .records import RecordDecoder
-from .stats import PipelineStats, traced
-from .tuning_window import AutoTuner, TunerOptions, initial_threads
+from .order import epoch_order, split_batches
+from .pool import shut_down
+from .records import record_decoder
+from .tune.tuner import AutoTuner, TunerOptions
 
 __all__ = ["Batch", "ImageLoader", "LoaderOptions", "ON_ERROR", "not_picklable", "record_decoder"]
 
@@ -60,7 +54,7 @@ class ImageLoader:
     the shuffle).
     ``keys``: index keys of the records to serve (default: every record, or only the images of
     a file in InsightFace's layout, whose header and identity records are left out,
-    ``recpipe.io.layout``).
+    ``recpipe.io.format.layout``).
     ``lookahead``: near the end of an epoch, start decoding the next one (as if ``iter`` had
     been called; a ``set_epoch`` to another number discards that work).
     ``run_bytes``: on a remote file (``s3://``...) records are fetched ahead by coalesced range
@@ -76,16 +70,16 @@ class ImageLoader:
     ``integrity``: 'auto' (default) or 'strict' check every record against the ``.sums``
     sidecar when there is one (a mismatch is a RecordFormatError under ``on_error``), and
     remember records found bad (checksum, framing, decode) in a quarantine file that later
-    epochs and runs skip without reading them (``recpipe.io.quarantine``; ``recpipe verify``
-    clears entries that pass); 'off': neither. In every mode libjpeg's corrupt-data warnings in
-    the rows decoded are errors; 'strict' also entropy-decodes the rest of a region decode's
-    scan, so every record a full decode would flag is a DecodeError (its cost: BENCHMARKS.md).
-    ``label_rule``: ``label_rule(header, position)`` gives each record's label (a float32 scalar,
-    or ``label_width`` float32 values) instead of ImageRecordIter's rules over the record header
-    (``recpipe.mxnet`` passes one for ``path_imglist``); for a record it has no label for, raise
-    RecordFormatError: it becomes a ``recpipe.errors.LabelError``, which goes through
-    ``on_error`` but never quarantines the (sound) record. It runs on the decode threads, and
-    the native batch path is not used with it.
+    epochs and runs skip without reading them (``recpipe.io.sidecars.quarantine``; ``recpipe
+    verify`` clears entries that pass); 'off': neither. In every mode libjpeg's corrupt-data
+    warnings in the rows decoded are errors; 'strict' also entropy-decodes the rest of a region
+    decode's scan, so every record a full decode would flag is a DecodeError (its cost:
+    BENCHMARKS.md). ``label_rule``: ``label_rule(header, position)`` gives each record's label (a
+    float32 scalar, or ``label_width`` float32 values) instead of ImageRecordIter's rules over the
+    record header (``recpipe.mx.record_iter`` passes one for ``path_imglist``); for a record it has
+    no label for, raise RecordFormatError: it becomes a ``recpipe.errors.LabelError``, which goes
+    through ``on_error`` but never quarantines the (sound) record. It runs on the decode threads,
+    and the native batch path is not used with it.
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
     record positions, seeds, digests of the options and the file; the labels too under a
     ``label_rule``): ``recpipe.replay`` rebuilds any logged batch from it with every option
@@ -93,7 +87,7 @@ class ImageLoader:
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
-    takes one directly (``recpipe.mxnet`` and ``recpipe.torch`` build theirs).
+    takes one directly (``recpipe.mx.record_iter`` and ``recpipe.torch`` build theirs).
 
     >>> with ImageLoader("val.rec", 128, (3, 224, 224), resize=256) as loader:  # doctest: +SKIP
     ...     for images, labels in loader:
@@ -109,73 +103,20 @@ class ImageLoader:
         self.augmenter = Augmenter(o.augment)
         self.decoder = decoder_for(o)
         self._pid = os.getpid()
-        self._pool = None
-        self.reader = RecordReader(url, index_url, storage_options, integrity=o.integrity)
-        try:
-            self._open(storage_options)
-        except BaseException:
-            shut_down(self._pool, self.reader)
-            raise
-
-    def _open(self, storage_options):
-        """Everything past the file: the records served, the decode threads and what the
-        epochs share."""
-        o = self.options
-        self._records = image_positions(self.reader, o.keys)
-        self.quarantine = RecordQuarantine.of(self.reader, enabled=o.integrity != "off")
-        self.records = record_decoder(o, self.reader, self.decoder, self.augmenter)
-        self.shuffle = self._shuffle_mode(o.shuffle)
-        self._runs = self._byte_runs(o.run_bytes)
+        parts = assemble(url, index_url, storage_options, o, self.decoder, self.augmenter,
+                         self._pid)
+        self.reader, self.quarantine, self.records, self.shuffle, self._filler, epoch = parts
+        self._parts = epoch
+        self._records, self._runs = epoch.records, epoch.runs
+        self._pool, self._buffers, self._stats = epoch.pool, epoch.buffers, epoch.stats
+        # a loader dropped without close() stops its threads (when collected, or at exit)
+        self._finalizer = weakref.finalize(self, shut_down, self._pool, self.reader)
         self.epoch = -1
         self._current = self._next = None
         self._resume_batch = 0
-        self.autotuner = None
-        self._start_threads()
-        self._parts = self._epoch_parts(storage_options)
-        self.prefetch = o.prefetch  # sizes the buffer pool
+        self.autotuner: Optional[AutoTuner] = None
         if o.threads == "auto":
             self.enable_autotune()
-
-    def _start_threads(self):
-        """The counters, the batch memory and the decode threads. The threads call the filler
-        through a weak reference: it goes with the loader, whose finalizer (also run at
-        interpreter exit) stops them when it is dropped without close()."""
-        o = self.options
-        self._buffers = BufferPool()
-        self._stats = PipelineStats(trace=o.trace)
-        traced(self._stats.trace)
-        self._filler = Filler(self.records, self.quarantine, o.on_error, self._records,
-                              self.num_samples)
-        threads = initial_threads() if o.threads == "auto" else o.threads
-        self._pool = WorkerPool(weak_method(self._filler.fill_run), threads, stats=self._stats)
-        self._finalizer = weakref.finalize(self, shut_down, self._pool, self.reader)
-
-    def _epoch_parts(self, storage_options):
-        o = self.options
-        provenance = ProvenanceLog(o.provenance, o, self.reader, storage_options,
-                                   decoder=self.decoder.name, native=self.records.native) \
-            if o.provenance else None
-        return EpochParts(
-            pool=self._pool, buffers=self._buffers, stats=self._stats, observers=[],
-            reader=self.reader, records=self._records, runs=self._runs,
-            sample_shape=self.augmenter.out_shape, dtype=self.augmenter.dtype,
-            label_width=o.label_width, timeout=o.timeout, prefetch=o.prefetch, pid=self._pid,
-            native=self.records.native, provenance=provenance)
-
-    def _byte_runs(self, run_bytes):
-        """Block-shuffle runs of about ``run_bytes`` for remote files (one range request each)."""
-        if self.shuffle != "block" or not self.reader.remote:
-            return None
-        records = np.arange(self.num_samples) if self._records is None else self._records
-        starts, ends = self.reader.spans(records)  # one numpy call, not one per record
-        return byte_runs(ends - starts, run_bytes)
-
-    def _shuffle_mode(self, shuffle):
-        if shuffle is True:
-            return "full" if self.reader.index_url else "block"
-        if shuffle is False or shuffle is None:
-            return "none"
-        return shuffle
 
     # -- public surface -------------------------------------------------------------------
 
@@ -219,8 +160,8 @@ class ImageLoader:
     def enable_autotune(self, options: Optional[TunerOptions] = None, *, controller=None,
                         **keywords):
         """Let an ``AutoTuner`` drive ``threads`` and ``prefetch`` (what ``threads="auto"``
-        does); ``options`` (a ``tuning_window.TunerOptions``) and/or its field names as
-        keywords configure it; ``controller`` replaces its ``autotune.Controller``."""
+        does); ``options`` (a ``tune.tuner.TunerOptions``) and/or its field names as
+        keywords configure it; ``controller`` replaces its ``tune.controller.Controller``."""
         if self.autotuner is None:
             self.autotuner = AutoTuner(self, TunerOptions.of(options, keywords),
                                        controller=controller)
@@ -268,7 +209,7 @@ class ImageLoader:
         o, current = self.options, self._current
         done = current.next_index if current is not None else 0
         epoch = self.epoch
-        if current is None or done >= len(current.plans):
+        if current is None or done >= len(current.batches):
             epoch, done = self.epoch + 1, 0
         return {"epoch": max(epoch, 0), "batch": done, "seed": o.seed,
                 "records": self.num_samples, "batch_size": o.batch_size,
@@ -375,18 +316,9 @@ def not_picklable(what):
             "and opens the file in each worker")
 
 
-def record_decoder(options, reader, decoder, augmenter, label_rule=...):
-    """The ``RecordDecoder`` ``options`` ask for over ``reader`` (``label_rule``: the options'
-    unless given): the loader's and ``recpipe.replay``'s, so that both apply the same
-    settings."""
-    rule = options.label_rule if label_rule is ... else label_rule
-    return RecordDecoder(reader, decoder, augmenter, label_width=options.label_width,
-                         seed=options.augment_seed, label_rule=rule)
-
-
 def _loader_options(batch_size, data_shape, options, keywords):
     """The loader's ``LoaderOptions``, every argument checked before the file opens;
-    ``$RECPIPE_THREADS`` and ``$RECPIPE_TRACE`` win over them (``recpipe.env``)."""
+    ``$RECPIPE_THREADS`` and ``$RECPIPE_TRACE`` win over them (``recpipe.system.env``)."""
     if options is None:
         if batch_size is None or data_shape is None:
             raise TypeError("ImageLoader needs batch_size and data_shape (or options=)")

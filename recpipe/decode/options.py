@@ -4,8 +4,9 @@ any file is opened.
 ``LoaderOptions.from_kwargs(batch_size, data_shape, **keywords)`` takes the loader's own
 keywords and ImageRecordIter's augmentation keywords (into ``augment``, an ``AugmentConfig``);
 a misspelt keyword gets a "did you mean" over both (``shufle`` -> ``shuffle``).
-``recpipe.mxnet`` and ``recpipe.torch`` build one and hand it to ``ImageLoader(url, options=...)``
-instead of keeping their own keyword lists (``LOADER_KEYWORDS`` says which keywords exist).
+``recpipe.mx.record_iter`` and ``recpipe.torch`` build one and hand it to ``ImageLoader(url,
+options=...)`` instead of keeping their own keyword lists (``LOADER_KEYWORDS`` says which keywords
+exist).
 """
 
 import dataclasses
@@ -62,7 +63,7 @@ class LoaderOptions:
     max_scans: Optional[int] = DEFAULT_MAX_SCANS
     # a file the loader appends one JSON line to per delivered batch (recpipe.decode.provenance)
     provenance: Optional[str] = None
-    # label(header, position) instead of the header's labels (e.g. recpipe.mxnet's imglist)
+    # label(header, position) instead of the header's labels (e.g. recpipe.mx.record_iter's imglist)
     label_rule: Optional[Callable] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):

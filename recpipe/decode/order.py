@@ -11,13 +11,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["BatchPlan", "BatchPlans", "SHUFFLE_MODES", "block_shuffle", "byte_runs", "check_batching",
-           "check_parts", "epoch_order", "split_batches"]
+__all__ = ["BatchPositions", "EpochBatches", "SHUFFLE_MODES", "block_shuffle", "byte_runs",
+           "check_batching", "check_parts", "epoch_order", "shuffle_mode", "split_batches"]
 
 SHUFFLE_MODES = ("none", "full", "block")
 
 
-class BatchPlan(NamedTuple):
+def shuffle_mode(shuffle, indexed):
+    """The mode a ``shuffle`` setting means for a file with an index or without one
+    (``indexed``): True is 'full' with an index, 'block' without; False and None are 'none'."""
+    if shuffle is True:
+        return "full" if indexed else "block"
+    if shuffle is False or shuffle is None:
+        return "none"
+    return shuffle
+
+
+class BatchPositions(NamedTuple):
     """Record positions of one batch (an int64 array); the last ``pad`` of them are fillers
     wrapped from the start."""
 
@@ -26,7 +36,8 @@ class BatchPlan(NamedTuple):
 
 
 def _rng(seed, epoch, stream):
-    return np.random.Generator(np.random.Philox(key=[seed & 0xFFFFFFFFFFFFFFFF, (epoch << 8) | stream]))
+    return np.random.Generator(np.random.Philox(key=[seed & 0xFFFFFFFFFFFFFFFF,
+                                                     (epoch << 8) | stream]))
 
 
 def byte_runs(sizes, run_bytes):
@@ -127,10 +138,10 @@ def epoch_order(n, *, shuffle="none", seed=0, epoch=0, part_index=0, num_parts=1
     return np.take(order, np.arange(start, start + per_part), mode="wrap")
 
 
-class BatchPlans(Sequence):
+class EpochBatches(Sequence):
     """The batches of an epoch, cut from its order array on demand: constant Python objects
-    per batch, none per record. ``plans[i]`` is a ``BatchPlan`` whose ``positions`` is an int64
-    array; ``flat(i)`` gives the positions of batches ``i..`` as one array."""
+    per batch, none per record. ``batches[i]`` is a ``BatchPositions`` whose ``positions`` is an
+    int64 array; ``flat(i)`` gives the positions of batches ``i..`` as one array."""
 
     def __init__(self, order, batch_size, last_batch="pad"):
         check_batching(batch_size, last_batch)
@@ -154,10 +165,10 @@ class BatchPlans(Sequence):
         size = self.batch_size
         positions = self.order[index * size:(index + 1) * size]
         if index < self._full or self.last_batch == "partial":
-            return BatchPlan(positions, 0)
+            return BatchPositions(positions, 0)
         pad = size - len(positions)  # 'pad': filled from the start of the order, wrapping
         fill = np.take(self.order, np.arange(pad), mode="wrap")
-        return BatchPlan(np.concatenate([positions, fill]), pad)
+        return BatchPositions(np.concatenate([positions, fill]), pad)
 
     def flat(self, start=0):
         """Positions of batches ``start..`` (padding included), in order, as one array."""
@@ -185,7 +196,7 @@ def check_parts(part_index, num_parts):
 
 
 def split_batches(order, batch_size, last_batch="pad"):
-    """Cut ``order`` into batches (``BatchPlans``). ``last_batch``: 'pad' fills the last batch
+    """Cut ``order`` into batches (``EpochBatches``). ``last_batch``: 'pad' fills the last batch
     with records from the start of ``order`` (and counts them in ``pad``), 'drop' drops it,
     'partial' keeps it short."""
-    return BatchPlans(order, batch_size, last_batch)
+    return EpochBatches(order, batch_size, last_batch)

@@ -4,8 +4,8 @@ Threads take tasks from a queue and call ``work(task, clock)``. ``resize(n)`` st
 once; surplus threads retire after their current task. ``close()`` stops and joins every thread
 within a deadline, and returns then even when one is still inside a long task (a decode cannot be
 interrupted): that thread ends after its task, and ``shut_down`` closes the file it reads only
-then, from a helper thread. Threads are daemons only as a safety net for a loader that is never closed
-(they would otherwise keep the interpreter alive); ``close()`` still joins them.
+then, from a helper thread. Threads are daemons only as a safety net for a loader that is never
+closed (they would otherwise keep the interpreter alive); ``close()`` still joins them.
 """
 
 import logging

@@ -40,7 +40,7 @@ import os
 import numpy as np
 
 from ..io.sources import local_path, url_to_fs
-from ..io.sums import sums_url_for
+from ..io.sidecars.sums import sums_url_for
 
 __all__ = ["NO_EFFECT_FIELDS", "PER_BATCH_FIELDS", "ProvenanceLog", "absolute_url",
            "decode_indices", "decode_labels", "describe_label_rule", "encode_indices",

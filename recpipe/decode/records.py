@@ -21,13 +21,12 @@ import time
 
 import numpy as np
 
-from ..errors import DECODE, SETTINGS, DecodeError, LabelError, RecordFormatError
-from ..io.header import unpack_header
-from ..io.protection import note_unprotected
-from .labels import IdLabels, header_labels
+from ..errors import DECODE, SETTINGS, DecodeError, RecordFormatError
+from ..io.format.header import unpack_header
+from .labels import IdLabels, record_label
 from .native import native_module, run_options
 
-__all__ = ["RecordDecoder"]
+__all__ = ["RecordDecoder", "record_decoder"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -51,8 +50,6 @@ class RecordDecoder:
         self._key_lo, self._key_hi = key & _MASK64, key >> 64
         self._native = self._native_options()
         self._sums_by_position = None  # (crcs, known) per reader position, made on first use
-        if reader.sums is None and getattr(reader, "integrity", "off") != "off":
-            note_unprotected(reader.url)  # once per file: no checksums, and how to add them
 
     @property
     def native(self):
@@ -82,16 +79,22 @@ class RecordDecoder:
         """The record's label: a float32 scalar, or ``label_width`` float32 values. A
         RecordFormatError or DecodeError of ``label_rule`` is raised as a ``LabelError`` (the
         record is sound: it is not quarantined)."""
-        if self.label_rule is None:
-            return header_labels(header, self.label_width, path=self.reader.url,
-                                 record=position)
-        try:
-            return self.label_rule(header, position)
-        except LabelError:
-            raise
-        except (RecordFormatError, DecodeError) as exc:
-            raise LabelError(exc.reason, path=exc.path or self.reader.url,
-                             record=position) from exc
+        return record_label(header, position, self.label_width, self.label_rule,
+                            path=self.reader.url)
+
+    def labels_of(self, positions):
+        """The labels of the records at ``positions`` that read (a record whose bytes or
+        header fail is left out: its error comes when it is decoded)."""
+        labels = []
+        for position in positions:
+            try:
+                header, _ = unpack_header(self.reader[position], path=self.reader.url,
+                                          record=position)
+            except (RecordFormatError, DecodeError):
+                continue
+            labels.append(record_label(header, position, self.label_width, self.label_rule,
+                                       path=self.reader.url))
+        return labels
 
     def decode_into(self, out, position, sample, epoch, clock=None):
         """Decode record ``position`` as sample ``sample`` of ``epoch`` into ``out`` (the
@@ -192,7 +195,7 @@ class RecordDecoder:
             try:
                 labels[slot] = self.decode_into(images[slot], int(positions[i]),
                                                 int(samples[i]), epoch, clock)
-            except Exception as exc:  # the caller's error policy decides
+            except Exception as exc:  # noqa: BLE001 - the caller's error policy decides
                 failures.append((slot, exc))
         return failures
 
@@ -235,3 +238,12 @@ class RecordDecoder:
         if unknown.any():
             ends = np.where(unknown, starts, ends)
         return crcs[positions], ends
+
+
+def record_decoder(options, reader, decoder, augmenter, label_rule=..., channels=3):
+    """The ``RecordDecoder`` ``options`` ask for over ``reader`` (``label_rule``: the options'
+    unless given): the loader's, ``recpipe.torch.RecordDataset``'s and ``recpipe.replay``'s,
+    so that all apply the same settings."""
+    rule = options.label_rule if label_rule is ... else label_rule
+    return RecordDecoder(reader, decoder, augmenter, label_width=options.label_width,
+                         seed=options.augment_seed, label_rule=rule, channels=channels)

@@ -17,14 +17,14 @@ from typing import Optional
 
 import numpy as np
 
-from ..io.header import unpack_header
-from ..io.index import resolve_index_url
+from ..io.format.header import unpack_header
+from ..io.sidecars.index import resolve_index_url
 from ..io.sources import exists
 from .augment import Augmenter
 from .decoders import available_decoders
 from .epoch import Batch
 from .labels import IdLabels, header_labels
-from .loader import record_decoder
+from .records import record_decoder
 from .options import decoder_for
 from .provenance import (absolute_url, decode_indices, decode_labels, file_fingerprint,
                          identity_changes, options_from_json)
@@ -164,8 +164,8 @@ def replay(path, batch: int, epoch: Optional[int] = None, *, options: Optional[s
     positions, samples = batch_records(entry, path)
     augmenter = Augmenter(o.augment)
     decoder = decoder_for(o.replace(decoder=_backend(o, loader_line)))
-    with RecordReader(rec_url, index_url or False, storage_options,
-                      integrity=o.integrity) as reader:
+    with RecordReader(rec_url, index_url or False, storage_options, integrity=o.integrity,
+                      note_unprotected=True) as reader:
         _check_positions(positions, reader, f"{path}: epoch {entry['epoch']} batch {batch}")
         logged = _logged_labels(loader_line, entry, len(positions), o.label_width, path)
         rule = _replay_rule(loader_line, logged is not None, reader, positions, o.label_width)

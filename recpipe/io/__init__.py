@@ -1,13 +1,13 @@
 """RecordIO reading and writing through fsspec, byte-compatible with MXNet.
 
-Health checks live in ``recpipe.io.verify`` (``verify``), ``recpipe.io.rebuild``
-(``rebuild_index``) and ``recpipe.io.contents`` (``inspect``); they are not re-exported here so
-that the function ``verify`` does not shadow its module.
+Health checks live in ``recpipe.io.health.verify`` (``verify``), ``recpipe.io.sidecars.rebuild``
+(``rebuild_index``) and ``recpipe.io.health.contents`` (``inspect``); they are not re-exported here
+so that the function ``verify`` does not shadow its module.
 """
 
-from .format import MAGIC, MAX_RECORD_SIZE, frame
-from .header import HEADER_SIZE, IRHeader, pack, pack_img, unpack, unpack_header, unpack_img
-from .index import ListEntry, format_list_line, index_url_for, read_index, read_list
+from .format.framing import MAGIC, MAX_RECORD_SIZE, frame
+from .format.header import HEADER_SIZE, IRHeader, pack, pack_img, unpack, unpack_header, unpack_img
+from .sidecars.index import ListEntry, format_list_line, index_url_for, read_index, read_list
 from .reader import RecordReader
 from .sources import open_source
 from .writer import RecordWriter

@@ -8,13 +8,12 @@ from typing import Any, Hashable, Iterator, List, Optional, Tuple, Union
 import numpy as np
 
 from ..errors import FORMAT, RecordFormatError
-from .format import HEAD_SIZE, MAGIC, decode_head
-from .index import resolve_index_url
-from .index_cache import load_index_table
-from .index_table import Column, IndexTable
-from .scan import DEFAULT_BLOCK_SIZE, SlidingBuffer, iter_records, read_record
-from .sources import open_source, source_identity
-from .sums import RecordSums, checks_sums, load_sums
+from .format.framing import HEAD_SIZE, MAGIC, decode_head
+from .format.scan import DEFAULT_BLOCK_SIZE, SlidingBuffer, iter_records, read_record
+from .sidecars.index_table import Column, IndexTable
+from .sidecars.opening import open_sidecars
+from .sidecars.sums import RecordSums, checks_sums
+from .sources import open_source
 
 __all__ = ["RecordReader"]
 
@@ -32,11 +31,15 @@ class RecordReader:
     records, and keys are positions ``0..N-1``. Reads are thread-safe and fork-safe.
 
     ``integrity`` ('auto', the default, or 'strict'; 'off' to skip): when the checksum sidecar
-    ``x.sums`` (``recpipe.io.sums``) exists beside ``x.rec``, every record read is checked
-    against its CRC32C and a mismatch raises RecordFormatError naming the file, record and
-    offset. Without a sidecar nothing is checked; a sidecar that does not describe the file as
-    it is now (another file's, or one left beside a re-packed ``.rec``) raises
-    ``StaleSumsError`` at open (``recpipe.io.sums``).
+    ``x.sums`` (``recpipe.io.sidecars.sums``) exists beside ``x.rec``, every record read is
+    checked against its CRC32C and a mismatch raises RecordFormatError naming the file, record
+    and offset. Without a sidecar nothing is checked; a sidecar that does not describe the file
+    as it is now (another file's, or one left beside a re-packed ``.rec``) raises
+    ``StaleSumsError`` at open (``recpipe.io.sidecars.sums``). The sidecars are opened together
+    by ``recpipe.io.sidecars.opening.open_sidecars``; ``quarantine=True`` also opens the
+    quarantine view of the file's records (``reader.quarantine``, a ``RecordQuarantine``:
+    the records found bad earlier, for loaders; None otherwise); ``note_unprotected=True`` logs
+    once per file that it has no checksum sidecar, as loaders do.
 
     >>> with RecordReader("train.rec") as reader:        # doctest: +SKIP
     ...     first = reader[0]
@@ -45,7 +48,8 @@ class RecordReader:
 
     def __init__(self, url: str, index_url: Union[str, None, bool] = None,
                  storage_options: Optional[dict] = None, *, key_type: type = int,
-                 index_cache: bool = True, integrity: str = "auto") -> None:
+                 index_cache: bool = True, integrity: str = "auto",
+                 quarantine: bool = False, note_unprotected: bool = False) -> None:
         self.url = str(url)
         self.storage_options = storage_options
         checks_sums(integrity)  # a bad value raises before any I/O
@@ -54,39 +58,13 @@ class RecordReader:
         # a reader dropped without close() still closes its file (when collected, or at exit)
         self._closer = weakref.finalize(self, self._source.close)
         try:
-            self._load_index(index_url, storage_options, key_type, index_cache)
-            self._sums = load_sums(self.url, self._source.size, storage_options,
-                                   integrity=integrity, source=self._source,
-                                   offsets=self._table.offsets)
+            sidecars = open_sidecars(self.url, self._source, index_url, storage_options,
+                                     key_type=key_type, cache=index_cache, integrity=integrity,
+                                     quarantine=quarantine, note=note_unprotected)
         except BaseException:
             self._closer()
             raise
-
-    def _load_index(self, index_url, storage_options, key_type, index_cache):
-        self.index_url = resolve_index_url(self.url, index_url, storage_options)
-        if self.index_url:
-            self._table = load_index_table(self.index_url, storage_options, key_type=key_type,
-                                           cache=index_cache, rec_url=self.url)
-            self._check_offsets()
-        else:
-            offsets = [pos for pos, _ in iter_records(self._source, keep_payload=False)]
-            self._table = IndexTable(np.array(offsets, dtype=np.int64))
-
-    def _check_offsets(self):
-        offsets, size = self._table.offsets, self._source.size
-        for first in range(0, len(offsets), 1 << 20):  # in slices: small temporaries
-            part = offsets[first:first + (1 << 20)]
-            bad = np.flatnonzero((part >= size) | ((part & 3) != 0))
-            if len(bad):
-                break
-        else:
-            return
-        i = first + int(bad[0])
-        offset = int(offsets[i])
-        why = "past the end of the file" if offset >= size else "not 4-byte aligned"
-        raise RecordFormatError(
-            f"index {self.index_url} line {i + 1}: offset {offset} is {why} "
-            f"(file size {size})", path=self.url, offset=offset, record=i)
+        self.index_url, self._table, self._sums, self.quarantine = sidecars
 
     @property
     def keys(self) -> Column:
@@ -117,8 +95,8 @@ class RecordReader:
 
     @property
     def identity(self) -> str:
-        """A string naming this version of the ``.rec`` (``sources.source_identity``)."""
-        return source_identity(self._source)
+        """A string naming this version of the ``.rec`` (``Source.identity``)."""
+        return self._source.identity
 
     @property
     def size(self) -> int:
@@ -129,7 +107,8 @@ class RecordReader:
         return len(self._table)
 
     def span(self, position: int) -> Tuple[int, int]:
-        """Byte range ``(start, end)`` holding record ``position``: up to the next indexed offset."""
+        """Byte range ``(start, end)`` holding record ``position``: up to the next indexed
+        offset."""
         return self._table.span(position, self.size)
 
     def __getitem__(self, position: int) -> bytes:
@@ -213,12 +192,12 @@ class RecordReader:
 
         A remote source fetches them ahead with coalesced concurrent range requests; ``runs``
         (sorted first positions of runs of consecutive records, as a block shuffle uses) makes
-        each run's records come from one or few requests. Returns a plan whose ``cancel()``
-        drops what was not read; local files return a plan that does nothing.
+        each run's records come from one or few requests. Returns the requests announced, whose
+        ``cancel()`` drops what was not read; local files return requests that do nothing.
         """
         prefetch = getattr(self._source, "prefetch", None)
         if prefetch is None:
-            return _NoPlan()
+            return _NoPrefetch()
         positions = np.asarray(positions, dtype=np.int64)
         starts = self._table.offsets[positions]
         lengths = np.minimum(self._table.ends(self.size)[positions] - starts, DEFAULT_BLOCK_SIZE)
@@ -236,7 +215,8 @@ class RecordReader:
             raise KeyError(f"key {key!r} not in {self.index_url or self.url}") from None
 
     def read_key(self, key: Hashable) -> bytes:
-        """The payload of the record stored under ``key`` in the index (the last one if repeated)."""
+        """The payload of the record stored under ``key`` in the index (the last one if
+        repeated)."""
         return self[self.position_of_key(key)]
 
     def __iter__(self) -> Iterator[bytes]:
@@ -286,7 +266,7 @@ def _is_head(window, pos):
     return magic == MAGIC and cflag in (0, 1)
 
 
-class _NoPlan:
+class _NoPrefetch:
     planned_requests = 0
     planned_bytes = 0
 

@@ -18,6 +18,12 @@ class Source:
     def _read(self, offset, length):
         raise NotImplementedError
 
+    @property
+    def identity(self):
+        """A string naming this version of the file (its URL and size here; a local file's
+        adds its modification time and inode): a rewritten file gets another identity."""
+        return f"{self.url}|{self.size}"
+
     def close(self):
         pass
 

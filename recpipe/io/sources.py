@@ -1,4 +1,5 @@
-"""Byte sources behind the readers: thread-safe positional reads from a local file or any fsspec URL.
+"""Byte sources behind the readers: thread-safe positional reads from a local file or any fsspec
+URL.
 
 A source knows its size and answers ``read(offset, length)`` without shared seek state, so many
 threads may read at once. Local files use ``os.pread`` (which releases the GIL); every other
@@ -8,7 +9,7 @@ themselves in a forked child.
 
 ``storage_options`` are fsspec's (``endpoint_url``, ``key``/``secret``, ``anon``, ``profile``,
 ``client_kwargs``, ``config_kwargs``...) plus an optional ``"recpipe"`` dict of recpipe's own remote
-settings (``recpipe.io.remote_options``), removed before fsspec sees them.
+settings (``recpipe.io.remote.options``), removed before fsspec sees them.
 """
 
 import errno
@@ -25,8 +26,8 @@ from ..system.fork import after_fork_in_child
 from .source import Source
 
 __all__ = ["BytesSource", "FsspecSource", "LocalSource", "S3_CLIENT_DEFAULTS", "Source", "exists",
-           "local_path", "open_regular", "open_source", "read_small_file", "source_identity",
-           "url_to_fs"]
+           "local_path", "open_present", "open_regular", "open_source", "read_small_file",
+           "source_identity", "url_to_fs"]
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +58,21 @@ def _with_s3_defaults(fs_options):
 def url_to_fs(url, storage_options=None):
     """Return ``(filesystem, path)`` for an fsspec URL or local path.
 
-    ``hdfs://`` uses the client chosen by ``recpipe.io.hdfs.hdfs_impl`` (never whichever package
-    last registered fsspec's ``hdfs`` protocol); ``s3://`` gets ``S3_CLIENT_DEFAULTS``.
+    ``hdfs://`` uses the client chosen by ``recpipe.io.remote.hdfs.hdfs_impl`` (never whichever
+    package last registered fsspec's ``hdfs`` protocol); ``s3://`` gets ``S3_CLIENT_DEFAULTS``.
     """
-    from .remote_options import split_storage_options
+    from .remote.options import split_storage_options
 
     options, fs_options = split_storage_options(storage_options)
     protocol = _protocol(url)
     if protocol in ("hdfs", "viewfs"):
-        from .hdfs import hdfs_impl, hdfs_url_to_fs
+        from .remote.hdfs import hdfs_impl, hdfs_url_to_fs
 
         return hdfs_url_to_fs(str(url), hdfs_impl(options), fs_options)
     if protocol in ("s3", "s3a"):
         fs_options = _with_s3_defaults(fs_options)
     if protocol in ("gs", "gcs") and "::" not in str(url):
-        from .gcs import gcs_url_to_fs  # gcsfs without its 60 s gRPC bucket probe
+        from .remote.gcs import gcs_url_to_fs  # gcsfs without its 60 s gRPC bucket probe
 
         return gcs_url_to_fs(str(url), fs_options)
     return fsspec.core.url_to_fs(str(url), **fs_options)
@@ -139,6 +140,12 @@ class LocalSource(Source):
         """The open descriptor (re-opened in a forked child); ValueError once closed."""
         return self._descriptor()
 
+    @property
+    def identity(self):
+        """The file's real path, size, modification time and inode."""
+        st = os.fstat(self._descriptor())
+        return f"file:{os.path.realpath(self.path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+
     def _descriptor(self):
         if self._fd is None:
             raise ValueError(f"read from a closed source: {self.url}")
@@ -176,7 +183,8 @@ class LocalSource(Source):
 
 
 class FsspecSource(Source):
-    """Plain ``fs.cat_file`` per read, without retries or prefetching (``RemoteSource`` has both)."""
+    """Plain ``fs.cat_file`` per read, without retries or prefetching (``RemoteSource`` has
+    both)."""
 
     def __init__(self, fs, path, url=None):
         self.fs = fs
@@ -195,14 +203,10 @@ def _identity(url, info):
 
 
 def source_identity(source):
-    """A string that names one version of an open source's file: for a local file its real
-    path, size, modification time and inode; for a remote one its URL, size and ETag (or
-    modification time). A rewritten file gets another identity."""
-    descriptor = getattr(source, "descriptor", None)
-    if descriptor is not None:
-        st = os.fstat(descriptor())
-        return f"file:{os.path.realpath(source.path)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-    return getattr(source, "identity", None) or f"{source.url}|{source.size}"
+    """A string that names one version of an open source's file (``Source.identity``): for a
+    local file its real path, size, modification time and inode; for a remote one its URL and
+    size. A rewritten file gets another identity."""
+    return source.identity
 
 
 def _status(exc):
@@ -216,9 +220,9 @@ def _status(exc):
 
 def open_source(url, storage_options=None):
     """Open ``url`` for positional reads; raise FileNotFoundError naming it when missing."""
-    from .ranges import open_ranges
-    from .remote import RemoteSource
-    from .remote_options import split_storage_options
+    from .remote.ranges import open_ranges
+    from .remote.source import RemoteSource
+    from .remote.options import split_storage_options
 
     fs, path = url_to_fs(url, storage_options)
     if isinstance(fs, LocalFileSystem):
@@ -245,6 +249,24 @@ def open_source(url, storage_options=None):
                         int(info["size"]),
                         options, identity=_identity(url, info), storage_options=storage_options,
                         reopen=open_source)
+
+
+def open_present(urls, storage_options=None):
+    """A source (``open_source``) for each of ``urls`` that names a file, None for one that
+    does not (or for a None in ``urls``); the sources are the caller's to close."""
+    opened = []
+    try:
+        for url in urls:
+            try:
+                opened.append(None if url is None else open_source(url, storage_options))
+            except FileNotFoundError:
+                opened.append(None)
+    except BaseException:
+        for source in opened:
+            if source is not None:
+                source.close()
+        raise
+    return opened
 
 
 def read_small_file(url, storage_options=None, *, limit=64 << 20):

@@ -11,10 +11,10 @@ from typing import Hashable, Optional, Union
 
 from ..system.fork import after_fork_in_child
 from .atomic import AtomicOutput, Removal, commit_group
-from .crc32c import crc32c
-from .format import frame
-from .index import format_index_line, index_url_for
-from .sums import SumsBuilder, sums_url_for
+from .sidecars.crc32c import crc32c
+from .format.framing import frame
+from .sidecars.index import format_index_line, index_url_for
+from .sidecars.sums import SumsBuilder, sums_url_for
 
 __all__ = ["RecordWriter", "ending_with_error"]
 
@@ -32,7 +32,7 @@ class RecordWriter:
 
     ``index_url=None`` writes the conventional ``.idx`` beside the ``.rec``; ``index_url=False``
     writes no index. ``sums=True`` (default) also writes the checksum sidecar (``x.sums``, a
-    CRC32C of every record: ``recpipe.io.sums``), which readers check; MXNet ignores it;
+    CRC32C of every record: ``recpipe.io.sidecars.sums``), which readers check; MXNet ignores it;
     ``sums=False`` removes an old sidecar there when it publishes (it would not describe the
     new file). All
     files are written under temporary names and appear only when the writer is closed without
@@ -56,8 +56,8 @@ class RecordWriter:
         self.url = str(url)
         if index_url is None:
             index_url = index_url_for(self.url)
-        self.index_url = str(index_url) if index_url else None
-        self.sums_url = sums_url_for(self.url)
+        self.index_url: Optional[str] = str(index_url) if index_url else None
+        self.sums_url: Optional[str] = sums_url_for(self.url)
         if self.sums_url in (self.url, self.index_url):
             self.sums_url = None
         # without sums, an old sidecar goes when this file is published
@@ -90,7 +90,8 @@ class RecordWriter:
     def write(self, payload: bytes, key: Hashable = None, *, indexed: bool = True) -> int:
         """Append one record; return its byte offset. A payload over 2**29-1 bytes raises
         RecordTooLargeError and writes nothing; so does a key that cannot be an ``.idx`` key.
-        ``indexed=False`` writes the record without an ``.idx`` line (``MXIndexedRecordIO.write``)."""
+        ``indexed=False`` writes the record without an ``.idx`` line
+        (``MXIndexedRecordIO.write``)."""
         data = frame(payload)
         offset = self.offset
         line = None

@@ -29,7 +29,7 @@ __all__ = ["Context", "MXNetError", "base", "context", "cpu", "cpu_pinned", "cur
            "gluon", "gpu", "image", "img", "io", "kv", "kvstore", "nd", "ndarray", "num_gpus",
            "random", "recordio", "rnd"]
 
-_SUBMODULES = {"recordio": "recpipe.recordio", "image": "recpipe.image", "img": "recpipe.image",
+_SUBMODULES = {"recordio": "recpipe.mx.recordio", "image": "recpipe.image", "img": "recpipe.image",
                "io": "recpipe.mx.io", "gluon": "recpipe.mx.gluon", "random": "recpipe.mx.random",
                "rnd": "recpipe.mx.random"}
 # served by MXNet when it is installed, else by recpipe.mx's own module

@@ -14,7 +14,7 @@ is MXNet's own.
 import numpy as np
 
 from .._optional import require
-from ..image import ImageArray
+from .images import ImageArray
 from .devices import host_only
 from .coverage import not_covered
 

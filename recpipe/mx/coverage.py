@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import NotCoveredError
 
-__all__ = ["COVERS", "ADVICE", "not_covered"]
+__all__ = ["ADVICE", "COVERS", "MXNET_NAMES", "not_covered", "use_recpipe_mx"]
 
 COVERS = ("recpipe.mx serves MXNet's data side: mx.recordio, mx.image/mx.img (imdecode, "
           "imread), mx.io (ImageRecordIter, ImageRecordUInt8Iter, DataBatch, DataDesc, DataIter), "
@@ -29,6 +29,16 @@ _NUMPY = ("recpipe.mx's arrays are numpy arrays (with .asnumpy()): use numpy's f
 _AUGMENT = ("augment in the iterator instead: mx.io.ImageRecordIter's keywords (resize=, "
             "rand_crop=, random_resized_crop=, rand_mirror=, brightness=, mean_r=, ...) or "
             "recpipe.torch's loaders, which take the same keywords")
+
+# MXNet 1.9.1's other top-level names: ``import recpipe as mx`` points at recpipe.mx for them
+MXNET_NAMES = frozenset((
+    "AttrScope Context MXNetError api attribute autograd base callback context contrib cpu "
+    "cpu_pinned current_context engine error executor executor_manager gluon gpu init "
+    "initializer is_np_array is_np_shape kv kvstore libinfo library log lr_scheduler metric mod "
+    "model module mon monitor name nd ndarray notebook np np_array np_shape npx num_gpus numpy "
+    "numpy_extension onnx operator optimizer profiler random registry rnd rnn rtc runtime "
+    "set_np_shape sym symbol test_utils th torch tvmop use_np use_np_array use_np_shape util "
+    "visualization viz").split())
 
 # first part of a dotted name -> what to do instead
 ADVICE = {
@@ -71,3 +81,14 @@ def not_covered(where: str, name: str) -> AttributeError:
                      if importlib.util.find_spec("mxnet") is not None else
                      " (install mxnet==1.9.1 with numpy<1.24 and `import mxnet` for the rest)"))
     return NotCoveredError(f"{where}.{name} is not in recpipe.mx: {advice}. {COVERS}.")
+
+
+def use_recpipe_mx(name: str) -> NotCoveredError:
+    """The error for ``mx.<name>`` (one of ``MXNET_NAMES``) under ``import recpipe as mx``,
+    which serves ``mx.recordio`` and ``mx.image`` only: ``import recpipe.mx as mx`` serves it
+    or says what to do instead."""
+    return NotCoveredError(
+        f"mx.{name} is not served by `import recpipe as mx`, which serves mx.recordio and "
+        "mx.image (mx.img): use `import recpipe.mx as mx`, which also serves MXNet's data "
+        "side (mx.io's iterators, mx.gluon.data, contexts such as mx.cpu(), mx.nd array "
+        "construction, mx.random.seed, mx.kvstore.create) and says what to do for the rest")

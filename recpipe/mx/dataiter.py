@@ -4,7 +4,7 @@ They hold what MXNet's hold, under the same names, so a training loop written fo
 ``mx.io.ImageRecordIter`` batches (``batch.data[0].asnumpy()``, ``batch.label[0]``,
 ``batch.pad``, ``it.provide_data``, ``it.reset()``) runs without MXNet. Arrays are
 ``recpipe.image.ImageArray``: numpy arrays that answer ``.asnumpy()``. ``NUMPY_BACKEND`` is
-the stand-in for the ``mxnet`` module that ``recpipe.mxnet`` builds its iterators on when
+the stand-in for the ``mxnet`` module that ``recpipe.mx.record_iter`` builds its iterators on when
 MXNet is not installed.
 """
 
@@ -14,7 +14,7 @@ from typing import NamedTuple, Tuple
 import numpy as np
 
 from .._optional import require
-from ..image import ImageArray
+from .images import ImageArray
 
 __all__ = ["DataBatch", "DataDesc", "DataIter", "NUMPY_BACKEND", "from_numpy"]
 

@@ -1,5 +1,5 @@
-"""``mx.context`` without MXNet (this module; ``mx.cpu`` and the rest at the top too): ``Context``, ``cpu``, ``gpu``, ``cpu_pinned``, ``num_gpus``,
-``current_context``.
+"""``mx.context`` without MXNet (this module; ``mx.cpu`` and the rest at the top too): ``Context``,
+``cpu``, ``gpu``, ``cpu_pinned``, ``num_gpus``, ``current_context``.
 
 A ``Context`` names a device as MXNet's does (``cpu(0)``, ``gpu(1)``; equal to the string
 MXNet prints, so ``array.context == mx.cpu()`` holds) and works as ``with mx.gpu(0): ...``.

@@ -1,8 +1,8 @@
 """``mx.io`` without (or with) MXNet: ``ImageRecordIter``, ``ImageRecordUInt8Iter``,
 ``DataBatch``, ``DataDesc``, ``DataIter``.
 
-The iterators are ``recpipe.mxnet``'s (every ImageRecordIter keyword, MXNet's pixels), and take
-``mx.random.seed``'s seed when they are given no ``seed`` (``recpipe.mx.random``). With MXNet
+The iterators are ``recpipe.mx.record_iter``'s (every ImageRecordIter keyword, MXNet's pixels), and
+take ``mx.random.seed``'s seed when they are given no ``seed`` (``recpipe.mx.random``). With MXNet
 installed they and the data classes are MXNet's own (NDArrays, ``mx.mod.Module.fit`` takes the
 iterator); without it, the data classes of ``recpipe.mx.dataiter`` and numpy arrays with
 ``.asnumpy()``. Other ``mx.io`` names raise ``NotCoveredError`` saying what to use instead.
@@ -10,7 +10,7 @@ iterator); without it, the data classes of ``recpipe.mx.dataiter`` and numpy arr
 
 from typing import Dict
 
-from ..mxnet import iterator_classes
+from .record_iter import iterator_classes
 from .backend import mxnet_or_numpy
 from .coverage import not_covered
 from .random import current_seed

@@ -3,7 +3,7 @@
 
 ``local`` and ``device`` stores are one worker (rank 0 of 1), as MXNet's; ``dist_*``,
 ``horovod`` and ``byteps`` take this process's rank and world size from the environment
-(``recpipe.distributed.detect_rank``: torch.distributed, ``RANK``/``WORLD_SIZE``, Horovod or
+(``recpipe.system.distributed.detect_rank``: torch.distributed, ``RANK``/``WORLD_SIZE``, Horovod or
 MPI variables), where MXNet would ask its parameter server or Horovod. Pushing and pulling
 values is training, MXNet's own: those methods raise saying so. With MXNet installed,
 ``mx.kvstore`` is MXNet's. (Named ``kvstores`` so that ``mx.kvstore`` can be either.)

@@ -40,9 +40,9 @@ import numpy as np
 
 from ..errors import RecordFormatError
 from ..io.atomic import publish
-from ..io.index import resolve_index_url
-from ..io.index_cache import load_index_table
-from ..io.scan import SlidingBuffer, find_next_head, read_record
+from ..io.sidecars.index import resolve_index_url
+from ..io.sidecars.opening import load_index_table
+from ..io.format.scan import SlidingBuffer, find_next_head, read_record
 from ..io.sources import open_source, source_identity, url_to_fs
 
 __all__ = ["CHUNK_TIMEOUT_RATE", "ChunkCall", "ChunkResult", "ChunkRun", "ChunkTaskError",

@@ -29,7 +29,7 @@ from ..errors import DecodeError
 from ..io.sources import url_to_fs
 from .jobs import default_workers, file_name, open_job, write_shard
 from .lifeline import single_thread_opencv
-from .plan import split_counts
+from .partition import split_counts
 from .runners import item_results
 from .transform import ItemProcessor
 

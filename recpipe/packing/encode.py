@@ -8,7 +8,7 @@ bilinear) and re-encodes with ``cv2.imencode`` (JPEG quality, or PNG compression
 
 from ..errors import DecodeError
 from ..image.opencv import imdecode, load_cv2
-from ..io.header import IRHeader, pack
+from ..io.format.header import IRHeader, pack
 
 __all__ = ["center_crop", "crop_resize_encode", "decode_image", "encode_image", "make_header",
            "resize_shorter", "transcode"]

@@ -10,19 +10,19 @@ where im2rec's ``%f`` would round them). ``format="tar"`` writes WebDataset-styl
 ``OUT/shard-000000.tar`` instead: ``<key>.<ext>`` (the image), ``<key>.cls`` (the first label)
 and ``<key>.json`` (all labels, the key, the header id and the record position).
 
-Structure is not an image: a file in InsightFace's layout (``recpipe.io.layout``) has its header
-record and identity records left out. The records are cut into chunks (a tar shard each) of
+Structure is not an image: a file in InsightFace's layout (``recpipe.io.format.layout``) has its
+header record and identity records left out. The records are cut into chunks (a tar shard each) of
 about ``shard_size`` bytes, extracted in parallel; a chunk is done when its marker
 ``OUT/.recpipe-extract/chunk-NNNNNN.json`` is published (atomically), so a run that stops is
 continued by running it again; after a complete run the state folder is removed (OUT holds
 only the images and the list, or the shards). A new extract into an OUT that already holds
-files is refused unless ``overwrite``. The plan of a run (``OUT/.recpipe-extract/plan.json``) names the
-source by its content (``content_identity``: its index, size and checksum sidecar, or without
+files is refused unless ``overwrite``. The plan of a run (``OUT/.recpipe-extract/plan.json``) names
+the source by its content (``content_identity``: its index, size and checksum sidecar, or without
 a sidecar the version of the file): a different or rewritten source (a relabelled re-pack of
 the same size) is refused, never taken for the one that was extracted. A chunk whose marker
-exists but one of whose outputs is gone is extracted again. Nothing is written outside OUT whatever labels or keys say:
-folder names come from numbers, file names from keys that are single safe path components
-(else, or when keys repeat, ``record-<position>``), and every path is checked with
+exists but one of whose outputs is gone is extracted again. Nothing is written outside OUT whatever
+labels or keys say: folder names come from numbers, file names from keys that are single safe path
+components (else, or when keys repeat, ``record-<position>``), and every path is checked with
 ``check_inside``.
 """
 
@@ -44,11 +44,11 @@ import numpy as np
 
 from ..errors import DecodeError, RecordFormatError
 from ..io.atomic import AtomicOutput, publish, temporary_name
-from ..io.explain import explain_stop
-from ..io.header import unpack_header
-from ..io.index import format_list_line
-from ..io.label_map import find_label_map, read_label_map
-from ..io.layout import image_positions
+from ..io.health.explain import explain_stop
+from ..io.format.header import unpack_header
+from ..io.sidecars.index import format_list_line
+from ..io.sidecars.label_map import find_label_map, read_label_map
+from ..io.format.layout import image_positions
 from ..io.reader import RecordReader
 from ..io.sources import url_to_fs
 from .inputs import check_inside
@@ -114,7 +114,7 @@ _UNSAFE_CLASS = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 class ClassFolders:
-    """The folder of each label: its class name from a label map (``recpipe.io.label_map``)
+    """The folder of each label: its class name from a label map (``recpipe.io.sidecars.label_map``)
     when the map names it, else ``label_folder``. A map is used only when every name is a
     plain single folder name (no separator or control character, not hidden, no surrounding
     spaces, at most 255 bytes) that cannot be taken for another label's number; else the
@@ -515,11 +515,12 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
     shards of about ``shard_size`` bytes); ``workers``: chunks extracted at once;
     ``storage_options`` are used on both sides; ``progress(bytes)`` is called per image.
     ``label_map``: None finds the map ``recpipe pack`` wrote beside ``src``
-    (``recpipe.io.label_map``) and names the folders by class; False names them by number; a
-    URL names the map to use. ``overwrite``: a new extract may write into an OUT that already
+    (``recpipe.io.sidecars.label_map``) and names the folders by class; False names them by number;
+    a URL names the map to use. ``overwrite``: a new extract may write into an OUT that already
     holds files. Running it again after an interruption continues where it stopped.
     ``chunk_runner(todo, folders)``: runs the chunk tasks ``(number, start, stop)`` elsewhere,
-    each with ``extract_chunk`` and the ``ClassFolders`` given (``recpipe.packing.wholefile``: on a Dask cluster)."""
+    each with ``extract_chunk`` and the ``ClassFolders`` given (``recpipe.packing.wholefile``: on a
+    Dask cluster)."""
     if format not in EXTRACT_FORMATS:
         raise ValueError(f"format={format!r}: expected one of {EXTRACT_FORMATS}")
     if shard_size < 1 or workers < 1:
@@ -556,8 +557,7 @@ def extract_records(src: str, out: str, *, index_url: Optional[str] = None,
             explained = explain_stop(e, reader, loader=False)
             if explained is e:
                 raise
-            explained.__suppress_context__ = True
-            raise explained
+            raise explained from None
     stem = os.path.splitext(str(src).rstrip("/").rsplit("/", 1)[-1])[0] or "extract"
     _collect(output, len(chunks), summary, None if format == "tar" else f"{stem}.lst")
     output.remove_state()  # complete: OUT holds the images and the list, or the shards

@@ -12,7 +12,7 @@ from typing import List, NamedTuple, Tuple
 
 from fsspec.implementations.local import LocalFileSystem
 
-from ..io.index import read_list
+from ..io.sidecars.index import read_list
 from ..io.sources import url_to_fs
 
 __all__ = ["PackItem", "DEFAULT_EXTENSIONS", "items_from_folder", "items_from_list", "list_root",

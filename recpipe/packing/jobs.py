@@ -1,6 +1,6 @@
 """Shard tasks of a pack, shared by every runner (this process, worker processes, Dask).
 
-A pack is planned (``plan``) as shards; ``shard_tasks`` makes a ``ShardTask`` of each (small:
+A pack is planned (``partition``) as shards; ``shard_tasks`` makes a ``ShardTask`` of each (small:
 item paths and options, picklable for a cluster). A runner (``runners.ShardRunner``) turns
 tasks into ``ShardOutcome``s: ``open_job`` keeps a shard an earlier run published or continues
 its partial files, ``write_shard`` writes a job from a stream of ``ItemResult`` and publishes
@@ -17,18 +17,19 @@ from typing import Optional, Tuple
 from ..errors import DecodeError
 from ..io.atomic import publish
 from ..io.sources import url_to_fs
-from ..io.record_sources import sources_url_for
-from ..io.sums import sums_url_for
+from ..io.sidecars.record_sources import sources_url_for
+from ..io.sidecars.sums import sums_url_for
 from .inputs import InputLimits
 from .items import PackItem, join_url
-from .plan import PlanOptions, Shard, labels_url, plan_url, save_plan
+from .partition import PartitionOptions, Shard, labels_url, partition_url, save_partition
 from .report import InputReport, PackSummary, ShardSummary
 from .shards import (Progress, ShardWriter, SourceFile, file_digest, is_local, recover_partial,
                      verify_published)
 from .transform import ACTIONS, ImageOptions
 
-__all__ = ["Job", "ShardOutcome", "ShardTask", "ShardTaskError", "adopt_plan",
-           "discard_empty", "default_workers", "file_name", "finish_empty", "open_job", "plan_options",
+__all__ = ["ShardJob", "ShardOutcome", "ShardTask", "ShardTaskError", "adopt_partition",
+           "discard_empty", "default_workers", "file_name", "finish_empty", "open_job",
+           "partition_options",
            "publish_labels", "raise_failures", "shard_tasks", "summarize", "write_shard"]
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,8 @@ class ShardTask:
     resume: bool
     flush_every: int
     limits: InputLimits = InputLimits()
-    sources: bool = True  # keep the sources sidecar (``recpipe.io.record_sources``)
+    sources: bool = True  # keep the sources sidecar (``recpipe.io.sidecars.record_sources``)
+    resumable: bool = True  # a shard that stops early keeps its partial files for resume
 
 
 @dataclass
@@ -89,20 +91,21 @@ class ShardOutcome:
     failure: Optional[dict] = None
 
 
-def shard_tasks(plan, options, resume, locate=str):
-    """One ``ShardTask`` per planned shard, in plan order, with the write settings of
+def shard_tasks(partition, options, resume, locate=str):
+    """One ``ShardTask`` per planned shard, in partition order, with the write settings of
     ``options`` (a ``PackOptions``); ``locate(url)`` names the files as the runner's workers
     must see them (e.g. local paths made absolute)."""
     return [ShardTask(split.name,
                       Shard(locate(shard.rec), locate(shard.idx), shard.start, shard.stop),
-                      split.items[shard.start:shard.stop], locate(plan.root),
-                      plan.options.image, options.storage_options, options.on_error, resume,
-                      options.flush_every, options.limits, plan.options.sources)
-            for split in plan.splits for shard in split.shards]
+                      split.items[shard.start:shard.stop], locate(partition.root),
+                      partition.options.image, options.storage_options, options.on_error, resume,
+                      options.flush_every, options.limits, partition.options.sources,
+                      options.resumable)
+            for split in partition.splits for shard in split.shards]
 
 
-class Job:
-    """A shard still to write: its plan, its items and where a previous run stopped."""
+class ShardJob:
+    """A shard still to write: its partition, its items and where a previous run stopped."""
 
     def __init__(self, shard, items, progress, summary):
         self.shard = shard
@@ -124,7 +127,7 @@ def _published_digests(shard, storage_options):
 
 def open_job(task, checksums=False):
     """``(job, outcome)`` of ``task``: with ``resume``, a shard an earlier run published that
-    holds what the plan says is kept (``job`` None; hashed with ``checksums``), and a local
+    holds what the partition says is kept (``job`` None; hashed with ``checksums``), and a local
     shard's partial temporary files are continued."""
     shard = task.shard
     outcome = ShardOutcome(ShardSummary(shard.rec, shard.idx), InputReport())
@@ -142,7 +145,7 @@ def open_job(task, checksums=False):
     if task.resume and is_local(shard.rec, task.storage_options):
         progress = recover_partial(shard.rec, shard.idx, keys, sources=task.sources)
         outcome.resumed_records = progress.records
-    return Job(shard, task.items, progress, outcome.summary), outcome
+    return ShardJob(shard, task.items, progress, outcome.summary), outcome
 
 
 def _as_listed(item, result, root):
@@ -180,7 +183,8 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
     it was meant for."""
     root, on_error, flush_every = task.root, task.on_error, task.flush_every
     writer = ShardWriter(job.shard.rec, job.shard.idx, task.storage_options, job.progress,
-                         checksums, sources_root=root if task.sources else None)
+                         checksums, sources_root=root if task.sources else None,
+                         journal=task.resumable)
     report = outcome.report
     try:
         for item in job.todo:
@@ -189,7 +193,7 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
             outcome.input_bytes += result.input_bytes
             if result.error:
                 outcome.failed += 1
-                report.errors[-1]["shard"] = file_name(job.shard.rec)
+                report.errors[-1].update(shard=file_name(job.shard.rec), index=item.index)
                 if on_error == "raise":
                     raise DecodeError(result.error, path=join_url(root, item.path))
                 log.warning("%s: skipped: %s", item.path, result.error)
@@ -202,7 +206,7 @@ def write_shard(job, outcome, results, task, *, advance=None, checksums=False,
             if advance is not None:
                 advance(result.input_bytes)
     except BaseException:
-        writer.abandon(keep=True)
+        writer.abandon(keep=task.resumable)
         raise
     if defer_empty and writer.records == 0 and job.todo and not job.progress.records:
         job.unpublished = writer  # every item failed: published later only if the pack is not empty
@@ -233,13 +237,13 @@ def file_name(url):
     return url.rsplit("/", 1)[-1]
 
 
-def publish_labels(plan, summary, storage_options):
+def publish_labels(partition, summary, storage_options):
     """``OUT.labels.json``: class name -> label, and records/bytes per split and shard (shard
     files named relative to the label file's folder)."""
-    url = labels_url(plan.out)
+    url = labels_url(partition.out)
     data = {
-        "classes": plan.classes,
-        "source": plan.src,
+        "classes": partition.classes,
+        "source": partition.src,
         "splits": {name: {"records": sum(s.records for s in shards),
                           "bytes": sum(s.bytes for s in shards),
                           "shards": [{"rec": file_name(s.rec), "idx": file_name(s.idx),
@@ -249,37 +253,38 @@ def publish_labels(plan, summary, storage_options):
     return publish(url, json.dumps(data, indent=2).encode(), storage_options)
 
 
-def plan_options(options, src, shards, shard_size):
-    """The ``PlanOptions`` of a pack of ``src`` with ``options`` (a ``PackOptions``) cut into
+def partition_options(options, src, shards, shard_size):
+    """The ``PartitionOptions`` of a pack of ``src`` with ``options`` (a ``PackOptions``) cut into
     ``shards``/``shard_size`` (shuffle defaults to True for folders, False for lists)."""
     shuffle = options.shuffle
     if shuffle is None:
         shuffle = not str(src).lower().endswith(".lst")
-    return PlanOptions(options.image_options(), bool(shuffle), int(options.seed),
+    return PartitionOptions(options.image_options(), bool(shuffle), int(options.seed),
                        float(options.val_ratio or 0.0), int(shards or 0), int(shard_size or 0),
                        bool(options.sources))
 
 
-def adopt_plan(plan, out, resume, saved, storage_options):
-    """Check ``plan`` against the ``saved`` one of an interrupted run (None: there is none),
-    or save it; returns whether that run is being resumed."""
-    if saved is not None and saved.fingerprint != plan.fingerprint:
+def adopt_partition(partition, out, resume, saved, storage_options, save=True):
+    """Check ``partition`` against the ``saved`` one of an interrupted run (None: there is none),
+    or save it (``save``: for a run that can be resumed); returns whether that run is being
+    resumed."""
+    if saved is not None and saved.fingerprint != partition.fingerprint:
         raise ValueError(
-            f"{plan_url(out)} was made for different inputs or options; run the same command "
+            f"{partition_url(out)} was made for different inputs or options; run the same command "
             f"to resume, or drop --resume to start over")
     if resume and saved is None:
         log.info("--resume: no interrupted run found at %s; starting from scratch", out)
-    if saved is None:
-        save_plan(plan, storage_options)
+    if saved is None and save:
+        save_partition(partition, storage_options)
     return saved is not None
 
 
-def summarize(out, plan, tasks, outcomes, workers, cluster=None):
-    """The ``PackSummary`` of ``outcomes`` (None where a task failed), merged in plan order."""
-    summary = PackSummary(str(out), plan.total_items, plan.classes, {}, workers=workers,
+def summarize(out, partition, tasks, outcomes, workers, cluster=None):
+    """The ``PackSummary`` of ``outcomes`` (None where a task failed), merged in partition order."""
+    summary = PackSummary(str(out), partition.total_items, partition.classes, {}, workers=workers,
                           cluster=cluster)
     report = InputReport()
-    for split in plan.splits:
+    for split in partition.splits:
         summary.splits[split.name] = []
     for task, outcome in zip(tasks, outcomes):
         if outcome is None:
@@ -299,7 +304,7 @@ def summarize(out, plan, tasks, outcomes, workers, cluster=None):
     return summary
 
 
-def raise_failures(plan, tasks, outcomes, failures):
+def raise_failures(partition, tasks, outcomes, failures):
     """Task errors -> ``ShardTaskError``; else an item that stopped its shard (``on_error=
     "raise"``) -> ``DecodeError`` naming the shard and the item."""
     stopped = [(task, outcome.failure) for task, outcome in zip(tasks, outcomes)
@@ -312,7 +317,7 @@ def raise_failures(plan, tasks, outcomes, failures):
         task, failure = stopped[0]
         others = f" ({len(stopped) - 1} other shard(s) stopped too)" if len(stopped) > 1 else ""
         raise DecodeError(f"shard {file_name(task.shard.rec)}: {failure['reason']}{others}",
-                          path=join_url(plan.root, failure["path"]))
+                          path=join_url(partition.root, failure["path"]))
 
 
 def discard_empty(tasks, outcomes):

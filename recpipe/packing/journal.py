@@ -20,7 +20,7 @@ import json
 import logging
 import os
 
-from ..io.crc32c import crc32c
+from ..io.sidecars.crc32c import crc32c
 
 __all__ = ["JOURNAL_TAG", "ShardJournal", "read_journal"]
 

@@ -18,7 +18,7 @@ import random
 from typing import Dict, List, NamedTuple, Tuple
 
 from ..io.atomic import AtomicOutput
-from ..io.index import format_list_line
+from ..io.sidecars.index import format_list_line
 
 __all__ = [
     "DEFAULT_EXTS",
@@ -70,7 +70,8 @@ def _walk_recursive(root, exts):
             if not _is_image(directory, name, exts):
                 continue
             label = labels.setdefault(directory, len(labels))
-            items.append(ImageItem(len(items), os.path.relpath(os.path.join(directory, name), root), label))
+            items.append(ImageItem(len(items), os.path.relpath(os.path.join(directory, name), root),
+                                   label))
     label_map = [(os.path.relpath(directory, root), label) for directory, label in labels.items()]
     return items, label_map
 

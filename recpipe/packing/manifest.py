@@ -2,7 +2,7 @@
 
 A Dask pack (``cluster``) publishes it last, once every shard is in place: per split, the
 shards in order with their record count, the size and SHA-256 of each ``.rec``/``.idx``,
-plus the options, the label map, the plan fingerprint and the recpipe version. Shard files are
+plus the options, the label map, the partition fingerprint and the recpipe version. Shard files are
 named relative to the manifest's folder, so the output can be moved as a whole.
 
 ``read_manifest(url)`` gives the shard URLs in order; ``iter_records`` reads every record of
@@ -94,8 +94,8 @@ class Manifest:
         return [(shard.rec, shard.idx) for shard in self.shards(split)]
 
 
-def build_manifest(plan, splits, digests, version):
-    """The manifest of ``plan`` written as ``splits`` (``{name: [ShardSummary]}``), with
+def build_manifest(partition, splits, digests, version):
+    """The manifest of ``partition`` written as ``splits`` (``{name: [ShardSummary]}``), with
     ``digests`` (``{rec url: (rec_sha256, idx_sha256, idx_bytes)}``)."""
     def shard_entry(shard):
         rec_sha256, idx_sha256, idx_bytes = digests[shard.rec]
@@ -107,11 +107,11 @@ def build_manifest(plan, splits, digests, version):
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         "recpipe_version": version,
-        "source": plan.src,
-        "root": plan.root,
-        "fingerprint": plan.fingerprint,
-        "options": dataclasses.asdict(plan.options),
-        "classes": plan.classes,
+        "source": partition.src,
+        "root": partition.root,
+        "fingerprint": partition.fingerprint,
+        "options": dataclasses.asdict(partition.options),
+        "classes": partition.classes,
         "records": sum(s.records for shards in splits.values() for s in shards),
         "bytes": sum(s.bytes for shards in splits.values() for s in shards),
         "splits": {name: {"records": sum(s.records for s in shards),

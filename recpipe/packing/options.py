@@ -57,6 +57,10 @@ class PackOptions:
     dask: Any = None
     limits: InputLimits = InputLimits()
     sources: bool = True  # write X.sources.jsonl: each record's file, size and SHA-256
+    # keep what an interrupted run wrote (partial shards, the partition) for resume=True;
+    # False: an interrupted or failed run leaves nothing behind (im2rec)
+    resumable: bool = True
+    labels_file: bool = True  # publish OUT.labels.json (the label map and the shard sizes)
     restart: Any = None  # restart markers: "auto", "off", MCU rows; None: DEFAULT_RESTART
 
     def __post_init__(self):
@@ -125,6 +129,8 @@ def _validate(o: PackOptions) -> None:
         raise ValueError(f"color must be -1, 0 or 1, got {o.color!r}")
     if o.encoding != ".png" and o.quality is not None and not 0 <= o.quality <= 100:
         raise ValueError(f"JPEG quality must be in 0..100, got {o.quality}")
+    if o.resume and not o.resumable:
+        raise ValueError("resume=True needs resumable=True (a run that keeps what it wrote)")
     if o.pass_through and o.restart is not None and RestartPolicy.parse(o.restart) is not None:
         raise ValueError(f"pass_through stores every file's bytes as they are: it cannot add "
                          f"restart markers (restart={o.restart!r}); drop one of the two")

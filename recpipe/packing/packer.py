@@ -1,13 +1,14 @@
 """``pack_dataset``: a folder of class subfolders or an im2rec ``.lst`` -> RecordIO shards.
 
-Steps: list the items (``items``), fix the plan and save it (``plan``), make a ``ShardTask`` of
-each planned shard (``jobs``) and hand them to a runner (``runners.ShardRunner``), which
-writes each shard and publishes it, ``.rec`` and ``.idx`` as one commit:
+Steps: list the items (``items``), fix the partition and save it (``partition``), make a
+``ShardTask`` of each planned shard (``jobs``) and hand them to a runner
+(``runners.ShardRunner``), which writes each shard and publishes it, ``.rec`` and ``.idx`` as
+one commit:
 ``runners.LocalRunner`` in this process (items computed here or in worker processes),
 ``cluster.DaskRunner`` as one task per shard on a Dask cluster (``dask=``). Then, whatever
 the runner, the outcomes are merged into the returned ``PackSummary`` (unusual inputs and
 per-item errors included), the label map ``OUT.labels.json`` is published (and
-``OUT.manifest.json`` when the runner hashed the shards) and the plan removed.
+``OUT.manifest.json`` when the runner hashed the shards) and the partition removed.
 """
 
 import contextlib
@@ -16,10 +17,10 @@ import time
 from typing import Any, Callable, Optional
 
 from .items import load_items
-from .jobs import (adopt_plan, default_workers, discard_empty, plan_options, publish_labels, raise_failures,
-                   shard_tasks, summarize)
+from .jobs import (adopt_partition, default_workers, discard_empty, partition_options,
+                   publish_labels, raise_failures, shard_tasks, summarize)
 from .manifest import build_manifest, publish_manifest
-from .plan import build_plan, load_plan, remove_plan
+from .partition import build_partition, load_partition, remove_partition
 from .report import PackSummary
 from .options import PACK_ON_ERROR, PackOptions
 from .runners import LocalRunner
@@ -47,14 +48,14 @@ def parse_size(text):
     return int(value * _SIZE_UNITS[unit])
 
 
-def _plan_for(src, out, options, runner):
-    """The plan, and whether an interrupted run of it is being resumed (its saved plan exists:
+def _partition_for(src, out, options, runner):
+    """The partition, and whether an interrupted run of it is being resumed (its saved one exists:
     without one, outputs already present cannot be trusted to come from the same options).
     Without ``shards`` and ``shard_size``: those of the interrupted run being resumed, else the
     runner's default."""
     storage_options, val_ratio = options.storage_options, options.val_ratio
     shards, shard_size = options.shards, options.shard_size
-    saved = load_plan(out, storage_options) if options.resume else None
+    saved = load_partition(out, storage_options) if options.resume else None
     if not shards and not shard_size and saved is not None:
         shards, shard_size = saved.options.shards, saved.options.shard_size
     items, classes, item_root = load_items(src, options.root, extensions=options.extensions,
@@ -62,9 +63,10 @@ def _plan_for(src, out, options, runner):
                                            storage_options=storage_options)
     if not shards and not shard_size:
         shards = runner.default_shards(len(items), float(val_ratio or 0.0))
-    settings = plan_options(options, src, shards, shard_size)
-    plan = build_plan(src, item_root, out, items, classes, settings)
-    return plan, adopt_plan(plan, out, options.resume, saved, storage_options)
+    settings = partition_options(options, src, shards, shard_size)
+    partition = build_partition(src, item_root, out, items, classes, settings)
+    return partition, adopt_partition(partition, out, options.resume, saved, storage_options,
+                                      save=options.resumable)
 
 
 @contextlib.contextmanager
@@ -137,24 +139,25 @@ def pack_dataset(src: str, out: str, options: Optional[PackOptions] = None, *,
     out = output_prefix(out)
     storage_options = options.storage_options
     with _runner(options) as runner:
-        plan, resume = _plan_for(src, out, options, runner)
-        tasks = shard_tasks(plan, options, resume, runner.locate)
+        partition, resume = _partition_for(src, out, options, runner)
+        tasks = shard_tasks(partition, options, resume, runner.locate)
         outcomes, failures = runner.run(tasks, progress)
-    raise_failures(plan, tasks, outcomes, failures)
-    summary = summarize(out, plan, tasks, outcomes, runner.workers, runner.cluster)
+    raise_failures(partition, tasks, outcomes, failures)
+    summary = summarize(out, partition, tasks, outcomes, runner.workers, runner.cluster)
     if summary.written == 0 and summary.failed and not summary.resumed_records:
         first = summary.errors[0] if summary.errors else {}
         discard_empty(tasks, outcomes)
-        remove_plan(out, storage_options)
+        remove_partition(out, storage_options)
         raise ValueError(f"nothing packed: all {summary.failed} image(s) failed (first: "
                          f"{first.get('path')}: {first.get('reason')}); no output was published")
-    summary.labels_file = publish_labels(plan, summary, storage_options)
+    if options.labels_file:
+        summary.labels_file = publish_labels(partition, summary, storage_options)
     if runner.publishes_manifest:
         from .. import __version__
 
         digests = {outcome.summary.rec: outcome.digests for outcome in outcomes}
         summary.manifest_file = publish_manifest(
-            out, build_manifest(plan, summary.splits, digests, __version__), storage_options)
-    remove_plan(out, storage_options)
+            out, build_manifest(partition, summary.splits, digests, __version__), storage_options)
+    remove_partition(out, storage_options)
     summary.seconds = time.perf_counter() - started
     return summary

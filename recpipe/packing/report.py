@@ -19,7 +19,8 @@ class InputReport:
         self.counts: "collections.Counter[str]" = collections.Counter()
         self.examples = collections.defaultdict(list)
         self.errors = []
-        self.actions: "collections.Counter[str]" = collections.Counter()  # kept / re-encoded / transcoded payloads
+        # kept / re-encoded / transcoded payloads
+        self.actions: "collections.Counter[str]" = collections.Counter()
 
     def add(self, path, reasons, error=None, action=None):
         if action:

@@ -23,10 +23,10 @@ from typing import Callable, Optional
 from ..errors import RecordFormatError
 from ..image.restart import RestartPolicy, add_restarts, restarts_available
 from ..io.format import frame
-from ..io.header import unpack
-from ..io.index import index_url_for
+from ..io.format.header import unpack
+from ..io.sidecars.names import index_url_for
 from ..io.reader import RecordReader
-from ..io.record_sources import RecordSources
+from ..io.sidecars.record_sources import RecordSources
 from .jobs import default_workers
 from .shards import ShardWriter, SourceFile
 

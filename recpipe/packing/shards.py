@@ -1,8 +1,8 @@
 """Writing one shard so that an interrupted pack can be resumed.
 
 A ``ShardWriter`` writes ``.rec``/``.idx`` under fixed hidden temporary names (``.NAME.pack.tmp``)
-and publishes them with their checksum sidecar (``.sums``, ``recpipe.io.sums``) as one commit
-(``recpipe.io.atomic.commit_group``). On a local filesystem the temporary files are
+and publishes them with their checksum sidecar (``.sums``, ``recpipe.io.sidecars.sums``) as one
+commit (``recpipe.io.atomic.commit_group``). On a local filesystem the temporary files are
 kept when writing stops early, with a journal of the records made durable (``journal``);
 ``recover_partial`` then keeps the records that the journal lists and that read back as they
 were written (a record damaged by a crash, e.g. a page of zeros lost at a power failure, is
@@ -24,13 +24,13 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import RecordFormatError
 from ..io.atomic import AtomicOutput, commit_group, temporary_name
-from ..io.crc32c import crc32c
-from ..io.format import frame
-from ..io.index import format_index_line, parse_index
-from ..io.scan import SlidingBuffer, read_record
+from ..io.sidecars.crc32c import crc32c
+from ..io.format.framing import frame
+from ..io.sidecars.index import format_index_line, parse_idx
+from ..io.format.scan import SlidingBuffer, read_record
 from ..io.sources import BytesSource, LocalSource, url_to_fs
-from ..io.record_sources import entry_line, header_line, sources_url_for, trailer_line
-from ..io.sums import SumsBuilder, sums_url_for
+from ..io.sidecars.record_sources import entry_line, header_line, sources_url_for, trailer_line
+from ..io.sidecars.sums import SumsBuilder, sums_url_for
 from .journal import JOURNAL_TAG, ShardJournal, read_journal
 
 __all__ = ["TEMP_TAG", "Progress", "ShardWriter", "SourceFile", "recover_partial",
@@ -57,8 +57,9 @@ def is_local(url, storage_options=None):
 
 
 class SourceFile(NamedTuple):
-    """The file a record is packed from, for the sources sidecar (``recpipe.io.record_sources``):
-    its path relative to the pack's root, its size and the SHA-256 of its bytes."""
+    """The file a record is packed from, for the sources sidecar
+    (``recpipe.io.sidecars.record_sources``): its path relative to the pack's root, its size and the
+    SHA-256 of its bytes."""
 
     path: str
     size: int
@@ -71,11 +72,12 @@ class ShardWriter:
     On a local filesystem a journal (``journal``) lists the records written, made durable at
     each ``flush()`` after the data files; a resumed shard takes its checksums from it (the
     sums of the bytes meant to be written, not of bytes read back from a file that a crash
-    may have damaged). ``sources_root`` (the pack's SRC): also write the sources sidecar
-    (``X.sources.jsonl``), each ``write`` then naming the record's ``SourceFile``."""
+    may have damaged); ``journal=False``: none (a shard that will not be resumed). ``sources_root``
+    (the pack's SRC): also write the sources sidecar (``X.sources.jsonl``), each ``write`` then
+    naming the record's ``SourceFile``."""
 
     def __init__(self, rec_url, idx_url, storage_options=None, progress=Progress(),
-                 checksums=False, sources_root=None):
+                 checksums=False, sources_root=None, journal=True):
         resume = progress.records > 0
         self._rec = AtomicOutput(rec_url, storage_options, temp_tag=TEMP_TAG, append=resume)
         opened = [self._rec]
@@ -94,7 +96,7 @@ class ShardWriter:
                 opened.append(self._sources)
                 if not resume:
                     self._sources.write(header_line(sources_root))
-            if self._rec.local:
+            if self._rec.local and journal:
                 self._journal = ShardJournal(journal_path(self._rec.path), append=resume)
             self.records = progress.records
             self.offset = progress.offset
@@ -128,7 +130,7 @@ class ShardWriter:
 
     @property
     def resumable(self):
-        return self._rec.local
+        return self._journal is not None
 
     def write(self, payload, key, source: Optional[SourceFile] = None):
         """Append a record under ``key``; ``source``: the file it was packed from (needed when
@@ -348,9 +350,10 @@ def verify_published(rec_url, idx_url, planned_keys, storage_options=None):
     idx_fs, idx_path = url_to_fs(idx_url, storage_options)
     try:
         size = fs.size(rec_path)
-        keys, offsets = parse_index(idx_fs.cat_file(idx_path).decode(), path=idx_url)
-    except (FileNotFoundError, RecordFormatError, UnicodeDecodeError):
+        table = parse_idx(idx_fs.cat_file(idx_path), path=idx_url)
+    except (FileNotFoundError, RecordFormatError):
         return None
+    keys, offsets = list(table.keys), table.offsets.tolist()
     if _keys_position(keys, planned_keys) is None:
         return None
     if not offsets:

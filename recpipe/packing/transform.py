@@ -7,7 +7,8 @@ most half the source's shorter side, libjpeg decodes at 1/2, 1/4 or 1/8 scale (D
 ``cv2.IMREAD_REDUCED_*``) and the result is resized to exactly the size im2rec would produce.
 ``exact=True`` turns that off for pixel-identical im2rec output. Plain full-size JPEG decodes go
 through simplejpeg when it is installed (the same libjpeg-turbo pixels as cv2, with less
-overhead); anything it declines falls back to cv2. Pass-through never imports cv2.
+overhead), except with ``exact=True``, where OpenCV decodes as im2rec's ``cv2.imread`` does;
+anything simplejpeg declines falls back to cv2. Pass-through never imports cv2.
 
 ``keep_jpeg``: a JPEG that any decoder reads as it is (not CMYK, no EXIF rotation to apply)
 keeps its bytes (no lossy generation); the rest is re-encoded (a JPEG) or transcoded (another
@@ -28,7 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ..image.info import sniff, unusual_reasons
 from ..image.opencv import imdecode, load_cv2
 from ..image.restart import RestartPolicy, add_restarts
-from ..io.header import pack
+from ..io.format.header import pack
 from ..io.sources import url_to_fs
 from .encode import center_crop, crop_resize_encode, encode_image, make_header
 from .inputs import InputLimits, check_inside, read_input, remote_size_ok
@@ -180,7 +181,7 @@ class ItemProcessor:
         try:
             data = self.read(item.path)
         except OSError as e:
-            return ItemResult(None, ("unreadable",), f"cannot read: {e}", 0)
+            return ItemResult(None, ("unreadable",), f"cannot read: {type(e).__name__}: {e}", 0)
         info = sniff(data)
         reasons = tuple(unusual_reasons(info, posixpath.splitext(item.path)[1]))
         header = make_header(item.index, item.labels, self.options.pack_label)
@@ -217,7 +218,9 @@ class ItemProcessor:
         if plain_jpeg and not opts.exact:
             scale = reduced_scale(info.height, info.width, opts.resize, opts.center_crop)
         if scale == 1:
-            img = (_decode_simplejpeg(data, opts.color) if plain_jpeg else None)
+            # exact: OpenCV's own decode, the pixels im2rec's cv2.imread gets
+            img = (_decode_simplejpeg(data, opts.color) if plain_jpeg and not opts.exact
+                   else None)
             if img is None:
                 img = imdecode(data, opts.color, what="file")
             return crop_resize_encode(img, center=opts.center_crop, resize=opts.resize,

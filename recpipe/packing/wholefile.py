@@ -27,11 +27,11 @@ from typing import Any, Optional
 import numpy as np
 
 from ..errors import RecordFormatError
-from ..io.index import resolve_index_url
-from ..io.rebuild import index_target, record_id, write_index
-from ..io.scan import scan_records
+from ..io.sidecars.index import resolve_index_url
+from ..io.sidecars.rebuild import index_target, record_id, write_index
+from ..io.format.scan import scan_records
 from ..io.sources import open_source
-from ..io.verify import verify
+from ..io.health.verify import verify
 from .chunks import (ChunkResult, ChunkTaskError, DaskChunks, LocalChunks, WorkFolder,
                      chunk_bytes_for, file_version, map_chunks, timeout_for, work_url_for)
 from .cluster import absolute_url, cluster_info, dask_client, run_tasks

@@ -7,7 +7,7 @@ libjpeg-turbo was found and how to get it, the fsspec protocols whose clients im
 cores (affinity, cgroup quota, this rank's share), library versions, the recpipe environment
 variables that are set, and, measured on a built-in sample, each decoder's rate and what the
 missing fast paths cost; given files, whether each is protected by checksums (a ``.sums``
-sidecar that describes it: ``recpipe.io.protection``). ``slow_paths(report)`` lists what is
+sidecar that describes it: ``recpipe.io.health.protection``). ``slow_paths(report)`` lists what is
 missing, for the one-line hint of ``recpipe demo``.
 """
 
@@ -25,7 +25,7 @@ from typing import List, Optional
 from .. import __version__
 from .._optional import extension
 from ..image.opencv import SET_BY_RECPIPE, load_cv2
-from ..io.protection import protection_of
+from ..io.health.protection import protection_of
 from ..system.env import VARIABLES
 from ..system.host import local_ranks, node_share, usable_cores
 
@@ -141,7 +141,7 @@ def measure_decoders(seconds=0.3, images=16):
 def diagnose(measure: bool = True, files=()) -> dict:
     """The report as a JSON-ready dict (``measure=False`` skips the timed decode); ``files``:
     ``.rec`` files (any URL) whose checksum protection to report (``protection``: the
-    ``recpipe.io.protection.protection_of`` of each)."""
+    ``recpipe.io.health.protection.protection_of`` of each)."""
     cv2 = load_cv2()
     import numpy as np
 

@@ -26,7 +26,8 @@ def _photo(rng, label, size, noise):
         center = (int(rng.integers(0, w)), int(rng.integers(0, h)))
         color = tuple(int(c) for c in rng.integers(0, 256, 3))
         cv2.circle(img, center, int(rng.integers(8, max(9, min(h, w) // 3))), color, -1)
-    shift = int(rng.integers(0, noise.shape[0] - h + 1)), int(rng.integers(0, noise.shape[1] - w + 1))
+    shift = int(rng.integers(0, noise.shape[0] - h + 1)), int(rng.integers(0,
+                                                                           noise.shape[1] - w + 1))
     return cv2.add(img, noise[shift[0]:shift[0] + h, shift[1]:shift[1] + w], dtype=cv2.CV_8U)
 
 

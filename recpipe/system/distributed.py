@@ -1,4 +1,5 @@
-"""Which rank this process is and how many ranks read the data: explicit, or found in the environment.
+"""Which rank this process is and how many ranks read the data: explicit, or found in the
+environment.
 
 ``detect_rank()`` looks, in order, at: explicit ``rank``/``world_size`` arguments, an initialised
 ``torch.distributed`` process group (only when torch is already imported), ``RANK``/``WORLD_SIZE``
@@ -63,7 +64,8 @@ def _env_int(environ, name):
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"environment variable {name}={environ[name]!r} is not an integer") from None
+        raise ValueError(f"environment variable {name}={environ[name]!r} is not an "
+                         "integer") from None
 
 
 def _from_env(environ):

@@ -26,7 +26,8 @@ _pruned_at = 0  # hooks after the last pruning of dead owners
 
 
 def after_fork_in_child(owner: Any, forget: Callable[[Any], None]) -> None:
-    """Run ``forget(owner)`` in every child this process forks from now on, while ``owner`` lives."""
+    """Run ``forget(owner)`` in every child this process forks from now on, while ``owner``
+    lives."""
     global _installed, _pruned_at
     with _lock:
         if not _installed and hasattr(os, "register_at_fork"):

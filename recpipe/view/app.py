@@ -30,7 +30,7 @@ from .health import Health
 from .jobs import Job, verify_job
 from .labels import LabelIndex
 from .model import Busy, plan_json
-from .pictures import fit, jpeg_bytes, png_bytes, thumbnail, viewable
+from .pictures import jpeg_bytes, png_bytes, thumbnail, viewable
 from .server import HttpError, Response, json_response
 
 __all__ = ["App", "Limits", "STATIC_FILES"]

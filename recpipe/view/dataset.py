@@ -15,10 +15,10 @@ import numpy as np
 
 from ..errors import RecordFormatError
 from ..image.info import sniff
-from ..io.header import unpack_header
-from ..io.layout import detect_face_layout
+from ..io.format.header import unpack_header
+from ..io.format.layout import detect_face_layout
 from ..io.reader import RecordReader
-from ..io.sniff import check_recordio_head
+from ..io.format.sniff import check_recordio_head
 from ..io.sources import open_source
 
 __all__ = ["Dataset", "NotAnImage", "record_error"]
@@ -39,7 +39,7 @@ class NotAnImage(ValueError):
 def record_error(exc):
     """A JSON-able description of a record's error: ``kind`` ('format', 'sum', 'decode',
     'not-image'), ``error`` (the message), and ``path``/``offset``/``record`` when known."""
-    from ..io.quarantine import error_kind
+    from ..io.sidecars.quarantine import error_kind
 
     kind = "not-image" if isinstance(exc, NotAnImage) else (error_kind(exc) or "error")
     out = {"kind": kind, "error": str(exc), "reason": getattr(exc, "reason", str(exc))}

@@ -2,7 +2,8 @@
 
 Three sources, each entry with its error, path and offset:
 
-- the quarantine loaders keep for this version of the file (``recpipe.io.quarantine``: checksum,
+- the quarantine loaders keep for this version of the file (``recpipe.io.sidecars.quarantine``:
+checksum,
   framing and decode failures met while training), read when asked (it may grow while the
   viewer runs);
 - the last ``verify`` run from the page (its problems: bad byte ranges, checksum mismatches,
@@ -17,7 +18,7 @@ import threading
 
 import numpy as np
 
-from ..io.quarantine import QuarantineFile
+from ..io.sidecars.quarantine import QuarantineFile
 
 __all__ = ["Health", "SEEN_LIMIT"]
 

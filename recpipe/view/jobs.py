@@ -43,7 +43,7 @@ def verify_job(url, storage_options, decode, progress):
     """``recpipe verify`` of ``url`` (``decode``: every image too, with the loaders' strict
     default decoder) as a JSON-able dict (``VerifyReport.to_dict``)."""
     from ..decode.decoders import get_decoder
-    from ..io.verify import verify
+    from ..io.health.verify import verify
 
     decoder = get_decoder("auto") if decode else None
     return verify(url, None, decoder=decoder, storage_options=storage_options,

@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..io.format import MAGIC
+from ..io.format.framing import MAGIC
 from ..io.sources import local_path, open_source
 
 __all__ = ["LabelIndex", "MAX_SCANNED_RECORDS", "TOP", "read_heads"]

@@ -15,7 +15,7 @@ loader's own and not a re-implementation of them:
   split, quarantine, ``on_error`` handling and pixels are the loader's; ``recpipe replay`` of a
   provenance line for that batch decodes the same records with the same ``RecordDecoder``. The
   one change: the viewer's loader keeps the batch plans of the latest epoch it planned
-  (``_PlanKeepingLoader``), so asking for batch after batch of one epoch does not make its
+  (``_BatchKeepingLoader``), so asking for batch after batch of one epoch does not make its
   17M-record permutation again each time (resuming plans the epoch anew).
 
 Only the runtime settings that change no pixel are fixed here (threads, prefetch 1, no
@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from ..decode.loader import ImageLoader
-from ..io.layout import image_positions
+from ..io.format.layout import image_positions
 from .pictures import viewable
 
 __all__ = ["Busy", "ModelView", "plan_json"]
@@ -88,7 +88,7 @@ class ModelView:
                 raise RuntimeError("the viewer is closing")
             if self._loader is None:
                 d = self.dataset
-                loader = _PlanKeepingLoader(d.url, index_url=d.reader.index_url or None,
+                loader = _BatchKeepingLoader(d.url, index_url=d.reader.index_url or None,
                                             storage_options=d.storage_options,
                                             options=self.options)
                 self._samples = image_positions(loader.reader, self.options.keys)
@@ -184,10 +184,10 @@ class ModelView:
             self._batch_lock.release()
 
 
-class _PlanKeepingLoader(ImageLoader):
+class _BatchKeepingLoader(ImageLoader):
     """``ImageLoader`` keeping the batch plans of the latest epoch it planned: every batch the
     viewer asks for resumes the loader, and resuming plans the epoch again (a permutation of
-    every record when shuffled). The plans are an immutable ``order.BatchPlans``; everything
+    every record when shuffled). The plans are an immutable ``order.EpochBatches``; everything
     else is the loader's own."""
 
     _kept = None

@@ -83,7 +83,7 @@ def test_the_warning_points_at_the_users_line(rec):
 
 
 def test_mxnet_adapters_keep_mxnets_defaults_and_say_the_flag_does_nothing(rec):
-    import recpipe.mx as mx  # recpipe.mxnet's iterator, with or without MXNet
+    import recpipe.mx as mx  # recpipe.mx.record_iter's iterator, with or without MXNet
 
     with pytest.warns(NoEffectWarning, match="random_resized_crop=True has no effect"):
         it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(3, 40, 40), batch_size=4,

@@ -8,7 +8,7 @@ import pytest
 
 import recpipe
 from recpipe.cli import main
-from recpipe.decode.autotune import (
+from recpipe.decode.tune.controller import (
     CPU_SATURATED,
     NOT_STARVED,
     RAM_BUDGET,
@@ -494,7 +494,7 @@ def test_windows_skip_warmup_drop_long_pauses_and_measure(monkeypatch):
     (dict(settings={"z": 3}), "settings="),
 ])
 def test_tuner_options_are_checked_when_made(keywords, match):
-    from recpipe.decode.tuning_window import TunerOptions
+    from recpipe.decode.tune.tuner import TunerOptions
 
     with pytest.raises(ValueError, match=match):
         TunerOptions(**keywords)
@@ -503,7 +503,7 @@ def test_tuner_options_are_checked_when_made(keywords, match):
 def test_tuner_options_are_frozen_and_a_misspelt_one_says_what_was_meant(rec):
     import dataclasses
 
-    from recpipe.decode.tuning_window import TunerOptions
+    from recpipe.decode.tune.tuner import TunerOptions
 
     options = TunerOptions.of(None, dict(window_batches=3))
     assert options.window_batches == 3 and options.window_seconds == 1.5

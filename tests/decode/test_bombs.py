@@ -74,13 +74,15 @@ def test_max_pixels_is_configurable():
 def test_a_bomb_in_a_loader_is_a_decode_error_under_the_policy(tmp_path):
     rec = str(tmp_path / "bombs.rec")
     with recpipe.RecordWriter(rec) as writer:
-        for i, data in enumerate([SMALL, BOMBS["jpeg 20000x20000"], SMALL, BOMBS["png 30000x30000"]]):
+        for i, data in enumerate([SMALL, BOMBS["jpeg 20000x20000"], SMALL,
+                                  BOMBS["png 30000x30000"]]):
             writer.write(recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), data))
     with ImageLoader(rec, 4, (3, 16, 16), threads=2, pad=2) as loader:
         with pytest.raises(DecodeError, match="max_pixels") as caught:
             list(loader)
     assert caught.value.record in (1, 3) and caught.value.path == rec
-    with ImageLoader(rec, 4, (3, 16, 16), threads=2, on_error="skip", max_rotate_angle=10) as loader:
+    with ImageLoader(rec, 4, (3, 16, 16), threads=2, on_error="skip",
+                     max_rotate_angle=10) as loader:
         (images, labels), = list(loader)
         assert labels.tolist() == [0.0, 2.0]
         assert loader.stats()["skipped"] == 2
@@ -93,7 +95,8 @@ BOMB_SCRIPT = textwrap.dedent("""
     img = np.zeros((1, 65500, 3), np.uint8)
     img[:, ::2] = 200
     with recpipe.RecordWriter(sys.argv[1]) as writer:
-        writer.write(recpipe.pack(recpipe.IRHeader(0, 1.0, 0, 0), cv2.imencode(".jpg", img)[1].tobytes()))
+        writer.write(recpipe.pack(recpipe.IRHeader(0, 1.0, 0, 0), cv2.imencode(".jpg",
+        img)[1].tobytes()))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with ImageLoader(sys.argv[1], 1, (3, 224, 224), threads=1, **eval(sys.argv[2])) as loader:
         images, _ = next(iter(loader))
@@ -106,7 +109,8 @@ BOMB_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("options", ["{}", "{'rand_crop': True}", "{'dct_scaling': False}"])
 def test_an_aspect_bomb_costs_what_the_output_costs(tmp_path, options):
     """A valid 15 KB 1x65500 JPEG: upscaled whole before the crop it would take ~10 GB."""
-    done = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, str(tmp_path / "aspect.rec"), options],
+    done = subprocess.run([sys.executable, "-c", BOMB_SCRIPT, str(tmp_path / "aspect.rec"),
+                           options],
                           capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=REPO_ROOT))
     assert done.returncode == 0, done.stderr[-2000:]

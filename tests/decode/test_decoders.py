@@ -70,7 +70,8 @@ def test_scaled_sizes_follow_libjpeg(name, photo):
 
 
 @pytest.mark.parametrize("name", BACKENDS)
-@pytest.mark.parametrize("den,flag", [(2, cv2.IMREAD_REDUCED_COLOR_2), (4, cv2.IMREAD_REDUCED_COLOR_4),
+@pytest.mark.parametrize("den,flag", [(2, cv2.IMREAD_REDUCED_COLOR_2), (4,
+                                                                        cv2.IMREAD_REDUCED_COLOR_4),
                                       (8, cv2.IMREAD_REDUCED_COLOR_8)])
 def test_scaled_decode_matches_opencv_reduced(name, den, flag, photo):
     img = get_decoder(name).decode(photo, scale=(1, den))
@@ -137,7 +138,8 @@ def test_tiny_images(name, h, w):
     assert dec.size(data) == (h, w)
     assert np.abs(dec.decode(data).astype(int) - cv_rgb(data)).max() <= 2
     for num, den in dec.scales:
-        assert dec.decode(data, scale=(num, den)).shape == (-(-h * num // den), -(-w * num // den), 3)
+        assert dec.decode(data, scale=(num, den)).shape == (-(-h * num // den), -(-w * num // den),
+                                                            3)
 
 
 @pytest.mark.parametrize("name", BACKENDS)
@@ -208,7 +210,7 @@ def test_many_threads_decode_identically(name):
                     img = dec.decode(b, scale=dec.scales[i % len(dec.scales)])
                     if not np.array_equal(img, expected[i]):
                         results[(tid, rep, i)] = False
-        except Exception as e:  # pragma: no cover - reported below
+        except Exception as e:  # noqa: BLE001 - a thread's error, reported below
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]

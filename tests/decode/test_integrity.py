@@ -12,7 +12,7 @@ import recpipe
 from recpipe._optional import extension
 from recpipe.decode import native as native_module
 from recpipe.decode.loader import ImageLoader
-from recpipe.io.quarantine import QuarantineFile
+from recpipe.io.sidecars.quarantine import QuarantineFile
 
 from .._damage import damage, write_pack
 
@@ -90,9 +90,9 @@ def test_replace_fills_every_slot_with_clean_pixels(packs, path_kind):
     clean_url, bad_url = packs
     clean, _, _ = _by_label(clean_url)
     with ImageLoader(bad_url, 4, SHAPE, on_error="replace", threads=2) as loader:
-        batches = [(i.copy(), l.copy()) for i, l in loader]
+        batches = [(images.copy(), labels.copy()) for images, labels in loader]
         assert loader.stats()["replaced"] == len(BAD)
-    labels = np.concatenate([l for _, l in batches]).astype(int).tolist()
+    labels = np.concatenate([part for _, part in batches]).astype(int).tolist()
     assert len(labels) == COUNT and not set(labels) & BAD
     for images, batch_labels in batches:
         for image, label in zip(images, batch_labels):

@@ -39,8 +39,8 @@ def _all_rgb():
 
 
 def _all_hls():
-    h, l, s = np.meshgrid(np.arange(181), np.arange(256), np.arange(256), indexing="ij")
-    return np.stack([h, l, s], -1).reshape(-1, 3).astype(np.uint8)
+    h, lightness, s = np.meshgrid(np.arange(181), np.arange(256), np.arange(256), indexing="ij")
+    return np.stack([h, lightness, s], -1).reshape(-1, 3).astype(np.uint8)
 
 
 def _convert_both(pixels, width, code, cv_code):

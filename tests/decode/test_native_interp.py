@@ -12,7 +12,6 @@ import pytest
 
 import recpipe
 from recpipe._optional import extension
-from recpipe.decode import native
 from recpipe.decode.augment import AugmentConfig, Augmenter
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.labels import IdLabels

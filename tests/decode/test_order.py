@@ -85,7 +85,8 @@ def test_block_shuffle_order_equals_the_reference_algorithm(seed):
     sizes = np.random.default_rng(100 + seed)
     cases = [(0, 64, 8), (1, 64, 8), (63, 64, 8), (64, 64, 8), (65, 64, 8), (1000, 50, 2),
              (1000, 7, 1), (513, 64, 8), (4097, 64, 8), (10_000, 64, 3), (999, 1, 5)]
-    cases += [(int(sizes.integers(1, 5000)), int(sizes.integers(1, 130)), int(sizes.integers(1, 12)))
+    cases += [(int(sizes.integers(1, 5000)), int(sizes.integers(1, 130)), int(sizes.integers(1,
+                                                                                             12)))
               for _ in range(40)]
     for n, block, window in cases:
         got = block_shuffle(n, np.random.default_rng([seed, n]), block_records=block,
@@ -112,7 +113,8 @@ def test_block_shuffle_with_byte_runs_equals_the_reference_algorithm(seed):
 @pytest.mark.parametrize("parts", [1, 2, 3, 7])
 def test_block_epoch_order_parts_equal_the_reference_algorithm(parts):
     n = 64 * 37 + 19  # a partial last block
-    reference = _block_shuffle_reference(n, np.random.Generator(np.random.Philox(key=[5, (2 << 8)])),
+    reference = _block_shuffle_reference(n, np.random.Generator(np.random.Philox(key=[5,
+                                                                                      (2 << 8)])),
                                          block_records=64, window_blocks=8)
     per_part = -(-n // parts)
     for p in range(parts):

@@ -81,7 +81,8 @@ def intervals(data):
 # --- transcoding ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind,h,w", SHAPES)
-@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: f"rows{p.rows}-mcus{p.mcus}-opt{p.optimize:d}")
+@pytest.mark.parametrize(
+    "policy", POLICIES, ids=lambda p: f"rows{p.rows}-mcus{p.mcus}-opt{p.optimize:d}")
 def test_markers_are_lossless(kind, h, w, policy):
     data = encode(kind, h, w, seed=h * w)
     marked = add_restarts(data, policy)

@@ -92,9 +92,9 @@ def test_strict_region_decodes_flag_exactly_what_a_full_decode_flags(kind, shape
     flagged = missed_by_auto = 0
     for _ in range(60):
         bad = _damaged(jpeg, kind, rng, low=0.6)
-        whole = _error(lambda: full.decode(bad, scale=scale))
-        strict_region = _error(lambda: strict.decode_region(bad, box, scale=scale))
-        auto_region = _error(lambda: auto.decode_region(bad, box, scale=scale))
+        whole = _error(lambda bad=bad: full.decode(bad, scale=scale))
+        strict_region = _error(lambda bad=bad: strict.decode_region(bad, box, scale=scale))
+        auto_region = _error(lambda bad=bad: auto.decode_region(bad, box, scale=scale))
         assert (strict_region is None) == (whole is None), (whole, strict_region)
         flagged += whole is not None
         missed_by_auto += whole is not None and auto_region is None
@@ -117,8 +117,8 @@ def test_warnings_in_the_rows_decoded_are_errors_in_every_mode(mode, kind):
     flagged = 0
     for _ in range(40):
         bad = _damaged(jpeg, kind, rng)
-        whole = _error(lambda: get_decoder("libjpeg").decode(bad))
-        assert _error(lambda: decoder.decode_region(bad, (40, 20, 120, 160))) == whole
+        whole = _error(lambda bad=bad: get_decoder("libjpeg").decode(bad))
+        assert _error(lambda bad=bad: decoder.decode_region(bad, (40, 20, 120, 160))) == whole
         flagged += whole is not None
     assert flagged > 0
 
@@ -148,9 +148,9 @@ def test_every_backend_flags_what_a_full_strict_decode_flags(name):
     decoder = get_decoder(name, integrity="strict")
     for _ in range(30):
         bad = _damaged(jpeg, "zero", rng, low=0.5)
-        if _error(lambda: reference.decode(bad)) is not None:
-            assert _error(lambda: decoder.decode(bad)) is not None
-            assert _error(lambda: decoder.decode_region(bad, (0, 0, 32, 32))) is not None
+        if _error(lambda bad=bad: reference.decode(bad)) is not None:
+            assert _error(lambda bad=bad: decoder.decode(bad)) is not None
+            assert _error(lambda bad=bad: decoder.decode_region(bad, (0, 0, 32, 32))) is not None
 
 
 @roi
@@ -239,7 +239,7 @@ def _damaged_below_centre(rng, count):
         jpeg = _jpeg(_image(256, 256, seed))
         seed += 1
         bad = _damaged(jpeg, "zero" if len(out) % 2 else "flip", rng, low=0.85)
-        if _error(lambda: full.decode(bad)) is not None:
+        if _error(lambda bad=bad: full.decode(bad)) is not None:
             out.append(bad)
     return out
 

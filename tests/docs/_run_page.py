@@ -2,9 +2,10 @@
 
 Reads a JSON list of blocks (``where``, ``language``, ``code``) on stdin. Python blocks share
 one namespace, so a later block may use what an earlier one made (a page reads top to bottom);
-bash blocks run with ``bash -eu`` (a pipeline counts by its last command, as in a shell: ``... | head`` is fine). Stops at the first failing block: prints where it
-is and exits 1. Run as a script by tests/docs/test_examples.py (a process of its own per page:
-loaders, threads and working folder never touch the test process).
+bash blocks run with ``bash -eu`` (a pipeline counts by its last command, as in a shell: ``... |
+head`` is fine). Stops at the first failing block: prints where it is and exits 1. Run as a script
+by tests/docs/test_examples.py (a process of its own per page: loaders, threads and working folder
+never touch the test process).
 """
 
 import json
@@ -28,7 +29,7 @@ def main():
             else:
                 subprocess.run(["bash", "-eu", "-c", block["code"]], check=True,
                                timeout=BASH_TIMEOUT, stdin=subprocess.DEVNULL)
-        except BaseException:  # noqa: B036 - SystemExit from an example is a failure too
+        except BaseException:  # noqa: BLE001, B036 - SystemExit from an example fails it too
             sys.stdout.flush()
             traceback.print_exc()
             print(f"FAILED: {block['where']}", flush=True)

@@ -92,7 +92,8 @@ def test_api_reference_documents_the_public_names(site):
     import recpipe.torch
 
     lazy = {"ImageLoader": "recpipe.decode.ImageLoader",
-            "LoaderOptions": "recpipe.decode.LoaderOptions", "replay": "recpipe.decode.replay.replay"}
+            "LoaderOptions": "recpipe.decode.LoaderOptions",
+            "replay": "recpipe.decode.replay.replay"}
     pages = {"recpipe": ("recpipe", recpipe.__all__), "io": ("recpipe.io", recpipe.io.__all__),
              "torch": ("recpipe.torch", recpipe.torch.__all__)}
     for page, (module, names) in pages.items():
@@ -100,7 +101,8 @@ def test_api_reference_documents_the_public_names(site):
         for name in names:
             if name.isupper():  # constants (MAGIC, HEADER_SIZE) are not headed entries
                 continue
-            anchor = lazy.get(name, f"{module}.{name}") if module == "recpipe" else f"{module}.{name}"
+            anchor = lazy.get(name,
+                              f"{module}.{name}") if module == "recpipe" else f"{module}.{name}"
             assert f'id="{anchor}"' in html, f"{module}.{name} is missing from the API reference"
 
 
@@ -209,6 +211,6 @@ def test_charts_and_images_render(served, browser):
     browser.get(served + "guides/view/")
     images = wait(browser, lambda d: css(d, "article img"), "the screenshots")
     for image in images:
-        wait(browser, lambda d: d.execute_script(
+        wait(browser, lambda d, image=image: d.execute_script(
             "return arguments[0].complete && arguments[0].naturalWidth > 0", image),
             f"the image {image.get_attribute('src')}")

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from recpipe.io.format import frame
+from recpipe.io.format.framing import frame
 
 
 def framed_file(payloads):

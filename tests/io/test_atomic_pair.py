@@ -43,7 +43,8 @@ def test_disk_full_keeps_the_old_pair(small_disk):
     with pytest.raises(OSError):
         _write(rec, [os.urandom(20 << 10) for _ in range(5)])  # 100 KB: does not fit
     assert _read(rec) == OLD
-    assert sorted(os.listdir(small_disk)) == ["data.idx", "data.rec", "data.sums"]  # no temporary left
+    # no temporary left
+    assert sorted(os.listdir(small_disk)) == ["data.idx", "data.rec", "data.sums"]
 
 
 def _failing_prepare(real):
@@ -60,7 +61,8 @@ def _failing_prepare(real):
 def test_a_failing_index_commit_publishes_neither_file(tmp_path, monkeypatch):
     rec = str(tmp_path / "data.rec")
     _write(rec, OLD)
-    monkeypatch.setattr(atomic.AtomicOutput, "prepare", _failing_prepare(atomic.AtomicOutput.prepare))
+    monkeypatch.setattr(atomic.AtomicOutput, "prepare",
+                        _failing_prepare(atomic.AtomicOutput.prepare))
     with pytest.raises(OSError, match="No space"):
         _write(rec, [b"new-%d" % i for i in range(7)])
     monkeypatch.undo()

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from recpipe.io import cache as cache_module
-from recpipe.io.cache import BlockCache
+from recpipe.io.remote import cache as cache_module
+from recpipe.io.remote.cache import BlockCache
 
 KIB = 1 << 10
 
@@ -33,7 +33,7 @@ _LOADER = textwrap.dedent("""
     class Keep(logging.Handler):
         def emit(self, record):
             warnings.append(record.getMessage())
-    logging.getLogger("recpipe.io.cache").addHandler(Keep(logging.WARNING))
+    logging.getLogger("recpipe.io.remote.cache").addHandler(Keep(logging.WARNING))
     rng = np.random.default_rng(0)
     with recpipe.RecordWriter("memory://full/data.rec") as writer:
         for i in range(40):

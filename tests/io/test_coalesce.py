@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recpipe.io.coalesce import coalesce
+from recpipe.io.remote.coalesce import coalesce
 
 
 def greedy(spans, max_gap, max_block):

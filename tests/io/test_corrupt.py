@@ -6,8 +6,8 @@ import tracemalloc
 import pytest
 
 import recpipe
-from recpipe.io.format import HEAD_SIZE, MAGIC, MAGIC_BYTES
-from recpipe.io.scan import find_next_head, iter_records
+from recpipe.io.format.framing import HEAD_SIZE, MAGIC, MAGIC_BYTES
+from recpipe.io.format.scan import find_next_head, iter_records
 from recpipe.io.sources import BytesSource
 
 from ._helpers import framed_file, index_text, write_rec

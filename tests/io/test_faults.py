@@ -14,9 +14,9 @@ import pytest
 
 from recpipe.errors import RemoteReadError
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.remote import RemoteSource
-from recpipe.io.remote_options import RemoteOptions
-from recpipe.io.retry import RetryPolicy, ShortReadError, call_with_retry, is_transient
+from recpipe.io.remote.source import RemoteSource
+from recpipe.io.remote.options import RemoteOptions
+from recpipe.io.remote.retry import RetryPolicy, ShortReadError, call_with_retry, is_transient
 
 from .s3server import FaultProxy
 
@@ -114,7 +114,6 @@ def test_connection_resets_through_a_proxy(s3, s3_server):
         s3fs.S3FileSystem.clear_instance_cache()
         with RecordReader(url, storage_options=opts) as reader:
             got = [reader[i] for i in random.Random(0).sample(range(40), 40)]
-            stats = reader.source_stats()
         s3fs.S3FileSystem.clear_instance_cache()
     finally:
         proxy.close()
@@ -189,7 +188,7 @@ def test_index_read_fails_with_the_index_url(s3, s3_server):
 
 @pytest.mark.timeout(60)
 def test_list_read_survives_cut_bodies(s3, s3_server, tmp_path):
-    from recpipe.io.index import format_list_line, read_list
+    from recpipe.io.sidecars.index import format_list_line, read_list
     from recpipe.io.sources import url_to_fs
 
     base, options = s3

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 import recpipe
 from recpipe.io import pack, pack_img, unpack, unpack_img
-from recpipe.io.format import HEAD_SIZE, MAGIC, MAGIC_BYTES, MAX_RECORD_SIZE, check_size, frame
-from recpipe.io.index import format_index_line, format_list_line, parse_index, parse_list
-from recpipe.io.scan import iter_records
+from recpipe.io.format.framing import (HEAD_SIZE, MAGIC, MAGIC_BYTES, MAX_RECORD_SIZE, check_size,
+                                       frame)
+from recpipe.io.sidecars.index import format_index_line, format_list_line, parse_index, parse_list
+from recpipe.io.format.scan import iter_records
 from recpipe.io.sources import BytesSource
 
 from ._helpers import framed_file

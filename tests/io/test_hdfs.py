@@ -21,10 +21,10 @@ import pytest
 from fsspec import AbstractFileSystem
 
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.format import frame
-from recpipe.io.hdfs import hdfs_filesystem_class
-from recpipe.io.ranges.hdfs import ArrowHdfsRanges
-from recpipe.io.index import format_index_line
+from recpipe.io.format.framing import frame
+from recpipe.io.remote.hdfs import hdfs_filesystem_class
+from recpipe.io.remote.ranges.hdfs import ArrowHdfsRanges
+from recpipe.io.sidecars.index import format_index_line
 from recpipe.io.sources import open_source
 
 
@@ -280,8 +280,9 @@ def test_arrow_ranges_use_positional_reads():
 # -- a real cluster ------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not os.environ.get("RECPIPE_HDFS_URL"),
-                    reason="no HDFS cluster: set RECPIPE_HDFS_URL=hdfs://namenode:port/writable/dir "
-                           "(and RECPIPE_HDFS_IMPL=arrow|native) to run against a real one")
+                    reason="no HDFS cluster: set "
+                           "RECPIPE_HDFS_URL=hdfs://namenode:port/writable/dir (and "
+                           "RECPIPE_HDFS_IMPL=arrow|native) to run against a real one")
 @pytest.mark.parametrize("impl", ["arrow", "native"])
 def test_real_cluster_conformance(impl):
     pytest.importorskip("pyarrow" if impl == "arrow" else "hdfs_native")

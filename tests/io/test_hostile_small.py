@@ -10,7 +10,7 @@ import pytest
 
 import recpipe
 from recpipe.errors import RecordFormatError
-from recpipe.io.verify import verify
+from recpipe.io.health.verify import verify
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -6,15 +6,8 @@ import fsspec
 import pytest
 
 import recpipe
-from recpipe.io.index import (
-    format_index_line,
-    format_list_line,
-    index_url_for,
-    parse_index,
-    parse_list,
-    read_index,
-    read_list,
-)
+from recpipe.io.sidecars.index import (format_index_line, format_list_line, index_url_for,
+                                       parse_index, parse_list, read_index, read_list)
 
 
 @pytest.mark.parametrize("rec,idx", [

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import recpipe
-from recpipe.io import index_cache
-from recpipe.io.index import parse_index
-from recpipe.io.index_table import IndexTable, memory_chunks, parse_index_chunks
+from recpipe.io.sidecars import index_cache
+from recpipe.io.sidecars.index import parse_index
+from recpipe.io.sidecars.index import parse_idx
+from recpipe.io.sidecars.index_table import IndexTable
 from recpipe.io.reader import RecordReader
 
 
@@ -37,7 +38,7 @@ def _text_parse(idx, key_type=int):
 def test_arrays_equal_the_text_parse_and_lookups_agree(tmp_path, keys):
     rec = _rec(tmp_path / "a.rec", keys)
     expected_keys, expected_offsets = _text_parse(rec[:-4] + ".idx")
-    for attempt in range(2):  # parsed, then from the cache
+    for _ in range(2):  # parsed, then from the cache
         with RecordReader(rec) as reader:
             assert list(reader.keys) == expected_keys and reader.keys == expected_keys
             assert list(reader.offsets) == expected_offsets
@@ -49,15 +50,14 @@ def test_arrays_equal_the_text_parse_and_lookups_agree(tmp_path, keys):
             assert reader.table.identity == (keys == list(range(len(keys))))
 
 
-def test_small_chunks_give_the_same_table():
+def test_the_fast_parse_gives_the_text_parses_table():
     text = "".join(f"{k}\t{k * 8}\n" for k in [0, 1, 2, 3, 9, 10, 4])
-    whole = parse_index_chunks([text.encode()])
-    chunked = parse_index_chunks(memory_chunks(text.encode(), chunk_bytes=7))
-    assert list(whole.keys) == list(chunked.keys) == [0, 1, 2, 3, 9, 10, 4]
-    assert np.array_equal(whole.offsets, chunked.offsets)
-    assert parse_index_chunks([b"0\t8\n1\t16\n"]).identity
-    for junk in (b"0\t8\n\n1\t16\n", b"a\t8\n", b"0 8\n", b"0\t-8\n", b"0\t8\t9\n1\n"):
-        assert parse_index_chunks([junk]) is None  # the text parse decides (and names the line)
+    table = parse_idx(text.encode())
+    assert list(table.keys) == [0, 1, 2, 3, 9, 10, 4]
+    assert list(table.offsets) == [k * 8 for k in [0, 1, 2, 3, 9, 10, 4]]
+    assert parse_idx(b"0\t8\n1\t16\n").identity
+    for junk in (b"0\t8\n\n1\t16\n", b"0 8\n", b" 1\t8\n"):  # the text parse decides
+        assert list(parse_idx(junk).offsets) == parse_index(junk.decode())[1]
 
 
 def test_the_cache_is_used_then_invalidated_when_the_idx_changes(tmp_path, caplog):
@@ -71,7 +71,7 @@ def test_the_cache_is_used_then_invalidated_when_the_idx_changes(tmp_path, caplo
     assert not table.offsets.flags.writeable  # a read-only mapping of the cache file, shared
     assert not table.offsets.flags.owndata
     _rec(tmp_path / "b.rec", [7, 3, 1])  # a new pair under the same names
-    with caplog.at_level(logging.INFO, logger="recpipe.io.index_cache"):
+    with caplog.at_level(logging.INFO, logger="recpipe.io.sidecars.index_cache"):
         with RecordReader(rec) as reader:
             assert list(reader.keys) == [7, 3, 1]
     assert "stale" in caplog.text
@@ -93,7 +93,7 @@ def test_a_corrupt_cache_is_ignored_and_rebuilt(tmp_path, caplog, damage):
     else:
         data = bytearray(os.urandom(len(data)))
     open(cache, "wb").write(data)
-    with caplog.at_level(logging.INFO, logger="recpipe.io.index_cache"):
+    with caplog.at_level(logging.INFO, logger="recpipe.io.sidecars.index_cache"):
         with RecordReader(rec) as reader:
             assert list(reader.keys) == [4, 2, 8, 6]
             assert reader.read_key(8) == b"r2" * 3

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import recpipe
-from recpipe.io import index_cache
+from recpipe.io.sidecars import index, index_cache
 from recpipe.io.reader import RecordReader
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,7 +25,7 @@ def cache_everything(monkeypatch, tmp_path):
 
 def _rec(path, keys, tag=b"r"):
     with recpipe.RecordWriter(str(path)) as writer:
-        for i, key in enumerate(keys):
+        for i in range(len(keys)):
             writer.write(tag + b"%d" % i)
     # rewrite the .idx with the wanted keys (the writer numbers them 0..N-1)
     idx = str(path)[:-4] + ".idx"
@@ -66,11 +66,11 @@ def test_an_index_changed_during_its_parse_is_not_cached_as_the_new_one(tmp_path
                                                                        change):
     rec = _rec(tmp_path / "b.rec", range(30))
     idx = rec[:-4] + ".idx"
-    real_parse = index_cache.parse_index_chunks
+    real_parse = index._source_arrays
     changed = []
 
-    def parse_then_change(chunks, path=None):
-        table = real_parse(chunks, path=path)
+    def parse_then_change(source, url, key_type):
+        table = real_parse(source, url, key_type)
         if not changed:
             changed.append(True)
             if change == "publish-pair":
@@ -81,18 +81,18 @@ def test_an_index_changed_during_its_parse_is_not_cached_as_the_new_one(tmp_path
                     f.write(text)
         return table
 
-    monkeypatch.setattr(index_cache, "parse_index_chunks", parse_then_change)
+    monkeypatch.setattr(index, "_source_arrays", parse_then_change)
     # sums off for this open: its checksum sidecar would be the new pair's (a clear error
     # itself); what is tested here is what the index cache keeps
     with RecordReader(rec, integrity="off"):
         pass
-    monkeypatch.setattr(index_cache, "parse_index_chunks", real_parse)
+    monkeypatch.setattr(index, "_source_arrays", real_parse)
     for _ in range(2):  # every later open sees the index now on disk
         keys, last = _keys(rec)
         if change == "publish-pair":
             assert (keys, last) == (list(range(100, 135)), b"new34")
         else:
-            assert keys == index_cache.parse_index(open(idx).read())[0]
+            assert keys == index.parse_index(open(idx).read())[0]
 
 
 def test_the_cache_is_bound_to_the_rec(tmp_path):
@@ -176,7 +176,7 @@ def _builder(rec, rounds, report):
                 assert len(keys) == _BUILT and keys[0] == _BUILT - 1 and keys[-1] == 0
                 assert reader.read_key(0) == b"r%d" % (_BUILT - 1)
                 assert reader.read_key(_BUILT - 1) == b"r0"
-    except BaseException as e:  # reported to the parent
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
         outcome = repr(e)
     with open(report, "w") as f:
         f.write(outcome)
@@ -219,9 +219,9 @@ def test_keys_outside_int64_are_not_clamped(tmp_path, monkeypatch):
         for absent in (2 ** 63 - 1, -2 ** 63, 6):
             with pytest.raises(KeyError):
                 reader.read_key(absent)
-    text_reader = recpipe.recordio.MXIndexedRecordIO(idx, rec, "r")
+    text_reader = recpipe.mx.recordio.MXIndexedRecordIO(idx, rec, "r")
     assert text_reader.keys == keys and text_reader.read_idx(2 ** 63) == b"r0"
     text_reader.close()
-    from recpipe.io.index_table import memory_chunks, parse_index_chunks
-    assert parse_index_chunks(memory_chunks(b"9223372036854775808\t0\n")) is None
-    assert list(parse_index_chunks(memory_chunks(b"3\t0\n4\t8\n")).keys) == [3, 4]
+    from recpipe.io.sidecars.index import parse_idx
+    assert parse_idx(b"9223372036854775808\t0\n").keys == [2 ** 63]  # a list: never clamped
+    assert list(parse_idx(b"3\t0\n4\t8\n").keys) == [3, 4]

@@ -12,10 +12,10 @@ import recpipe
 from recpipe.cli import main
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
-from recpipe.io import protection as protection_module
-from recpipe.io.protection import protection_of
-from recpipe.io.sums import sums_url_for
-from recpipe.io.verify import verify
+from recpipe.io.sidecars import sums as sums_module
+from recpipe.io.health.protection import protection_of
+from recpipe.io.sidecars.sums import sums_url_for
+from recpipe.io.health.verify import verify
 
 from .._damage import scan_span, textured_jpeg, write_pack
 
@@ -30,7 +30,7 @@ def unprotected(tmp_path):
 
 @pytest.fixture(autouse=True)
 def forget_noted(monkeypatch):
-    monkeypatch.setattr(protection_module, "_noted", set())
+    monkeypatch.setattr(sums_module, "_noted", set())
 
 
 def test_verify_says_it_checked_no_checksums_and_how_to_add_them(unprotected, capsys):
@@ -56,7 +56,7 @@ def test_verify_of_a_protected_file_says_what_matched(tmp_path, capsys):
 
 
 def test_the_loader_logs_once_per_file_that_it_has_no_sums(unprotected, tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="recpipe.io.protection"):
+    with caplog.at_level(logging.WARNING, logger="recpipe.io.sidecars.sums"):
         for _ in range(2):
             with ImageLoader(unprotected, 3, (3, 16, 16), threads=1) as loader:
                 list(loader)
@@ -65,7 +65,7 @@ def test_the_loader_logs_once_per_file_that_it_has_no_sums(unprotected, tmp_path
         protected = write_pack(tmp_path / "p.rec", 3)
         with ImageLoader(protected, 3, (3, 16, 16), threads=1) as loader:
             list(loader)
-    notes = [r for r in caplog.records if r.name == "recpipe.io.protection"]
+    notes = [r for r in caplog.records if r.name == "recpipe.io.sidecars.sums"]
     assert len(notes) == 1
     message = notes[0].getMessage()
     assert unprotected in message and "no checksum sidecar" in message

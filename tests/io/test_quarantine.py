@@ -5,7 +5,6 @@ clearing quarantined records."""
 import json
 import multiprocessing
 import os
-import shutil
 
 import pytest
 
@@ -13,10 +12,10 @@ import recpipe
 from recpipe.cli import main
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
-from recpipe.io.quarantine import (QuarantineEntry, QuarantineFile, quarantine_dir,
-                                   quarantine_of)
-from recpipe.io.sums import sums_url_for
-from recpipe.io.verify import verify
+from recpipe.io.sidecars.quarantine import (QuarantineEntry, QuarantineFile, quarantine_dir,
+                                            quarantine_of)
+from recpipe.io.sidecars.sums import sums_url_for
+from recpipe.io.health.verify import verify
 
 from .._damage import damage, textured_jpeg, write_pack
 from ..test_face_layout import write_faces
@@ -131,7 +130,7 @@ def test_verify_reports_a_stale_sidecar_and_write_sums_replaces_it(tmp_path, cap
 
 def test_write_sums_protects_a_file_made_elsewhere(tmp_path):
     rec = str(tmp_path / "mx.rec")
-    writer = recpipe.recordio.MXIndexedRecordIO(str(tmp_path / "mx.idx"), rec, "w")
+    writer = recpipe.mx.recordio.MXIndexedRecordIO(str(tmp_path / "mx.idx"), rec, "w")
     for i in range(6):
         writer.write_idx(i, recpipe.pack(recpipe.IRHeader(0, float(i), i, 0), textured_jpeg(i)))
     writer.close()
@@ -307,7 +306,7 @@ def test_a_repack_beside_a_stale_sidecar_quarantines_nothing(tmp_path):
     with recpipe.RecordReader(rec) as reader:
         payloads = [reader[i] for i in range(8)]
     old = open(sums_url_for(rec), "rb").read()
-    writer = recpipe.recordio.MXIndexedRecordIO(str(tmp_path / "d.idx"), rec, "w")
+    writer = recpipe.mx.recordio.MXIndexedRecordIO(str(tmp_path / "d.idx"), rec, "w")
     for key, payload in enumerate(reversed(payloads)):
         writer.write_idx(key, payload)
     writer.close()
@@ -443,7 +442,7 @@ def test_entries_past_64_mib_are_seen_and_the_file_is_compacted(tmp_path):
 def test_a_rewrite_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
     import errno
 
-    from recpipe.io import quarantine as quarantine_module
+    from recpipe.io.sidecars import quarantine as quarantine_module
 
     file = QuarantineFile("ds", str(tmp_path))
     for i in range(3):
@@ -464,7 +463,7 @@ def test_a_rewrite_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch
 
 _REWRITE_UNDER_FSIZE = """
 import resource, signal, sys
-from recpipe.io.quarantine import QuarantineEntry, QuarantineFile
+from recpipe.io.sidecars.quarantine import QuarantineEntry, QuarantineFile
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
 file = QuarantineFile("ds", sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import recpipe
 from recpipe.io import atomic
-from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES, frame
-from recpipe.io.scan import DEFAULT_BLOCK_SIZE
+from recpipe.io.format.framing import HEAD_SIZE, MAGIC_BYTES, frame
+from recpipe.io.format.scan import DEFAULT_BLOCK_SIZE
 from recpipe.io.sources import LocalSource
 
 from ._helpers import framed_file
@@ -51,7 +51,8 @@ def test_every_access_path_returns_what_was_written(tmp_path, payloads):
     with open(url, "rb") as f:
         assert f.read() == data
     keys = list(range(len(payloads)))
-    with recpipe.RecordReader(url) as indexed, recpipe.RecordReader(url, index_url=False) as scanned:
+    with recpipe.RecordReader(url) as indexed, recpipe.RecordReader(url,
+                                                                    index_url=False) as scanned:
         assert indexed.index_url is not None and scanned.index_url is None
         assert indexed.keys == scanned.keys == keys
         assert indexed.offsets == scanned.offsets == expected_offsets
@@ -135,7 +136,8 @@ def test_memory_url_round_trip():
         write_all(f"{root}/m.rec", payloads)
         fs = fsspec.filesystem("memory")
         assert fs.cat_file(f"{root}/m.rec") == framed_file(payloads)[0]
-        assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(root, detail=False)) == ["m.idx", "m.rec", "m.sums"]
+        assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(root, detail=False)) == ["m.idx", "m.rec",
+                                                                                  "m.sums"]
         with recpipe.RecordReader(f"{root}/m.rec") as reader:
             assert reader.index_url == f"{root}/m.idx"
             assert list(reader) == payloads and reader[1] == MAGIC_BYTES * 3
@@ -311,7 +313,8 @@ def test_local_source_reopens_after_fork_and_refuses_reads_when_closed(tmp_path)
         source.read(0, 1)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(payloads=payload_lists.filter(len))
 def test_windows_hold_every_record_as_the_file_has_it(tmp_path, payloads):
     """``windows`` (what native readers decode a remote run from): every record's span in the

@@ -13,7 +13,7 @@ import pytest
 
 from recpipe.decode.order import block_shuffle, byte_runs
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.format import frame
+from recpipe.io.format.framing import frame
 from recpipe.io.sources import S3_CLIENT_DEFAULTS, open_source, url_to_fs
 
 from ._helpers import jpeg
@@ -52,7 +52,7 @@ def test_sequential_streaming_uses_big_chunks(s3, s3_server, tmp_path):
         s3_server.faults()  # count from here: the .idx read is not part of the stream
         source = reader._source
         # the scanning Window reads 4 MiB blocks; make it read in chunk-sized steps instead
-        from recpipe.io.scan import iter_records
+        from recpipe.io.format.scan import iter_records
 
         got = [p for _, p in iter_records(source, block_size=chunk)]
         stats = source.stats()
@@ -237,7 +237,7 @@ def test_memory_filesystem_source_counts_requests():
 def test_damaged_record_on_s3_fails_its_checksum(s3, tmp_path):
     """The sidecar travels with the pack: a record damaged in the S3 copy raises."""
     from recpipe.errors import RecordFormatError
-    from recpipe.io.sums import sums_url_for
+    from recpipe.io.sidecars.sums import sums_url_for
 
     base, options = s3
     payloads = _payloads(6)
@@ -315,7 +315,7 @@ def test_take_windows_serves_planned_spans_by_request_and_leaves_the_rest():
     are left to the caller (read on their own)."""
     from concurrent.futures import Future
 
-    from recpipe.io.prefetch import Prefetcher
+    from recpipe.io.remote.prefetch import Prefetcher
 
     data = bytes(range(256)) * 4
 
@@ -329,7 +329,7 @@ def test_take_windows_serves_planned_spans_by_request_and_leaves_the_rest():
 
     prefetcher = Prefetcher(submit, budget=1 << 20, max_gap=0, max_block=1 << 20,
                             plan_window=8, timeout=5)
-    prefetcher.plan([(0, 10), (10, 20), (100, 4), (600, 8)])
+    prefetcher.announce([(0, 10), (10, 20), (100, 4), (600, 8)])
     windows, missing = prefetcher.take_windows([(10, 20), (0, 10), (300, 4), (600, 8)])
     assert [(bytes(buffer), start) for buffer, start in windows] == [(data[0:30], 0)]
     assert missing == [(300, 4), (600, 8)]

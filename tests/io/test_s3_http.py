@@ -16,11 +16,11 @@ import pytest
 
 from recpipe.errors import RemoteReadError
 from recpipe.io import RecordReader, RecordWriter
-from recpipe.io.buffers import RequestBufferPool
-from recpipe.io.ranges.s3 import S3FsspecRanges, S3HttpRanges, s3_ranges, status_error
-from recpipe.io.remote import RemoteSource
-from recpipe.io.remote_options import RemoteOptions
-from recpipe.io.retry import is_transient
+from recpipe.io.remote.buffers import RequestBufferPool
+from recpipe.io.remote.ranges.s3 import S3FsspecRanges, S3HttpRanges, s3_ranges, status_error
+from recpipe.io.remote.source import RemoteSource
+from recpipe.io.remote.options import RemoteOptions
+from recpipe.io.remote.retry import is_transient
 from recpipe.io.sources import open_source, url_to_fs
 
 KIB = 1 << 10
@@ -99,7 +99,8 @@ def test_prefetched_records_are_views_of_one_request(s3, tmp_path):
     with RecordReader(url, storage_options=options) as reader, RecordReader(local) as near:
         source = reader._source
         ranges = source.ranges
-        ranges.buffers = RequestBufferPool(64 << 20)  # its own pool, not the process's: exact counts
+        # its own pool, not the process's: exact counts
+        ranges.buffers = RequestBufferPool(64 << 20)
         spans = [reader.span(i) for i in range(len(reader))]
         plan = reader.prefetch(range(len(reader)))
         assert plan.planned_requests == 1

@@ -6,8 +6,8 @@ import pytest
 
 import recpipe
 from recpipe.errors import RemoteReadError
-from recpipe.io.ranges import ObjectChangedError
-from recpipe.io.ranges.s3 import S3HttpRanges
+from recpipe.io.remote.ranges import ObjectChangedError
+from recpipe.io.remote.ranges.s3 import S3HttpRanges
 from recpipe.io.sources import open_source
 
 
@@ -57,7 +57,8 @@ def test_the_s3fs_path_is_pinned_too(s3, choice):
     base, options = s3
     url = f"{base}/fsspec-pinned.rec"
     _write(url, options, range(0, 400, 10))
-    recpipe_options = {**options["recpipe"], "s3_ranges": "fsspec" if choice == "fsspec" else "auto"}
+    recpipe_options = {**options["recpipe"],
+                       "s3_ranges": "fsspec" if choice == "fsspec" else "auto"}
     options = {**options, "recpipe": recpipe_options}
     with open_source(url, options) as source:
         if choice == "auto-fallback":
@@ -76,7 +77,7 @@ def test_the_s3fs_path_is_pinned_too(s3, choice):
 def test_a_server_ignoring_if_match_is_caught_by_the_response_etag(s3):
     """A server that ignores If-Match still names the object's ETag in every response: a
     different one fails the read."""
-    from recpipe.io.ranges.s3 import S3FsspecRanges
+    from recpipe.io.remote.ranges.s3 import S3FsspecRanges
 
     base, options = s3
     url = f"{base}/etag-compare.rec"

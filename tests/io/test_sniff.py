@@ -7,7 +7,7 @@ import pytest
 import recpipe
 from recpipe.errors import RecordFormatError
 from recpipe.io import IRHeader, pack
-from recpipe.io.sniff import looks_like
+from recpipe.io.format.sniff import looks_like
 
 
 @pytest.fixture

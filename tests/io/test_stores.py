@@ -16,9 +16,9 @@ import recpipe
 from recpipe.cli import main
 from recpipe.errors import RemoteReadError
 from recpipe.io import IRHeader, RecordReader, RecordWriter, pack
-from recpipe.io.ranges import ObjectChangedError
-from recpipe.io.ranges.azure import AzureFsspecRanges, AzureHttpRanges
-from recpipe.io.ranges.gcs import GcsFsspecRanges, GcsHttpRanges
+from recpipe.io.remote.ranges import ObjectChangedError
+from recpipe.io.remote.ranges.azure import AzureFsspecRanges, AzureHttpRanges
+from recpipe.io.remote.ranges.gcs import GcsFsspecRanges, GcsHttpRanges
 from recpipe.io.sources import open_source, url_to_fs
 
 from ._helpers import jpeg
@@ -111,7 +111,7 @@ def test_the_loader_runs_natively_over_prefetched_windows(store, tmp_path, shuff
 def test_pack_verify_extract_and_replay(store, tmp_path):
     import cv2
 
-    from recpipe.io.verify import verify
+    from recpipe.io.health.verify import verify
     from recpipe.packing.extract import extract_records
     from recpipe.packing.packer import pack_dataset
 

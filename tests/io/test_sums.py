@@ -1,19 +1,18 @@
 """CRC32C and the ``.sums`` sidecar: written with every pack, bound to its ``.rec``, checked on
-every read (RecordReader, recpipe.recordio, remote files)."""
+every read (RecordReader, recpipe.mx.recordio, remote files)."""
 
 import os
 import shutil
 
 import fsspec
-import numpy as np
 import pytest
 
 import recpipe
 from recpipe._optional import native
 from recpipe.errors import RecordFormatError
-from recpipe.io.crc32c import crc32c, crc32c_python
-from recpipe.io.sums import RecordSums, load_sums, sums_url_for
-from recpipe.recordio import MXIndexedRecordIO, MXRecordIO
+from recpipe.io.sidecars.crc32c import crc32c, crc32c_python
+from recpipe.io.sidecars.sums import RecordSums, load_sums, sums_url_for
+from recpipe.mx.recordio import MXIndexedRecordIO, MXRecordIO
 
 from .._damage import damage, write_pack
 

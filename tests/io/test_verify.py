@@ -11,10 +11,10 @@ from recpipe.cli import main
 from recpipe.decode.decoders import get_decoder
 from recpipe.errors import DecodeError
 from recpipe.io import pack
-from recpipe.io.format import HEAD_SIZE, MAGIC_BYTES
-from recpipe.io.contents import inspect
-from recpipe.io.rebuild import rebuild_index
-from recpipe.io.verify import PROBLEM_KINDS, verify
+from recpipe.io.format.framing import HEAD_SIZE, MAGIC_BYTES
+from recpipe.io.health.contents import inspect
+from recpipe.io.sidecars.rebuild import rebuild_index
+from recpipe.io.health.verify import PROBLEM_KINDS, verify
 
 from ._helpers import framed_file, index_text, jpeg
 

@@ -12,7 +12,7 @@ from recpipe.decode import decoders
 from recpipe.decode.decoders import get_decoder
 from recpipe.decode.loader import ImageLoader
 from recpipe.errors import DecodeError
-from recpipe.io.verify import verify
+from recpipe.io.health.verify import verify
 
 PHOTO = "../shared/data/photos"
 

@@ -19,7 +19,7 @@ import pytest
 
 import recpipe
 from recpipe import recordio
-from recpipe.io.sums import load_sums
+from recpipe.io.sidecars.sums import load_sums
 from recpipe.packing.shards import ShardWriter
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

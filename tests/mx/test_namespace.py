@@ -36,7 +36,7 @@ def rec(tmp_path_factory):
 
 
 def test_the_namespace_is_laid_out_like_mxnets():
-    assert mx.recordio is recpipe.recordio and mx.image is mx.img is recpipe.image
+    assert mx.recordio is recpipe.mx.recordio and mx.image is mx.img is recpipe.image
     assert mx.recordio.MXIndexedRecordIO and mx.image.imdecode
     assert {"ImageRecordIter", "ImageRecordUInt8Iter", "DataBatch", "DataDesc",
             "DataIter"} <= set(mx.io.__all__)

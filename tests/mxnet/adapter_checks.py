@@ -1,10 +1,11 @@
 """Run by the *mxnet venv's* python for tests/mxnet/test_mxnet_adapter.py:
-``adapter_checks.py COMMAND SPEC OUT``; imports mxnet 1.9.1 and ``recpipe.mxnet`` side by side.
+``adapter_checks.py COMMAND SPEC OUT``; imports mxnet 1.9.1 and ``recpipe.mx.record_iter`` side by
+side.
 
 SPEC and OUT are JSON files; arrays travel in ``.npz`` files named in the spec. Commands:
 
 - ``parity``: ``{"runs": [kwargs], "npz": path}`` -> each run through ``mx.io.ImageRecordIter``
-  and ``recpipe.mxnet.ImageRecordIter``; saves ``ours_data_<i>``, ``theirs_data_<i>``,
+  and ``recpipe.mx.record_iter.ImageRecordIter``; saves ``ours_data_<i>``, ``theirs_data_<i>``,
   ``ours_label_<i>``, ``theirs_label_<i>`` (one epoch, padding cut) and returns pads and the
   iterators' ``provide_data``/``provide_label``.
 - ``contract``: ``{"rec", "idx", "lst", "workdir"}`` -> facts about our iterator's DataIter
@@ -25,7 +26,7 @@ warnings.simplefilter("ignore")
 
 import mxnet as mx  # noqa: E402
 
-import recpipe.mxnet as rm  # noqa: E402
+import recpipe.mx.record_iter as rm  # noqa: E402
 
 warnings.simplefilter("default")
 
@@ -127,7 +128,7 @@ def error_facts(base):
         try:
             rm.ImageRecordIter(**dict(base, **extra)).close()
             errors[name] = None
-        except Exception as exc:  # reported to the test
+        except Exception as exc:  # noqa: BLE001 - reported to the test
             errors[name] = [type(exc).__name__, str(exc), isinstance(exc, mx.base.MXNetError),
                             isinstance(exc, ValueError), isinstance(exc, NotImplementedError)]
     with warnings.catch_warnings(record=True) as caught:

@@ -70,7 +70,8 @@ class MxHelpers:
         done = subprocess.run([self.python, str(HELPERS), command, str(spec_path), str(out_path)],
                               capture_output=True, text=True, timeout=CALL_TIMEOUT)
         if done.returncode != 0:
-            raise AssertionError(f"mx_helpers {command} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+            raise AssertionError(f"mx_helpers {command} failed ({done.returncode}):\n"
+                                 f"{done.stderr[-3000:]}")
         return json.loads(out_path.read_text())
 
 

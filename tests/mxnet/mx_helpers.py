@@ -7,7 +7,8 @@ never recpipe. Commands:
 - ``pack``: ``{"items": [{"header": [flag, label, id, id2], "data": b64, "ours": b64}]}`` ->
   ``{"packed": [b64], "unpacked": [header dict of mx.recordio.unpack(ours)]}``
 - ``read-indexed``: ``{"files": [[rec, idx], ...], "headers": bool}`` -> per file ``{"keys",
-  "records": [dict]}`` via ``read_idx`` on every key (headers unpacked unless false), plus ``"sequential"``: payload count of plain ``read()``
+  "records": [dict]}`` via ``read_idx`` on every key (headers unpacked unless false), plus
+  ``"sequential"``: payload count of plain ``read()``
 - ``iter``: ``{"runs": [ImageRecordIter kwargs]}`` -> per run ``{"labels", "means"}`` per image
   (batch_size 1, mean of each RGB channel)
 - ``im2rec``: ``{"script": path or null, "runs": [argv]}`` -> runs ``tools/im2rec.py`` in-process
@@ -123,7 +124,7 @@ def run_im2rec(script, argv):
     except SystemExit as e:
         if e.code:
             error = f"SystemExit({e.code})"
-    except Exception:  # report im2rec's own crash to the test
+    except Exception:  # noqa: BLE001 - im2rec's own crash, reported to the test
         error = traceback.format_exc()
     finally:
         sys.argv = saved

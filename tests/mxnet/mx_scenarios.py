@@ -76,7 +76,8 @@ def indexed(work, key_type=int):
     for i, key in enumerate(keys):
         writer.write_idx(key, b"payload-%d" % i * (2 * i + 1))
         tells.append(writer.tell())
-    written = {"keys": [str(k) for k in writer.keys], "idx": {str(k): v for k, v in writer.idx.items()}}
+    written = {"keys": [str(k) for k in writer.keys], "idx": {str(k): v for k,
+                                                              v in writer.idx.items()}}
     writer.close()
     reader = mx.recordio.MXIndexedRecordIO(idx, rec, "r", key_type=key_type)
     by_key = {str(k): digest(reader.read_idx(k)) for k in reversed(keys)}
@@ -197,7 +198,8 @@ def imdecode(work):
 def write_faces(work):
     """``num_ids`` identities of 1-4 images each, as InsightFace's packing tools lay them out:
     key 0 = header record (flag 2, label = [first identity key, end of identity keys]),
-    keys 1..N = images (label = identity), then one record per identity (label = its image range)."""
+    keys 1..N = images (label = identity), then one record per identity (label = its image
+    range)."""
     import cv2  # noqa: F401 - pack_img needs it in both implementations
 
     folder = os.path.join(work, "faces")

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from recpipe.cli import main
-from recpipe.io.header import unpack
+from recpipe.io.format.header import unpack
 from recpipe.io.reader import RecordReader
 from recpipe.packing.extract import extract_records
 

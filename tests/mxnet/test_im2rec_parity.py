@@ -34,7 +34,8 @@ LIST_VARIANTS = {
 PACK_VARIANTS = {
     "pass_through": ("single", ["--pass-through"]),
     "reencode": ("single", ["--resize", "20", "--center-crop"]),
-    "gray_png": ("single", ["--resize", "16", "--encoding", ".png", "--color", "0", "--quality", "3"]),
+    "gray_png": ("single", ["--resize", "16", "--encoding", ".png", "--color", "0", "--quality",
+                            "3"]),
     "multi": ("multi", ["--pack-label", "--resize", "20", "--center-crop", "--quality", "90"]),
     "multi_pass_through": ("multi", ["--pass-through", "--pack-label"]),
 }
@@ -101,7 +102,8 @@ def test_list_files_are_byte_identical(runs, variant):
 
 def test_list_variants_cover_the_interesting_cases(runs):
     base = runs["base"] / "mx"
-    assert sorted(p.name for p in (base / "chunks").iterdir()) == ["data_0.lst", "data_1.lst", "data_2.lst"]
+    assert sorted(p.name for p in (base / "chunks").iterdir()) == ["data_0.lst", "data_1.lst",
+                                                                   "data_2.lst"]
     assert sorted(p.name for p in (base / "split").iterdir()) == [
         "data_test.lst", "data_train.lst", "data_val.lst"]
     recursive = (base / "recursive" / "data.lst").read_text()
@@ -160,7 +162,8 @@ def test_mx_recordio_reads_what_recpipe_im2rec_wrote(runs, mx, variant):
     theirs, = mx("read-indexed", {"files": [[str(rec), str(rec.with_suffix(".idx"))]]})["files"]
     with recpipe.RecordReader(str(rec)) as reader:
         assert theirs["keys"] == list(reader.keys)
-        assert [unb64(r["payload"]) for r in theirs["records"]] == [reader.read_key(k) for k in reader.keys]
+        assert [unb64(r["payload"]) for r in theirs["records"]] == \
+            [reader.read_key(k) for k in reader.keys]
 
 
 def test_our_sidecar_describes_im2rec_pys_pass_through_output(runs, tmp_path):

@@ -1,5 +1,5 @@
-"""recpipe.mxnet.ImageRecordIter: keyword handling here, and against the real mxnet 1.9.1 in its
-venv (``adapter_checks.py`` run as a subprocess, ``@pytest.mark.mxnet``)."""
+"""recpipe.mx.record_iter.ImageRecordIter: keyword handling here, and against the real mxnet 1.9.1
+in its venv (``adapter_checks.py`` run as a subprocess, ``@pytest.mark.mxnet``)."""
 
 import importlib.util
 import json
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import recpipe
-import recpipe.mxnet as rm
-import recpipe.mxnet_keywords as mk
+import recpipe.mx.record_iter as rm
+import recpipe.mx.keywords as mk
 from recpipe.io import IRHeader, pack
 
 from .._photos import pack_training_set
@@ -94,7 +94,8 @@ def test_keywords_translate_to_the_loader():
     assert loader["dtype"] == "float32" and loader["last_batch"] == "pad"
     assert loader["rand_mirror"] is True and loader["mean_r"] == 1.5
     assert "verbose" not in loader and "ctx" not in loader and "seed_aug" not in loader
-    assert (options.data_name, options.label_name, options.batch_size) == ("img", "softmax_label", 8)
+    assert (options.data_name, options.label_name, options.batch_size) == ("img", "softmax_label",
+                                                                           8)
     assert imglist == "a.lst"
 
 

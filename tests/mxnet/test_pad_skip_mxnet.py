@@ -1,5 +1,5 @@
-"""``recpipe.mxnet.ImageRecordIter`` under the real mxnet 1.9.1 with ``on_error='skip'`` and a
-padded last batch whose filler is a bad record (issue 30 item 8): ``batch.pad`` counts the
+"""``recpipe.mx.record_iter.ImageRecordIter`` under the real mxnet 1.9.1 with ``on_error='skip'``
+and a padded last batch whose filler is a bad record (issue 30 item 8): ``batch.pad`` counts the
 filler rows actually in the NDArray, so MXNet's ``out[:len - pad]`` keeps every good record."""
 
 import json
@@ -14,7 +14,7 @@ from .conftest import REPO_ROOT
 SCRIPT = """
 import json, sys
 import mxnet as mx
-from recpipe.mxnet import ImageRecordIter
+from recpipe.mx.record_iter import ImageRecordIter
 it = ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 16, 16), batch_size=4,
                      on_error="skip", preprocess_threads=2)
 kept, pads, rows = [], [], []

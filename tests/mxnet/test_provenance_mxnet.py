@@ -1,5 +1,5 @@
-"""``recpipe.mxnet.ImageRecordIter(provenance=...)`` under the real mxnet 1.9.1: the iterator
-logs its batches and ``recpipe.replay`` gives back the data it delivered."""
+"""``recpipe.mx.record_iter.ImageRecordIter(provenance=...)`` under the real mxnet 1.9.1: the
+iterator logs its batches and ``recpipe.replay`` gives back the data it delivered."""
 
 import json
 import subprocess
@@ -16,7 +16,7 @@ SCRIPT = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import numpy as np
-import recpipe, recpipe.mxnet as rm
+import recpipe, recpipe.mx.record_iter as rm
 rec, log, out = sys.argv[1:]
 it = rm.ImageRecordIter(path_imgrec=rec, batch_size=6, data_shape=(3, 28, 28), shuffle=True,
                         rand_crop=True, rand_mirror=True, preprocess_threads=2, provenance=log)

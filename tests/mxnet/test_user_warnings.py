@@ -3,7 +3,7 @@ record nobody has a handler for (issue 23)."""
 
 import pytest
 
-import recpipe.mxnet_keywords as mk
+import recpipe.mx.keywords as mk
 
 
 def test_mean_values_beside_a_mean_image_warn_that_they_are_ignored():

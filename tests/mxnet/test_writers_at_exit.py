@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import recpipe
-from recpipe.io.sums import load_sums
+from recpipe.io.sidecars.sums import load_sums
 from recpipe.packing.listing import make_lists
 
 from .conftest import CALL_TIMEOUT, REPO_ROOT

@@ -15,11 +15,11 @@ import pytest
 import recpipe
 from recpipe.decode.decoders import get_decoder
 from recpipe.errors import RecordFormatError
-from recpipe.io.format import MAGIC, padded
-from recpipe.io.header import IRHeader, pack
-from recpipe.io.rebuild import rebuild_index
+from recpipe.io.format.framing import MAGIC, padded
+from recpipe.io.format.header import IRHeader, pack
+from recpipe.io.sidecars.rebuild import rebuild_index
 from recpipe.io.sources import open_source
-from recpipe.io.verify import verify
+from recpipe.io.health.verify import verify
 from recpipe.packing.chunks import (ChunkResult, Span, WorkFolder, is_record_head, plan_spans,
                                     work_url_for)
 from recpipe.packing.wholefile import ClusterOptions, index_on_cluster, verify_on_cluster

@@ -29,7 +29,7 @@ from recpipe.packing.cluster import default_shard_count  # noqa: E402
 from recpipe.packing.jobs import ShardTaskError  # noqa: E402
 from recpipe.packing.manifest import iter_records, read_manifest  # noqa: E402
 from recpipe.packing.packer import pack_dataset  # noqa: E402
-from recpipe.packing.plan import cut_by_count  # noqa: E402
+from recpipe.packing.partition import cut_by_count  # noqa: E402
 
 CLASSES = ("cat", "dog", "eel")
 PER_CLASS = 4

@@ -13,7 +13,7 @@ import pytest
 
 from recpipe.cli import main
 from recpipe.errors import RecordFormatError
-from recpipe.io.header import IRHeader, pack, unpack
+from recpipe.io.format.header import IRHeader, pack, unpack
 from recpipe.io.reader import RecordReader
 from recpipe.io.writer import RecordWriter
 from recpipe.packing.extract import (extract_records, image_extension, label_folder,
@@ -299,7 +299,7 @@ def test_extract_then_pack_keeps_every_label(tmp_path):
 
 
 def test_list_lines_stay_im2rec_unless_exact_is_asked():
-    from recpipe.io.index import exact_label_text, format_list_line
+    from recpipe.io.sidecars.index import exact_label_text, format_list_line
 
     assert format_list_line(3, (0.7071068, 2.0), "a/b.jpg") == "3\t0.707107\t2.000000\ta/b.jpg\n"
     assert format_list_line(3, (0.7071068, 2.0), "a/b.jpg", exact=True) == \

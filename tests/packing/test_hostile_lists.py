@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import recpipe
-from recpipe.io.index import format_list_line, parse_list, read_list
+from recpipe.io.sidecars.index import format_list_line, parse_list, read_list
 from recpipe.packing import packer
 from recpipe.packing.listing import make_lists
 from recpipe.packing.packer import pack_dataset

@@ -13,10 +13,10 @@ import pytest
 import recpipe
 from recpipe.cli import main
 from recpipe.errors import DecodeError
-from recpipe.io.index import format_list_line
+from recpipe.io.sidecars.index import format_list_line
 from recpipe.packing.inputs import InputLimits
 from recpipe.packing.packer import pack_dataset, parse_size
-from recpipe.packing.plan import cut_by_count
+from recpipe.packing.partition import cut_by_count
 from recpipe.packing.transform import target_size
 
 CLASSES = ("cat", "dog", "eel")
@@ -93,7 +93,7 @@ def test_list_input_keeps_order_and_labels(photos, tmp_path):
     assert summary.ok and summary.classes is None
     records = _records(str(tmp_path / "o.rec"))
     assert [key for key, _ in records] == [entry[0] for entry in entries]
-    for (key, payload), (_, labels, path) in zip(records, entries):
+    for (_, payload), (_, labels, path) in zip(records, entries):
         header, image = recpipe.unpack(payload)
         assert list(header.label) == labels
         assert image == (photos / path).read_bytes()
@@ -127,7 +127,8 @@ def test_images_directly_in_src_are_rejected(photos, tmp_path):
 def test_shards_by_count(photos, tmp_path):
     summary = pack_dataset(photos, tmp_path / "o", shards=5, pass_through=True, seed=3)
     names = [f"o-{i:05d}-of-00005" for i in range(5)]
-    assert _files(tmp_path) == sorted([f"{n}.{ext}" for n in names for ext in ("idx", "rec", "sources.jsonl", "sums")]
+    endings = ("idx", "rec", "sources.jsonl", "sums")
+    assert _files(tmp_path) == sorted([f"{n}.{ext}" for n in names for ext in endings]
                                       + ["o.labels.json", "src"])
     counts = [len(_records(str(tmp_path / f"{n}.rec"))) for n in names]
     assert sum(counts) == summary.written and max(counts) - min(counts) <= 1
@@ -440,7 +441,8 @@ def test_an_output_named_dot_rec_is_the_rec_file(photos, tmp_path):
     assert _files(tmp_path / "a") == ["train.idx", "train.labels.json", "train.rec",
                                       "train.sources.jsonl", "train.sums"]
     pack_dataset(photos, str(tmp_path / "b" / "train"), resize=16, workers=0)
-    assert (tmp_path / "a" / "train.rec").read_bytes() == (tmp_path / "b" / "train.rec").read_bytes()
+    assert (tmp_path / "a" / "train.rec").read_bytes() == \
+        (tmp_path / "b" / "train.rec").read_bytes()
 
 
 @pytest.mark.parametrize("out", ["", "out/", "s3://bucket/"])

@@ -10,7 +10,7 @@ import pytest
 from recpipe import ImageLoader
 from recpipe.errors import DecodeError, RecordFormatError
 from recpipe.io.reader import RecordReader
-from recpipe.io.record_sources import RecordSources, sources_url_for
+from recpipe.io.sidecars.record_sources import RecordSources, sources_url_for
 from recpipe.packing.extract import extract_records
 from recpipe.packing.packer import pack_dataset
 
@@ -55,7 +55,7 @@ def test_lookups_find_every_record_by_offset(photos, tmp_path):  # noqa: F811
 
 
 def test_lookups_bisect_a_large_sidecar(tmp_path):
-    from recpipe.io.record_sources import entry_line, header_line, trailer_line
+    from recpipe.io.sidecars.record_sources import entry_line, header_line, trailer_line
 
     rec = str(tmp_path / "big.rec")
     offsets = [i * 37 + (i % 5) for i in range(30000)]

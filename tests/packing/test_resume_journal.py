@@ -11,7 +11,7 @@ import os
 import pytest
 
 import recpipe
-from recpipe.io.crc32c import crc32c
+from recpipe.io.sidecars.crc32c import crc32c
 from recpipe.packing import journal as journal_module
 from recpipe.packing.packer import pack_dataset
 from recpipe.packing.shards import ShardWriter, journal_path
@@ -22,7 +22,7 @@ ARGS = dict(resize=14, shards=0, seed=4, flush_every=1, workers=0)
 STOP_AT = 7
 
 
-def interrupted(photos, tmp_path):
+def interrupted(photos, tmp_path):  # noqa: F811 - the fixture
     """A clean pack in ``clean/`` and the same pack stopped after STOP_AT items in ``run/``;
     returns the temporary files of ``run/o`` and the offsets of their records."""
     pack_dataset(photos, tmp_path / "clean" / "o", **ARGS)
@@ -43,11 +43,12 @@ def zero_tail(rec, start, end, count=48):
     rec.write_bytes(bytes(data))
 
 
-def resume_and_compare(photos, tmp_path):
+def resume_and_compare(photos, tmp_path):  # noqa: F811 - the fixture
     resumed = pack_dataset(photos, tmp_path / "run" / "o", resume=True, **ARGS)
     assert _files(tmp_path / "run") == _files(tmp_path / "clean")
     for name in _files(tmp_path / "clean"):
-        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
+        clean = (tmp_path / "clean" / name).read_bytes()
+        assert (tmp_path / "run" / name).read_bytes() == clean, name
     with recpipe.RecordReader(str(tmp_path / "run" / "o.rec")) as reader:  # sums checked
         assert len(list(reader)) == len(reader)
     assert not [n for n in os.listdir(tmp_path / "run") if n.startswith(".")]

@@ -17,8 +17,8 @@ distributed = pytest.importorskip(
 
 from recpipe.cli import main  # noqa: E402
 from recpipe.decode.decoders import get_decoder  # noqa: E402
-from recpipe.io.rebuild import rebuild_index  # noqa: E402
-from recpipe.io.verify import verify  # noqa: E402
+from recpipe.io.sidecars.rebuild import rebuild_index  # noqa: E402
+from recpipe.io.health.verify import verify  # noqa: E402
 from recpipe.packing.chunks import ChunkTaskError, work_url_for  # noqa: E402
 from recpipe.packing.extract import extract_records  # noqa: E402
 from recpipe.packing.wholefile import (ClusterOptions, extract_on_cluster,  # noqa: E402

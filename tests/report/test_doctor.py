@@ -31,7 +31,8 @@ def test_missing_paths_are_listed_with_their_install_hint():
     report = doctor.diagnose(measure=False)
     report["fast_paths"]["_batch"] = {"present": False}
     report["fast_paths"]["libturbojpeg"] = {"present": False}
-    assert doctor.slow_paths(report)[:1] == ["_batch"] and "libjpeg-turbo" in doctor.slow_paths(report)
+    slow = doctor.slow_paths(report)
+    assert slow[:1] == ["_batch"] and "libjpeg-turbo" in slow
     assert "libjpeg62-turbo-dev" in doctor.INSTALL_HINTS["_batch"]
     assert "libturbojpeg0" in doctor.INSTALL_HINTS["libturbojpeg"]
     costs = doctor._missing_cost({"opencv": 100.0}, {"_resize": True, "_colour": False,

@@ -134,7 +134,7 @@ def test_the_tune_timeline_starts_at_the_starting_setting_and_pairs_each_rate_wi
 
 def test_the_tune_chart_from_a_real_autotune_run(tmp_path):
     """A real tuner's report carries the start setting and the window times the chart needs."""
-    from recpipe.decode.autotune import Controller, WindowMetrics
+    from recpipe.decode.tune.controller import Controller, WindowMetrics
 
     controller = Controller(4, threads=2)
     for i in range(3):

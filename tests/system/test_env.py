@@ -93,4 +93,4 @@ def test_recpipe_log_level_reaches_the_command_line(rec):
                           text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=REPO_ROOT, RECPIPE_LOG_LEVEL="DEBUG"))
     assert done.returncode == 0, done.stderr
-    assert "INFO recpipe.io.verify: verified" in done.stderr
+    assert "INFO recpipe.io.health.verify: verified" in done.stderr

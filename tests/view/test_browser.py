@@ -84,7 +84,7 @@ def served(tmp_path_factory):
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate()
-        raise AssertionError(f"recpipe view did not stop on SIGTERM: {err[-2000:]}")
+        raise AssertionError(f"recpipe view did not stop on SIGTERM: {err[-2000:]}") from None
     assert process.returncode == 0, err[-2000:]
     assert "stopped" in out and "Traceback" not in err
     assert sorted(os.listdir(os.path.dirname(rec))) == listing  # nothing written beside it

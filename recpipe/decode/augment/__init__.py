@@ -15,12 +15,12 @@ defaults. ``Augmenter(config)`` then works in two steps per sample:
    order from one block of uniforms, so a sample's result depends only on its RNG, not on
    threads. The decisions are made by the one planner, in C (``csrc/plan/plan.h``), which this
    path calls through ``recpipe._plan`` and ``recpipe._batch`` calls for its runs: the two paths
-   differ only in their kernels. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale the decode may
-   use without losing output resolution, and ``decode_box(plan, scale)`` which pixels of that
-   decode the sample reads; ``decode(decoder, data, plan)`` decodes just that (only the crop
+   differ only in their kernels. ``decode_scale(plan, scales)`` then says how small a JPEG DCT scale
+   the decode may use without losing output resolution, and ``decode_box(plan, scale)`` which pixels
+   of that decode the sample reads; ``decode(decoder, data, plan)`` decodes just that (only the crop
    region with a region-decoding backend) and returns ``(pixels, window)``.
-2. ``apply(img, plan, out, window=None)`` crops, resizes, mirrors, jitters, normalises and writes into
-   ``out`` (a view into the batch buffer, ``(C, H, W)`` or ``(H, W, C)``), with OpenCV calls
+2. ``apply(img, plan, out, window=None)`` crops, resizes, mirrors, jitters, normalises and writes
+   into ``out`` (a view into the batch buffer, ``(C, H, W)`` or ``(H, W, C)``), with OpenCV calls
    writing into ``out`` or small per-thread scratch buffers.
 
 Order of operations (MXNet ``DefaultImageAugmenter::Process`` then the iterator's normalise):
@@ -123,7 +123,8 @@ class Augmenter:
     def decode_planned(self, decoder, data, rng):
         """Plan a sample from its image header, then decode just what the plan needs.
 
-        Returns ``(pixels, plan, window)``: pass them to ``apply(pixels, plan, out, window=window)``.
+        Returns ``(pixels, plan, window)``: pass them to ``apply(pixels, plan, out,
+        window=window)``.
         """
         height, width = decoder.size(data)
         plan = self.plan(height, width, rng)

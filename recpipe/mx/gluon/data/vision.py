@@ -10,8 +10,9 @@ Images are NDArrays when MXNet is installed, numpy arrays with ``.asnumpy()`` ot
 """
 
 from ...._optional import require
-from ....image import imdecode
-from ....io.header import unpack_header
+from ....adapters.transformed import Transformable
+from ...images import imdecode
+from ....io.format.header import unpack_header
 from ....io.reader import RecordReader
 from ...backend import real_mxnet
 from ...coverage import not_covered
@@ -19,44 +20,10 @@ from ...coverage import not_covered
 __all__ = ["ImageRecordDataset", "transforms"]
 
 
-class _First:
-    """``fn`` applied to the first element of a sample (picklable, unlike a lambda)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, first, *rest):
-        return (self.fn(first),) + rest
-
-
-class _Transformed:
-    """``dataset`` with ``fn(*sample)`` applied to each sample (as gluon's lazy transform)."""
-
-    def __init__(self, dataset, fn):
-        self.dataset = dataset
-        self.fn = fn
-
-    def __len__(self):
-        return len(self.dataset)
-
-    def __getitem__(self, index):
-        sample = self.dataset[index]
-        return self.fn(*sample) if isinstance(sample, tuple) else self.fn(sample)
-
-    def transform(self, fn, lazy=True):
-        return _transformed(self, fn, lazy)
-
-    def transform_first(self, fn, lazy=True):
-        return _transformed(self, _First(fn), lazy)
-
-
-def _transformed(dataset, fn, lazy):
-    result = _Transformed(dataset, fn)
-    return result if lazy else [result[i] for i in range(len(result))]
-
-
-class ImageRecordDataset:
+class ImageRecordDataset(Transformable):
     """gluon's ``ImageRecordDataset`` over a ``.rec`` (any fsspec URL) and its ``.idx``."""
+
+    eager_list = True  # gluon's transform(fn, lazy=False) gives the samples computed
 
     def __init__(self, filename, flag=1, transform=None):
         if flag not in (0, 1):
@@ -80,12 +47,6 @@ class ImageRecordDataset:
         if self._transform is not None:
             return self._transform(image, header.label)
         return image, header.label
-
-    def transform(self, fn, lazy=True):
-        return _transformed(self, fn, lazy)
-
-    def transform_first(self, fn, lazy=True):
-        return _transformed(self, _First(fn), lazy)
 
     def close(self):
         self._reader.close()
