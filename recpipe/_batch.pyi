@@ -67,6 +67,12 @@ def add_restarts(data: Buffer, rows: int = ..., mcus: int = ...,
     lossless, not 8-bit); ValueError on a libjpeg error or corrupt-data warning. The GIL is
     released while libjpeg runs."""
 
+def restart_interval(width: int, components: int, max_h_samp: int, rows: int = ...,
+                     mcus: int = ...) -> int:
+    """The restart interval (MCUs) ``add_restarts`` gives an image ``width`` pixels wide with
+    ``components`` components, the widest sampled ``max_h_samp`` times: 0 for none, -1 when a
+    row is longer than a restart interval can count. ValueError for sizes no JPEG has."""
+
 def restart_layout(data: Buffer) -> Optional[Tuple[int, int, int, int, int, int, int]]:
     """``(interval, mcus_per_row, mcu_rows, row_group, col_mcus, mcu_width, mcu_height)``: the
     restart intervals a region decode can use, or None."""

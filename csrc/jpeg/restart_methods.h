@@ -9,6 +9,11 @@
  *     (progressive, arithmetic, lossless, not 8-bit, a row longer than a DRI can count).
  *     ValueError with libjpeg's message on an error or a corrupt-data warning. GIL released.
  *
+ * restart_interval(width, components, max_h_samp, rows=0, mcus=4) -> int
+ *     The interval (MCUs) add_restarts would give an image of that width and sampling: 0 for
+ *     none, -1 when a row is longer than a DRI can count. An encoder that writes the markers
+ *     itself (recpipe.packing's re-encode) takes it from here.
+ *
  * restart_layout(data) -> None or (interval, mcus_per_row, mcu_rows, row_group, col_mcus,
  *                                  mcu_width, mcu_height)
  *     The restart intervals a region decode can use (jpeg/restart.h), None when there are none.
@@ -55,6 +60,26 @@ static PyObject *restart_add(PyObject *self, PyObject *args)
     return result;
 }
 
+static PyObject *restart_interval_of(PyObject *self, PyObject *args)
+{
+    unsigned int width, max_h_samp, rows = 0, mcus = 4;
+    int components;
+    (void)self;
+
+    if (!PyArg_ParseTuple(args, "IiI|II:restart_interval", &width, &components, &max_h_samp,
+                          &rows, &mcus))
+        return NULL;
+    if (width == 0 || components < 1 || components > 4 || max_h_samp > 4) {
+        PyErr_Format(PyExc_ValueError, "restart_interval: width %u, %d components and "
+                     "max_h_samp %u are not a JPEG's", width, components, max_h_samp);
+        return NULL;
+    }
+    {
+        rst_options opt = {rows, mcus, 1};
+        return PyLong_FromLong(rst_interval(width, components, max_h_samp, &opt));
+    }
+}
+
 static PyObject *restart_layout_of(PyObject *self, PyObject *args)
 {
     Py_buffer view;
@@ -76,6 +101,9 @@ static PyObject *restart_layout_of(PyObject *self, PyObject *args)
     {"add_restarts", restart_add, METH_VARARGS,                                                   \
      "add_restarts(data, rows=0, mcus=4, optimize=True) -> bytes or None: the JPEG with restart " \
      "intervals, losslessly (None: it cannot take them)"},                                         \
+    {"restart_interval", restart_interval_of, METH_VARARGS,                                        \
+     "restart_interval(width, components, max_h_samp, rows=0, mcus=4) -> int: the interval "      \
+     "add_restarts gives such an image (0: none, -1: a row too long)"},                            \
     {"restart_layout", restart_layout_of, METH_VARARGS,                                            \
      "restart_layout(data) -> None or (interval, mcus_per_row, mcu_rows, row_group, col_mcus, "    \
      "mcu_width, mcu_height)"},

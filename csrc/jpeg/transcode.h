@@ -118,15 +118,18 @@ typedef struct {
     int differs;       /* the written coefficients are not the source's */
 } rst_transcoding;
 
-/* The restart interval for ``src`` (0: none; -1 when a row is longer than a DRI can count). */
-static long rst_interval_for(const struct jpeg_decompress_struct *src, const rst_options *opt)
+/* The restart interval (MCUs; 0: none; -1 when a row is longer than a DRI can count) of an
+ * image ``width`` pixels wide with ``components`` components, the widest sampled ``max_h_samp``
+ * times (one component: its MCU is one block). The transcoder and an encoder writing the
+ * markers itself (recpipe.packing's re-encode, through ``restart_interval``) both ask here. */
+static long rst_interval(unsigned width, int components, unsigned max_h_samp,
+                         const rst_options *opt)
 {
     unsigned mcus_per_row;
-    if (src->num_components == 1) /* one component: its MCU is one block */
-        mcus_per_row = (src->image_width + 7) / 8;
+    if (components == 1 || max_h_samp == 0)
+        mcus_per_row = (width + 7) / 8;
     else
-        mcus_per_row = (src->image_width + 8 * (unsigned)src->max_h_samp_factor - 1)
-                       / (8 * (unsigned)src->max_h_samp_factor);
+        mcus_per_row = (width + 8 * max_h_samp - 1) / (8 * max_h_samp);
     if (opt->rows > 0) {
         unsigned long interval = (unsigned long)opt->rows * mcus_per_row;
         return interval > 65535 ? -1 : (long)interval;
@@ -136,6 +139,13 @@ static long rst_interval_for(const struct jpeg_decompress_struct *src, const rst
         return interval > 65535 ? -1 : (long)interval;
     }
     return 0;
+}
+
+/* The restart interval for ``src`` (rst_interval of its size and sampling). */
+static long rst_interval_for(const struct jpeg_decompress_struct *src, const rst_options *opt)
+{
+    return rst_interval(src->image_width, src->num_components,
+                        (unsigned)src->max_h_samp_factor, opt);
 }
 
 static int rst_same_table(const JQUANT_TBL *a, const JQUANT_TBL *b)

@@ -25,8 +25,8 @@ from typing import NamedTuple, Optional, Union
 
 from .._optional import extension
 
-__all__ = ["RESTART_CHOICES", "RestartLayout", "RestartPolicy", "add_restarts", "restart_layout",
-           "restarts_available"]
+__all__ = ["RESTART_CHOICES", "RestartLayout", "RestartPolicy", "add_restarts",
+           "encoder_interval", "restart_layout", "restarts_available"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,20 @@ def add_restarts(data, policy: Union[RestartPolicy, str, int, None] = "auto") ->
     except ValueError as e:
         log.debug("restart markers not added (%s): the bytes are kept", e)
         return None
+
+
+def encoder_interval(policy: Union[RestartPolicy, str, int, None], width: int,
+                     components: int) -> int:
+    """The restart interval (MCUs) an encoder writing a ``width``-pixel image of ``components``
+    components at 4:2:0 (one component: no subsampling) gives it under ``policy``: the interval
+    ``add_restarts`` would choose, so that encoding with it equals encoding and then adding the
+    markers, without the second pass. 0: no markers (``"off"``, or a row too long to count)."""
+    policy = RestartPolicy.parse(policy)
+    if policy is None:
+        return 0
+    interval = _module().restart_interval(width, components, 1 if components == 1 else 2,
+                                          policy.rows, policy.mcus)
+    return max(interval, 0)
 
 
 def restart_layout(data) -> Optional[RestartLayout]:

@@ -8,10 +8,11 @@ bilinear) and re-encodes with ``cv2.imencode`` (JPEG quality, or PNG compression
 
 from ..errors import DecodeError
 from ..image.opencv import imdecode, load_cv2
+from ..image.restart import encoder_interval
 from ..io.format.header import IRHeader, pack
 
-__all__ = ["center_crop", "crop_resize_encode", "decode_image", "encode_image", "make_header",
-           "resize_shorter", "transcode"]
+__all__ = ["center_crop", "crop_resize_encode", "decode_image", "encode_image",
+           "encode_with_restarts", "make_header", "resize_shorter", "transcode"]
 
 
 def make_header(index, labels, pack_label=False):
@@ -45,11 +46,21 @@ def resize_shorter(img, size, interpolation=None):
                       else interpolation)
 
 
-def encode_image(img, quality=95, encoding=".jpg"):
-    """Encode like ``mx.recordio.pack_img``: JPEG quality, or PNG compression clamped to 0..9."""
+def encode_image(img, quality=95, encoding=".jpg", restart_interval=0, optimize=False):
+    """Encode like ``mx.recordio.pack_img``: JPEG quality, or PNG compression clamped to 0..9.
+
+    ``restart_interval`` > 0 (JPEG only): restart markers every that many MCUs, written by the
+    encoder at 4:2:0 (OpenCV's default sampling, named so a build with another default cannot
+    move the intervals), and ``optimize``: optimal Huffman tables - the JPEG
+    ``image.restart.add_restarts`` makes of the plain encoding, in one pass."""
     cv2 = load_cv2()
     if encoding in (".jpg", ".jpeg"):
         params = [cv2.IMWRITE_JPEG_QUALITY, quality]
+        if restart_interval > 0:
+            params += [cv2.IMWRITE_JPEG_RST_INTERVAL, restart_interval,
+                       cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
+        if optimize:
+            params += [cv2.IMWRITE_JPEG_OPTIMIZE, 1]
     elif encoding == ".png":
         params = [cv2.IMWRITE_PNG_COMPRESSION, min(max(quality, 0), 9)]
     else:
@@ -60,13 +71,25 @@ def encode_image(img, quality=95, encoding=".jpg"):
     return buf.tobytes()
 
 
-def crop_resize_encode(img, *, center=False, resize=0, quality=95, encoding=".jpg"):
-    """im2rec's steps on a decoded image: central square, shorter edge to ``resize``, encode."""
+def crop_resize_encode(img, *, center=False, resize=0, quality=95, encoding=".jpg",
+                       restart=None):
+    """im2rec's steps on a decoded image: central square, shorter edge to ``resize``, encode;
+    ``restart`` (a ``RestartPolicy``, JPEG only): its restart markers written by the encoder."""
     if center:
         img = center_crop(img)
     if resize:
         img = resize_shorter(img, resize)
-    return encode_image(img, quality, encoding)
+    return encode_with_restarts(img, quality, encoding, restart)
+
+
+def encode_with_restarts(img, quality, encoding, restart):
+    """``encode_image`` with ``restart``'s intervals and Huffman choice (None: neither)."""
+    if restart is None or encoding not in (".jpg", ".jpeg"):
+        return encode_image(img, quality, encoding)
+    components = 1 if img.ndim == 2 or img.shape[2] == 1 else 3
+    interval = encoder_interval(restart, img.shape[1], components)
+    return encode_image(img, quality, encoding, restart_interval=interval,
+                        optimize=restart.optimize)
 
 
 def transcode(data, header, *, color=1, center=False, resize=0, quality=95, encoding=".jpg",

@@ -28,10 +28,10 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..image.info import sniff, unusual_reasons
 from ..image.opencv import imdecode, load_cv2
-from ..image.restart import RestartPolicy, add_restarts
+from ..image.restart import RestartPolicy, add_restarts, restarts_available
 from ..io.format.header import pack
 from ..io.sources import url_to_fs
-from .encode import center_crop, crop_resize_encode, encode_image, make_header
+from .encode import center_crop, crop_resize_encode, encode_with_restarts, make_header
 from .inputs import InputLimits, check_inside, read_input, remote_size_ok
 from .items import join_url
 
@@ -195,10 +195,7 @@ class ItemProcessor:
             return ItemResult(pack(header, restarted), reasons, None, len(data), "restarted",
                               digest)
         try:
-            image = self.reencode(data, info)
-            if self.options.encoding == ".jpg":
-                image = self.with_restarts(image) or image
-            payload = pack(header, image)
+            payload = pack(header, self.reencode(data, info))
         except Exception as e:  # noqa: BLE001 - any codec failure is reported per item
             return ItemResult(None, reasons, f"{type(e).__name__}: {e}", len(data))
         action = "re-encoded" if info.format == "jpeg" else "transcoded"
@@ -224,11 +221,19 @@ class ItemProcessor:
             if img is None:
                 img = imdecode(data, opts.color, what="file")
             return crop_resize_encode(img, center=opts.center_crop, resize=opts.resize,
-                                      quality=opts.quality, encoding=opts.encoding)
+                                      quality=opts.quality, encoding=opts.encoding,
+                                      restart=self.encoder_restarts())
         img = imdecode(data, _REDUCED_FLAGS[scale][opts.color], what="file")
         width, height = target_size(info.height, info.width, opts.resize, opts.center_crop)
         if opts.center_crop:
             img = center_crop(img)
         img = cv2.resize(img, (width, height), interpolation=cv2.INTER_LINEAR)
-        return encode_image(img, opts.quality, opts.encoding)
+        return encode_with_restarts(img, opts.quality, opts.encoding, self.encoder_restarts())
+
+    def encoder_restarts(self):
+        """The restart policy a re-encoding writes in the same pass (the markers cost nothing
+        there, where adding them afterwards is a second, lossless transcoding), or None: no
+        policy, or no libjpeg extension to say the intervals (as ``with_restarts`` then adds
+        none)."""
+        return self._restart if self._restart is not None and restarts_available() else None
 

@@ -8,7 +8,7 @@ import pytest
 import recpipe
 from recpipe._optional import extension
 from recpipe.cli import main
-from recpipe.image.restart import restart_layout
+from recpipe.image.restart import add_restarts, encoder_interval, restart_layout
 from recpipe.packing.options import PackOptions
 from recpipe.packing.packer import pack_dataset
 
@@ -87,6 +87,45 @@ def test_reencoded_images_get_markers_too(folder, tmp_path):
                        encoding=".png", restart="auto")
     assert png.actions == {"re-encoded": 5, "transcoded": 1}
     assert all(image[:4] == b"\x89PNG" for _, image in _records(tmp_path / "p.rec"))
+
+
+@pytest.mark.parametrize("restart", ["auto", "2"])
+@pytest.mark.parametrize("color", [1, 0])
+def test_reencoding_writes_the_markers_adding_them_would(folder, tmp_path, restart, color):
+    """A re-encoded image gets its markers from the encoder, in one pass: the same pixels and
+    the same intervals as the plain encoding with the markers added losslessly afterwards
+    (which cost a second transcoding of every image)."""
+    root, _ = folder
+    pack_dataset(str(root), str(tmp_path / "m"), shuffle=False, workers=1, resize=48,
+                 color=color, restart=restart)
+    pack_dataset(str(root), str(tmp_path / "p"), shuffle=False, workers=1, resize=48,
+                 color=color, restart="off")
+    marked, plain = _records(tmp_path / "m.rec"), _records(tmp_path / "p.rec")
+    assert len(marked) == len(plain) == 6
+    for (_, ours), (_, theirs) in zip(marked, plain):
+        added = add_restarts(theirs, restart)
+        assert added is not None
+        assert restart_layout(ours) == restart_layout(added) is not None
+        assert np.array_equal(_pixels(ours), _pixels(theirs))
+        assert np.array_equal(_pixels(ours), _pixels(added))
+
+
+def _dri(jpeg):
+    """The restart interval of a JPEG's DRI segment (0: none)."""
+    at = jpeg.find(b"\xff\xdd")
+    return 0 if at < 0 else int.from_bytes(jpeg[at + 4:at + 6], "big")
+
+
+def test_encoder_interval_is_the_transcoders():
+    """``encoder_interval`` asks the transcoder's own rule (no copy of it in Python)."""
+    for width in (1, 7, 8, 16, 17, 48, 200, 440, 4096):
+        for components, gray in ((3, False), (1, True)):
+            img = _photo(24, width, width) if not gray else cv2.cvtColor(
+                _photo(24, width, width), cv2.COLOR_BGR2GRAY)
+            for policy in ("auto", "1", "3"):
+                added = add_restarts(_jpeg(img), policy)
+                assert encoder_interval(policy, width, components) == _dri(added)
+    assert encoder_interval("off", 440, 3) == 0
 
 
 def test_cli_restart_rows(folder, tmp_path, capsys):
