@@ -198,7 +198,8 @@ def _extension(name, source, folders, **keywords):
 setup(
     ext_modules=[
         # recpipe's pixels for the Python path: the renderer recpipe._batch uses too
-        _extension("_kernels", "kernels/kernels_module.c", ["common", "index", "kernels", "plan"],
+        _extension("_kernels", "kernels/kernels_module.c",
+                   ["common", "index", "kernels", "plan", "record"],
                    extra_compile_args=["-O3"]),
         _extension("_resize", "kernels/resize_module.c", ["common", "kernels"]),
         _extension("_colour", "kernels/colour_module.c", ["common", "kernels"]),
