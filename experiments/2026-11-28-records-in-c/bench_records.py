@@ -3,7 +3,7 @@
 MXRecordIO.read + unpack and MXIndexedRecordIO.read_idx + unpack, and unpack_header +
 header_labels alone, over the 1000 photos, two trees alternated in fresh processes.
 
-    python3 experiments/2026-11-29-records-in-c/bench_records.py BASE_TREE NEW_TREE [ROUNDS]
+    python3 experiments/2026-11-28-records-in-c/bench_records.py BASE_TREE NEW_TREE [ROUNDS]
 """
 
 import json
