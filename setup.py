@@ -75,8 +75,9 @@ def _quiet_stderr(log_path):
 
 def _link_numpy_random(ext):
     """Link numpy's own normal sampler (``libnpyrandom.a``, ``random_standard_normal``) into
-    ``recpipe._batch`` for PCA lighting without the GIL (``RECPIPE_NPYRANDOM``); without numpy's
-    random library at build time PCA lighting stays on the Python path."""
+    ``recpipe._plan`` and ``recpipe._batch`` (csrc/plan/draws.h) for PCA lighting's normals
+    (``RECPIPE_NPYRANDOM``); without numpy's random library at build time the Python path
+    draws them with numpy and PCA lighting stays on the Python path."""
     try:
         import numpy
     except ImportError:
@@ -101,6 +102,8 @@ class RecpipeBuildExt(build_ext):
         required = [ext for ext in self.extensions if not _needs_jpeg(ext)]
         # the required ones first: a missing compiler is reported as that, not as missing libjpeg
         for ext in required:
+            if ext.name == "recpipe._plan":  # the samples' draws (csrc/plan/draws.h)
+                _link_numpy_random(ext)
             try:
                 self.build_extension(ext)
             except Exception as exc:  # noqa: BLE001 - any toolchain failure
@@ -198,7 +201,8 @@ def _extension(name, source, folders, **keywords):
 setup(
     ext_modules=[
         # recpipe's pixels for the Python path: the renderer recpipe._batch uses too
-        _extension("_kernels", "kernels/kernels_module.c", ["common", "index", "kernels", "plan"],
+        _extension("_kernels", "kernels/kernels_module.c",
+                   ["common", "index", "kernels", "plan", "record"],
                    extra_compile_args=["-O3"]),
         _extension("_resize", "kernels/resize_module.c", ["common", "kernels"]),
         _extension("_colour", "kernels/colour_module.c", ["common", "kernels"]),

@@ -25,7 +25,8 @@ TESTS=(tests/decode/test_jpegroi.py tests/decode/test_records.py tests/decode/te
        tests/decode/test_native_interp.py tests/decode/test_plan.py
        tests/decode/test_native_faces.py tests/decode/test_roi_deadline.py
        tests/decode/test_opencv_parity.py tests/decode/test_native_png.py
-       tests/decode/test_restart.py tests/packing/test_retrofit.py)
+       tests/decode/test_restart.py tests/packing/test_retrofit.py
+       tests/decode/test_draws.py tests/io/test_record_c.py)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/recpipe-sanitize.XXXXXX")
 trap 'rm -rf "$work"' EXIT

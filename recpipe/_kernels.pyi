@@ -1,6 +1,8 @@
 """Type stubs of recpipe's kernel library (csrc/kernels/kernels_module.c): the renderer both
 decode paths use (csrc/kernels/render.h), for the Python path, and the probes the tests compare
-with OpenCV.
+with OpenCV; RecordIO's framing, image header and label rules (csrc/record/record.h, which
+recpipe._batch reads records with), for recpipe/io/format/framing.py, io/format/header.py and
+decode/labels.py.
 
 ``prepare``'s ``options`` is a ``recpipe.decode.augment.render.RenderOptions``: the planner's
 options, then the renderer's (csrc/kernels/render_fields.h); ``OPTION_FIELDS`` is its field
@@ -15,6 +17,16 @@ from recpipe.decode.augment.render import RenderOptions
 
 OPTION_FIELDS: Tuple[str, ...]
 DRAW_SLOTS: Dict[str, int]
+RECORD_MAGIC: int
+RECORD_HEAD: int
+MAX_RECORD_SIZE: int
+IMAGE_HEADER: int
+HEADER_SHORT: int
+HEADER_LABELS_PAST_END: int
+LABELS_SCALAR: int
+LABELS_PACKED: int
+LABELS_NOT_SCALAR: int
+LABELS_TOO_FEW: int
 
 class Prepared:
     """A renderer prepared by ``prepare`` (a capsule: opaque)."""
@@ -61,3 +73,25 @@ def interp(src_shape: Tuple[int, int, int], src: Buffer, dst_shape: Tuple[int, i
            inv_x: float, inv_y: float, method: int, simd: bool = ...) -> bool:
     """True when ``src`` was resized into ``dst`` with cv2.resize's arithmetic
     (csrc/kernels/interp.h; ``simd`` False: its scalar loops only; for tests)."""
+
+def decode_head(data: Buffer, pos: int) -> Tuple[int, int, int]:
+    """``(magic, cflag, length)`` of the RecordIO part head at ``data[pos:pos + 8]`` (``pos`` < 0
+    counts from the end); struct.error when ``data`` ends before the head."""
+
+def padded(length: int) -> int:
+    """``length`` rounded up to a multiple of 4: a part's bytes after its head."""
+
+def image_header(payload: Buffer) -> Tuple[int, float, int, int, int]:
+    """``(flag, label, id, id2, labels_end)``: the IRHeader at the start of ``payload``; the image
+    starts at ``labels_end``. ``labels_end`` is ``HEADER_SHORT`` (the other fields zero) when the
+    payload is shorter than the header, ``HEADER_LABELS_PAST_END`` when its flag announces more
+    labels than it has."""
+
+def label_rule(flag: int, label_width: int) -> int:
+    """ImageRecordIter's labels of a header with ``flag``: ``LABELS_SCALAR`` (its one label),
+    ``LABELS_PACKED`` (the first ``label_width`` packed labels), or ``LABELS_NOT_SCALAR`` /
+    ``LABELS_TOO_FEW`` when the setting does not fit the record."""
+
+def id_row(ids: Buffer, id: object) -> int:
+    """The row of image id ``id`` in ``ids`` (an aligned, ascending uint64 buffer), or -1 when
+    it is not there (also for an ``id`` that is no uint64)."""

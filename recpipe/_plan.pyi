@@ -21,6 +21,7 @@ DRAW_SLOTS: Dict[str, int]
 BAD_SIZE: int  # plan's statuses: height or width <= 0
 UNDER_CROP: int  # smaller than max_crop_size after resize/affine/pad
 TOO_LARGE: int  # a size past 2**31 - 1
+PCA_NATIVE: int  # 1 when numpy's normal sampler is linked: draws gives PCA lighting's normals
 
 Options = Tuple[int, int, int, bool, bool, bool, bool, float, float, float, float, float, float,
                 float, float, float, float, int, int, int, bool, float, int, int,
@@ -34,6 +35,15 @@ def plan(options: Options, uniforms: Buffer, normals: Optional[Buffer], height: 
     ``normals``: None, or 3 float64 (with PCA lighting)."""
 
 Box = Tuple[int, int, int, int]
+
+def draws(key_lo: int, key_hi: int, sample: int, epoch: int,
+          normals: bool) -> Tuple[bytes, Optional[bytes]]:
+    """A sample's random draws (csrc/plan/draws.h, the ones ``recpipe._batch`` plans with):
+    the first N_UNIFORM doubles of its Philox stream (numpy's
+    ``Generator(Philox(key=key_hi << 64 | key_lo, counter=[0, 0, sample, epoch])).random``) as
+    bytes of native float64, and when ``normals`` is true the 3 standard normals PCA lighting
+    draws after them (numpy's ziggurat) as bytes of 3 float64, or None when ``PCA_NATIVE`` is 0.
+    The four integers are taken modulo 2**64."""
 
 def geometry(plan: bytes, out_h: int, out_w: int, pad: int, scales: int, dct_scaling: bool,
              resize_kernel: bool, den: int = ...) -> Tuple[int, Optional[Box]]:

@@ -88,7 +88,7 @@
 #define MAX_RECORD (256u << 20) /* larger records go to the Python path */
 
 
-#include "batch/draws.h"   /* the samples' random draws */
+#include "plan/draws.h"    /* the samples' random draws */
 #include "batch/options.h" /* the run contract: run_options, parsed from RunOptions */
 
 /* Per-thread buffers, kept between calls (a fresh 150 KB planes buffer per call is mapped and
@@ -177,9 +177,7 @@ typedef struct {
 static int plan_sample(sample_ctx *ctx, uint64_t sample, long rows, long cols, full_plan *fp)
 {
     double u[N_UNIFORM], normals[3] = {0.0, 0.0, 0.0};
-    philox_uniforms(ctx->key, sample, ctx->epoch, u, N_UNIFORM);
-    if (ctx->opt->plan.pca_noise > 0)
-        pca_normals(ctx->key, sample, ctx->epoch, normals);
+    sample_draws(ctx->key, sample, ctx->epoch, u, ctx->opt->plan.pca_noise > 0 ? normals : NULL);
     return plan_full(&ctx->opt->plan, u, normals, rows, cols, fp) == PLAN_OK ? 0 : -1;
 }
 

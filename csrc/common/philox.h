@@ -1,8 +1,8 @@
 /*
  * numpy's Philox4x64-10 bit generator, as ``numpy.random.Philox(key=(key_hi << 64) | key_lo,
  * counter=[0, 0, sample, epoch])`` makes it, and ``Generator.random``'s doubles from it: the
- * random stream of one sample of one epoch (recpipe.decode.augment.rng), read without the GIL.
- * tests/decode/test_native.py checks it against numpy.
+ * random stream of one sample of one epoch, read without the GIL (plan/draws.h: the draws of
+ * both decode paths). tests/decode/test_draws.py checks it against numpy's, the reference.
  */
 #ifndef RECPIPE_COMMON_PHILOX_H
 #define RECPIPE_COMMON_PHILOX_H
@@ -17,7 +17,8 @@ static inline uint64_t mulhilo(uint64_t a, uint64_t b, uint64_t *hi)
     return (uint64_t)product;
 }
 
-static void philox_block(const uint64_t counter[4], const uint64_t key_in[2], uint64_t out[4])
+static inline void philox_block(const uint64_t counter[4], const uint64_t key_in[2],
+                                uint64_t out[4])
 {
     uint64_t c[4] = {counter[0], counter[1], counter[2], counter[3]};
     uint64_t key[2] = {key_in[0], key_in[1]};
@@ -35,8 +36,8 @@ static void philox_block(const uint64_t counter[4], const uint64_t key_in[2], ui
 
 /* Uniform ``which`` of Generator(Philox(key, counter=[0, 0, sample, epoch])).random(n): a new
  * Philox increments the counter before each block of four 64-bit outputs. */
-static double philox_uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch,
-                             unsigned which)
+static inline double philox_uniform(const uint64_t key[2], uint64_t sample, uint64_t epoch,
+                                    unsigned which)
 {
     uint64_t counter[4] = {0, 0, sample, epoch}, block[4];
     uint64_t step = which / 4 + 1;
@@ -46,8 +47,8 @@ static double philox_uniform(const uint64_t key[2], uint64_t sample, uint64_t ep
 }
 
 /* The first ``count`` uniforms of the sample's stream (Generator.random(count)). */
-static void philox_uniforms(const uint64_t key[2], uint64_t sample, uint64_t epoch, double *u,
-                            unsigned count)
+static inline void philox_uniforms(const uint64_t key[2], uint64_t sample, uint64_t epoch,
+                                   double *u, unsigned count)
 {
     uint64_t counter[4] = {0, 0, sample, epoch}, block[4];
     for (unsigned i = 0; i < count; i++) {

@@ -20,6 +20,12 @@
  * idx_lines(data) -> int and parse_idx(data, keys, offsets, first=0) -> int: the .idx parser's
  *     fast path (index/idx_parse.h) over a buffer of whole lines, without the GIL.
  *
+ * decode_head, padded, image_header, label_rule, id_row: RecordIO's framing, image header
+ *     and label rules (record/record.h, which recpipe._batch reads records with), for
+ *     recpipe/io/format/framing.py, io/format/header.py and decode/labels.py; their constants
+ *     (RECORD_MAGIC, RECORD_HEAD, MAX_RECORD_SIZE, IMAGE_HEADER) and statuses (HEADER_*,
+ *     LABELS_*).
+ *
  * and the probes the tests compare with OpenCV: colour_convert (HLS), warp_affine, interp.
  */
 #define PY_SSIZE_T_CLEAN
@@ -35,6 +41,7 @@
 #include "kernels/render.h"
 #include "kernels/render_fields.h"
 #include "plan/plan.h"
+#include "record/record.h"
 
 typedef struct {
     plan_config plan;
@@ -367,7 +374,172 @@ done:
     return result;
 }
 
+
+/* --- records: framing, the image header, labels (record/record.h) -------------------------- */
+
+static PyObject *struct_error; /* struct.error: what struct.unpack_from raised for a short head */
+
+/* decode_head(data, pos) -> (magic, cflag, length) of the part head at data[pos:pos + 8] */
+static PyObject *kernels_decode_head(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "decode_head() takes exactly 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t pos = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t at = pos < 0 ? pos + data.len : pos;
+    if (at < 0 || data.len - at < RECORD_HEAD) {
+        PyErr_Format(struct_error, "a part head needs %d bytes at offset %zd of a buffer of "
+                     "%zd bytes", RECORD_HEAD, pos, data.len);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    record_head h = record_head_at((const unsigned char *)data.buf + at);
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(kkk)", (unsigned long)h.magic, (unsigned long)h.cflag,
+                         (unsigned long)h.length);
+}
+
+/* padded(length) -> length rounded up to a multiple of 4 */
+static PyObject *kernels_padded(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "padded() takes exactly 1 argument (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *length = args[0];
+    long long value = PyLong_AsLongLong(length);
+    if (value == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLongLong(record_padded(value));
+}
+
+/* image_header(payload) -> (flag, label, id, id2, labels_end); labels_end HEADER_SHORT (the
+ * other fields zero) or HEADER_LABELS_PAST_END when the payload cannot hold the header */
+static PyObject *kernels_image_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "image_header() takes exactly 1 argument (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *payload = args[0];
+    Py_buffer data;
+    if (PyObject_GetBuffer(payload, &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    image_header h = {0, 0.0f, 0, 0, 0};
+    int status = image_header_of(data.buf, (size_t)data.len, &h);
+    PyBuffer_Release(&data);
+    long long end = status == HEADER_OK ? (long long)h.labels_end : (long long)status;
+    return Py_BuildValue("(kdKKL)", (unsigned long)h.flag, (double)h.label,
+                         (unsigned long long)h.id, (unsigned long long)h.id2, end);
+}
+
+/* label_rule(flag, label_width) -> LABELS_SCALAR, LABELS_PACKED or an error status */
+static PyObject *kernels_label_rule(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "label_rule() takes exactly 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    long long flag = PyLong_AsLongLong(args[0]);
+    if (flag == -1 && PyErr_Occurred())
+        return NULL;
+    long long width = PyLong_AsLongLong(args[1]);
+    if (width == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(label_rule(flag, width));
+}
+
+/* id_row(ids, id) -> the row of ``id`` in ``ids`` (ascending uint64), or -1 (also for an id
+ * that is no uint64: it matches no header) */
+static PyObject *kernels_id_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "id_row() takes exactly 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *index = PyNumber_Index(args[1]);
+    unsigned long long id = 0;
+    int listed = index != NULL;
+    if (listed) {
+        id = PyLong_AsUnsignedLongLong(index);
+        Py_DECREF(index);
+        listed = !(id == (unsigned long long)-1 && PyErr_Occurred());
+    }
+    if (!listed) {
+        PyErr_Clear();
+        return PyLong_FromLong(-1);
+    }
+    Py_buffer ids;
+    if (PyObject_GetBuffer(args[0], &ids, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (ids.len % (Py_ssize_t)sizeof(uint64_t) || (uintptr_t)ids.buf % sizeof(uint64_t)) {
+        PyBuffer_Release(&ids);
+        PyErr_SetString(PyExc_ValueError, "ids must be an aligned buffer of uint64");
+        return NULL;
+    }
+    ptrdiff_t row = id_row(ids.buf, ids.len / (Py_ssize_t)sizeof(uint64_t), (uint64_t)id);
+    PyBuffer_Release(&ids);
+    return PyLong_FromSsize_t(row);
+}
+
+static int add_record_contract(PyObject *module)
+{
+    PyObject *structs = PyImport_ImportModule("struct");
+    if (structs == NULL)
+        return -1;
+    struct_error = PyObject_GetAttrString(structs, "error");
+    Py_DECREF(structs);
+    if (struct_error == NULL)
+        return -1;
+    static const struct {
+        const char *name;
+        long long value;
+    } constants[] = {
+        {"RECORD_MAGIC", RECORD_MAGIC}, {"RECORD_HEAD", RECORD_HEAD},
+        {"MAX_RECORD_SIZE", RECORD_MAX_LENGTH}, {"IMAGE_HEADER", IMAGE_HEADER},
+        {"HEADER_SHORT", HEADER_SHORT}, {"HEADER_LABELS_PAST_END", HEADER_LABELS_PAST_END},
+        {"LABELS_SCALAR", LABELS_SCALAR}, {"LABELS_PACKED", LABELS_PACKED},
+        {"LABELS_NOT_SCALAR", LABELS_NOT_SCALAR}, {"LABELS_TOO_FEW", LABELS_TOO_FEW},
+    };
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
+        PyObject *value = PyLong_FromLongLong(constants[i].value);
+        if (value == NULL || PyModule_AddObject(module, constants[i].name, value) < 0) {
+            Py_XDECREF(value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyMethodDef kernels_methods[] = {
+    {"decode_head", (PyCFunction)(void (*)(void))kernels_decode_head, METH_FASTCALL,
+     "decode_head(data, pos) -> (magic, cflag, length) of the RecordIO part head at "
+     "data[pos:pos + 8] (struct.error when the buffer ends first)."},
+    {"padded", (PyCFunction)(void (*)(void))kernels_padded, METH_FASTCALL,
+     "padded(length) -> length rounded up to a multiple of 4 (a part's bytes after its head)."},
+    {"image_header", (PyCFunction)(void (*)(void))kernels_image_header, METH_FASTCALL,
+     "image_header(payload) -> (flag, label, id, id2, labels_end): the IRHeader at the start "
+     "of a record payload; labels_end is HEADER_SHORT or HEADER_LABELS_PAST_END when the "
+     "payload cannot hold it."},
+    {"label_rule", (PyCFunction)(void (*)(void))kernels_label_rule, METH_FASTCALL,
+     "label_rule(flag, label_width) -> LABELS_SCALAR (the header's label), LABELS_PACKED (the "
+     "first label_width packed labels), or LABELS_NOT_SCALAR / LABELS_TOO_FEW (the setting does "
+     "not fit the record): ImageRecordIter's rule."},
+    {"id_row", (PyCFunction)(void (*)(void))kernels_id_row, METH_FASTCALL,
+     "id_row(ids, id) -> the row of image id ``id`` in ``ids`` (an ascending uint64 buffer), or "
+     "-1 when it is not there."},
     {"finish", kernels_finish, METH_VARARGS,
      "finish(prepared, plan, region, out) -> None: the steps after the region (HLS shift, "
      "colour jitter, mirror, normalisation, layout) for a region made elsewhere (an "
@@ -418,7 +590,8 @@ PyMODINIT_FUNC PyInit__kernels(void)
     PyObject *module = PyModule_Create(&kernels_module);
     const field *more[1] = {RENDER_FIELDS};
     Py_ssize_t counts[1] = {N_RENDER_FIELDS};
-    if (module != NULL && plan_add_contract(module, more, counts, 1) < 0)
+    if (module != NULL
+        && (plan_add_contract(module, more, counts, 1) < 0 || add_record_contract(module) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -11,7 +11,12 @@
  * ``options``: a tuple of the OPTION_FIELDS (recpipe.decode.augment.plan.Planner.options);
  * ``uniforms``: a C-contiguous buffer of 64 float64 (numpy's Generator.random(64)) read at the
  * DRAW_SLOTS; ``normals``: None, or 3 float64 (Generator.standard_normal(3), drawn after the
- * uniforms) when pca_noise > 0.
+ * uniforms) when pca_noise > 0; draws' bytes are taken as they are.
+ *
+ * draws(key_lo, key_hi, sample, epoch, normals) -> (uniforms, normals): a sample's random draws
+ *     (plan/draws.h, the ones recpipe._batch plans with): its N_UNIFORM uniforms as bytes of
+ *     float64, and PCA lighting's 3 normals when ``normals`` is true (None when PCA_NATIVE is
+ *     0: numpy's sampler was not linked, and the caller draws them with numpy).
  *
  * check(options) -> None: ``options`` parsed and validated (TypeError/ValueError), as plan does.
  * resize_shorter(height, width, size) -> (rows, cols): MXNet's resize step.
@@ -21,6 +26,7 @@
 
 #include <string.h>
 
+#include "plan/draws.h"
 #include "plan/geometry.h"
 #include "plan/plan.h"
 
@@ -39,6 +45,10 @@ static int parse_options(PyObject *options, plan_config *c)
 /* ``count`` float64 from a C-contiguous buffer of exactly that many into ``out``. */
 static int read_doubles(PyObject *source, double *out, Py_ssize_t count, const char *name)
 {
+    if (PyBytes_CheckExact(source) && PyBytes_GET_SIZE(source) == count * 8) { /* draws' */
+        memcpy(out, PyBytes_AS_STRING(source), (size_t)count * sizeof(double));
+        return 0;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(source, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
@@ -202,7 +212,48 @@ static PyObject *plan_resize_shorter(PyObject *self, PyObject *args)
     return pair(rows, cols);
 }
 
+
+/* draws(key_lo, key_hi, sample, epoch, normals) -> (uniforms, normals): plan/draws.h */
+static PyObject *plan_draws(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "draws() takes exactly 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    uint64_t words[4];
+    for (int i = 0; i < 4; i++) { /* key_lo, key_hi, sample, epoch: taken modulo 2**64 */
+        words[i] = (uint64_t)PyLong_AsUnsignedLongLongMask(args[i]);
+        if (words[i] == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    int want_normals = PyObject_IsTrue(args[4]);
+    if (want_normals < 0)
+        return NULL;
+    PyObject *uniforms = PyBytes_FromStringAndSize(NULL, N_UNIFORM * sizeof(double));
+    if (uniforms == NULL)
+        return NULL;
+    double normals[3];
+    uint64_t key[2] = {words[0], words[1]};
+    int drawn = sample_draws(key, words[2], words[3], (double *)PyBytes_AS_STRING(uniforms),
+                             want_normals ? normals : NULL);
+    if (!want_normals || !drawn)
+        return Py_BuildValue("(NO)", uniforms, Py_None);
+    PyObject *out = PyBytes_FromStringAndSize((const char *)normals, sizeof normals);
+    if (out == NULL) {
+        Py_DECREF(uniforms);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", uniforms, out);
+}
+
 static PyMethodDef plan_methods[] = {
+    {"draws", (PyCFunction)(void (*)(void))plan_draws, METH_FASTCALL,
+     "draws(key_lo, key_hi, sample, epoch, normals) -> (uniforms, normals): the random draws "
+     "of one sample (plan/draws.h, the ones recpipe._batch plans with): the first N_UNIFORM "
+     "doubles of its Philox stream (numpy's Generator.random(N_UNIFORM)) as bytes of native "
+     "float64, and when ``normals`` is true the 3 standard normals PCA lighting draws after "
+     "them (numpy's ziggurat) as bytes of 3 float64, or None when PCA_NATIVE is 0."},
     {"plan", plan_plan, METH_VARARGS,
      "plan(options, uniforms, normals, height, width) -> the SamplePlan fields of one sample "
      "(the last: the C plan, as bytes), or (status, rows, cols) when it cannot be planned."},
@@ -236,7 +287,8 @@ static int add_contract(PyObject *module)
         return -1;
     if (PyModule_AddIntConstant(module, "BAD_SIZE", PLAN_BAD_SIZE) < 0
         || PyModule_AddIntConstant(module, "UNDER_CROP", PLAN_UNDER_CROP) < 0
-        || PyModule_AddIntConstant(module, "TOO_LARGE", PLAN_TOO_LARGE) < 0)
+        || PyModule_AddIntConstant(module, "TOO_LARGE", PLAN_TOO_LARGE) < 0
+        || PyModule_AddIntConstant(module, "PCA_NATIVE", PCA_NATIVE) < 0)
         return -1;
     return 0;
 }

@@ -82,7 +82,7 @@ import numpy as np
 
 from .._optional import require
 from ..adapters.facade import LoaderFacade
-from ..decode.augment import sample_rng
+from ..decode.augment import sample_stream
 from ..decode.labels import IdLabels
 from ..decode.loader import ImageLoader
 from ..decode.options import LoaderOptions
@@ -224,7 +224,9 @@ class _Normalizer:
         contrast = np.ones(len(positions), np.float32)
         illumination = np.zeros(len(positions), np.float32)
         for i, position in enumerate(positions):
-            u = sample_rng(self.seed, epoch, int(position)).random(2)
+            # the sample's first two uniforms (Generator.random(2) of its stream), drawn in C
+            u = np.frombuffer(sample_stream(self.seed, epoch, int(position)).draws(False)[0],
+                              np.float64, 2)
             contrast[i] += (u[0] * 2 - 1) * self.max_contrast
             illumination[i] = (u[1] * 2 - 1) * self.max_illumination
         return contrast[:, None, None, None], illumination[:, None, None, None]

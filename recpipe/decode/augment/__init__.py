@@ -60,7 +60,7 @@ from .config import AUGMENT_KEYWORDS, UNSUPPORTED_KEYWORDS, AugmentConfig
 from .geometry import PAYING_SCALES, decode_box, decode_scale
 from .plan import Planner, SamplePlan, resize_shorter_size
 from .render import Kernels, Renderer
-from .rng import sample_rng, thread_sample_rng
+from .rng import SampleStream, sample_rng, sample_stream
 
 __all__ = [
     "AUGMENT_KEYWORDS",
@@ -69,9 +69,11 @@ __all__ = [
     "Kernels",
     "PAYING_SCALES",
     "SamplePlan",
+    "SampleStream",
     "UNSUPPORTED_KEYWORDS",
     "resize_shorter_size",
     "sample_rng",
+    "sample_stream",
 ]
 
 
@@ -93,9 +95,11 @@ class Augmenter:
 
     @staticmethod
     def sample_rng(seed, epoch, index):
-        """The same stream as ``sample_rng(seed, epoch, index)`` from a generator reused by the
-        calling thread (~1 us instead of ~10 us): valid until this thread's next call."""
-        return thread_sample_rng(seed, epoch, index)
+        """The stream of ``sample_rng(seed, epoch, index)`` as a ``SampleStream``: ``plan``
+        draws from it in C (csrc/plan/draws.h, as ``recpipe._batch`` does); used as a Generator
+        it is the calling thread's reused one (``thread_sample_rng``: valid until this thread's
+        next call)."""
+        return sample_stream(seed, epoch, index)
 
     @property
     def out_shape(self):

@@ -4,8 +4,9 @@ block of uniforms (``SamplePlan``), so a sample's result depends only on its ran
 The decisions are made in C, by the one planner both decode paths call (``csrc/plan/plan.h``:
 ``recpipe._plan`` here, ``recpipe._batch`` for the runs it decodes), so the two paths can differ
 only in their kernels. ``Planner`` packs an ``AugmentConfig`` into the planner's options once,
-draws the sample's uniforms (and normals for PCA lighting) from its RNG and builds the
-``SamplePlan``.
+draws the sample's uniforms (and normals for PCA lighting) and builds the ``SamplePlan``. The
+draws are C's too (csrc/plan/draws.h, ``recpipe._plan.draws``) for a ``SampleStream``, the
+stream recpipe's loaders plan with; a numpy Generator of one's own is drawn from as numpy does.
 """
 
 from typing import NamedTuple, Optional, Tuple
@@ -13,6 +14,7 @@ from typing import NamedTuple, Optional, Tuple
 from ..._optional import native
 from ...errors import DecodeError
 from .config import aspect_range
+from .rng import SampleStream
 
 __all__ = ["Planner", "SamplePlan", "N_UNIFORM", "U_CROP", "U_MIRROR", "plan_options",
            "resize_shorter_size"]
@@ -125,10 +127,17 @@ class Planner:
         return self._crop_size
 
     def plan(self, height, width, rng):
-        """Draw everything for a ``height`` x ``width`` source image from ``rng``:
-        ``rng.random(N_UNIFORM)``, then ``rng.standard_normal(3)`` with PCA lighting."""
-        uniforms = rng.random(self._uniforms)
-        normals = rng.standard_normal(3) if self._pca else None
+        """Draw everything for a ``height`` x ``width`` source image from ``rng``: a
+        ``SampleStream`` (``Augmenter.sample_rng``) is drawn from in C (its ``draws``), any
+        other Generator as ``rng.random(N_UNIFORM)``, then ``rng.standard_normal(3)`` with PCA
+        lighting: the same numbers for the same stream."""
+        if type(rng) is SampleStream:
+            uniforms, normals = rng.draws(self._pca)
+            if self._pca and normals is None:  # recpipe._plan without numpy's sampler
+                normals = rng.numpy_normals(self._uniforms)
+        else:
+            uniforms = rng.random(self._uniforms)
+            normals = rng.standard_normal(3) if self._pca else None
         fields = self._plan.plan(self.options, uniforms, normals, height, width)
         if len(fields) == 3:
             raise self._error(*fields)

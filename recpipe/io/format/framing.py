@@ -4,10 +4,15 @@ A part is ``[magic u32][lrec u32][length bytes][zero pad to 4]`` with ``lrec = c
 length``. Every 4-byte-aligned occurrence of the magic word inside a payload is cut out and becomes
 a part boundary (cflag 1 first, 2 middle, 3 last); readers put the magic back between parts. See
 ``shared/docs/recordio-compat.md`` section 1.
+
+Reading a part head (``decode_head``) and its padding (``padded``) are defined once, in C
+(csrc/record/record.h, through ``recpipe._kernels``): the same code ``recpipe._batch`` reads
+records with. Writing (``frame``) is only here: no C writes records.
 """
 
 import struct
 
+from ..._optional import native
 from ...errors import RecordTooLargeError
 
 __all__ = [
@@ -24,15 +29,22 @@ __all__ = [
 MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
 MAX_RECORD_SIZE = (1 << 29) - 1
-HEAD_SIZE = 8
-_LENGTH_MASK = (1 << 29) - 1
+HEAD_SIZE = 8  # MAGIC, MAX_RECORD_SIZE and HEAD_SIZE are record.h's (tests/io check they agree)
 _HEAD = struct.Struct("<II")
 _PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
+_C = None  # recpipe._kernels, loaded on first use (importing recpipe does not need it built)
+
+
+def _records():
+    global _C
+    if _C is None:
+        _C = native("_kernels")
+    return _C
 
 
 def padded(length):
-    """``length`` rounded up to a multiple of 4."""
-    return (length + 3) & ~3
+    """``length`` rounded up to a multiple of 4 (record.h's ``record_padded``)."""
+    return (_C or _records()).padded(length)
 
 
 def _aligned_magic_offsets(payload):
@@ -69,6 +81,9 @@ def _as_bytes(payload):
 def frame(payload):
     """Return the on-disk bytes of one record, byte-identical to MXNet's writer.
 
+    (Writing stays in Python: only the writers frame records, nothing in C does, and the
+    payload's pieces are joined by ``bytes.join`` without a copy more than C would make.)
+
     ``payload`` is any bytes-like object; more than 2**29 - 1 bytes raises RecordTooLargeError.
     """
     payload = _as_bytes(payload)
@@ -90,6 +105,6 @@ def frame(payload):
 
 
 def decode_head(data, pos):
-    """Return ``(magic, cflag, length)`` of the part head at ``data[pos:pos+8]``."""
-    magic, lrec = _HEAD.unpack_from(data, pos)
-    return magic, lrec >> 29, lrec & _LENGTH_MASK
+    """Return ``(magic, cflag, length)`` of the part head at ``data[pos:pos+8]`` (record.h's
+    ``record_head_at``; struct.error when ``data`` ends before the head)."""
+    return (_C or _records()).decode_head(data, pos)

@@ -3,6 +3,10 @@
 
 Payload = ``<IfQQ`` header (flag, label, id, id2; 24 bytes) + ``flag`` float32 labels + image bytes.
 A scalar label means flag 0; any sequence (even of length 1) means ``flag = len(labels)``.
+
+Reading a header (``unpack_header``) is defined once, in C (csrc/record/record.h, through
+``recpipe._kernels``), the same code ``recpipe._batch`` reads headers with; this module turns its
+status into the precise error. Writing (``pack``) is only here: no C writes headers.
 """
 
 import numbers
@@ -11,13 +15,22 @@ from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from ..._optional import native
 from ...errors import FORMAT, RecordFormatError
 from ...image.opencv import imdecode, load_cv2
 
 __all__ = ["IRHeader", "HEADER_SIZE", "pack", "unpack", "unpack_header", "pack_img", "unpack_img"]
 
-_IR_FORMAT = struct.Struct("<IfQQ")
+_IR_FORMAT = struct.Struct("<IfQQ")  # for pack; HEADER_SIZE is record.h's IMAGE_HEADER too
 HEADER_SIZE = _IR_FORMAT.size
+_C = None  # recpipe._kernels, loaded on first use (importing recpipe does not need it built)
+
+
+def _records():
+    global _C
+    if _C is None:
+        _C = native("_kernels")
+    return _C
 
 
 class IRHeader(NamedTuple):
@@ -43,21 +56,23 @@ def pack(header: IRHeader, s: bytes) -> bytes:
 
 def unpack_header(s: bytes, *, path: Optional[str] = None,
                   record: Optional[int] = None) -> Tuple[IRHeader, int]:
-    """Return ``(header, labels_end)`` where ``s[labels_end:]`` is the image."""
-    if len(s) < HEADER_SIZE:
-        raise RecordFormatError(
-            f"payload of {len(s)} bytes is shorter than the {HEADER_SIZE}-byte image header",
-            path=path, record=record, fault=FORMAT, detector="IRHeader")
-    header = IRHeader(*_IR_FORMAT.unpack_from(s))
-    if header.flag == 0:
-        return header, HEADER_SIZE
-    end = HEADER_SIZE + 4 * header.flag
-    if end > len(s):
-        raise RecordFormatError(
-            f"header says {header.flag} labels but the payload has {len(s)} bytes",
-            path=path, record=record, fault=FORMAT, detector="IRHeader")
-    label = np.frombuffer(s, np.float32, header.flag, HEADER_SIZE)
-    return header._replace(label=label), end
+    """Return ``(header, labels_end)`` where ``s[labels_end:]`` is the image (record.h's
+    ``image_header_of``)."""
+    flag, label, id_, id2, end = (_C or _records()).image_header(s)
+    if end < 0:
+        raise _header_error(s, flag, end, path, record)
+    if flag:
+        label = np.frombuffer(s, np.float32, flag, HEADER_SIZE)
+    return IRHeader(flag, label, id_, id2), end
+
+
+def _header_error(s, flag, status, path, record):
+    size = len(s)
+    if status == _C.HEADER_SHORT:
+        reason = f"payload of {size} bytes is shorter than the {HEADER_SIZE}-byte image header"
+    else:
+        reason = f"header says {flag} labels but the payload has {size} bytes"
+    return RecordFormatError(reason, path=path, record=record, fault=FORMAT, detector="IRHeader")
 
 
 def unpack(s: bytes) -> Tuple[IRHeader, bytes]:

@@ -87,15 +87,16 @@ def read_record(window, pos, *, record=None, keep_payload=True):
                 f"multi-part record interrupted: expected a continuation part (cflag 2 or 3), "
                 f"found cflag {cflag}", path=path, offset=pos, record=record, **_FRAMING)
         body = pos + HEAD_SIZE
-        if body + padded(length) > size:
+        stored = padded(length)
+        if body + stored > size:
             what = "its zero padding" if body + length <= size else "its bytes"
             raise RecordFormatError(
                 f"truncated record: length field says {length} bytes (padded to "
-                f"{padded(length)}) but only {size - body} remain in the file; {what} are missing",
+                f"{stored}) but only {size - body} remain in the file; {what} are missing",
                 path=path, offset=pos, record=record, **_FRAMING)
         if keep_payload:
             pieces.append(window.get(body, length))
-        pos = body + padded(length)
+        pos = body + stored
         if cflag in (0, 3):
             if not keep_payload:
                 return None, pos
