@@ -13,7 +13,6 @@ knows. A run goes to C only when every other field is at its default, so a field
 ``AugmentConfig`` takes the Python path until it is added here and to the C.
 """
 
-import functools
 from dataclasses import MISSING, fields
 from typing import NamedTuple, Optional
 
@@ -139,33 +138,18 @@ def native_module():
     return extension("_batch")
 
 
-@functools.lru_cache(maxsize=None)
-def _normals_match(module):
-    """True when ``module``'s normal draws (numpy's sampler, linked at build time) equal the
-    numpy imported now: another numpy version might sample otherwise."""
-    from .augment.rng import sample_rng
-
-    for sample in range(16):
-        rng = sample_rng(12345, 1, sample)
-        rng.random(64)
-        if tuple(rng.standard_normal(3)) != tuple(module.normals(12345, 0, sample, 1)):
-            return False
-    return True
-
-
 def run_options(augmenter, decoder, *, label_width=1, id_labels=False) -> Optional[RunOptions]:
     """The ``RunOptions`` of runs decoded with ``decoder`` and ``augmenter``, or None when they
     take the Python path (no ``recpipe._batch``, no augmenter, an augmentation outside the
-    allow-list, PCA lighting without numpy's own sampler in C, a decoder not decoding regions
+    allow-list, PCA lighting without numpy's own sampler linked in C, a decoder not decoding regions
     with ``recpipe._batch``). The caller checks what is not about the augmentation: a local
     file. ``id_labels``: labels come from an id table the caller passes to ``fill``
     (``labels.IdLabels``), not from the record headers."""
     module = native_module()
     if module is None or augmenter is None or not augment_is_native(augmenter.config):
         return None
-    if augmenter.config.pca_noise > 0 and not (getattr(module, "PCA_NATIVE", 0)
-                                               and _normals_match(module)):
-        return None  # built without numpy's normal sampler, or another numpy's
+    if augmenter.config.pca_noise > 0 and not getattr(module, "PCA_NATIVE", 0):
+        return None  # built without numpy's normal sampler: the Python path draws with numpy
     region = decoder.region_options()
     if region is None:
         return None
