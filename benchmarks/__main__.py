@@ -99,7 +99,7 @@ def main(argv=None):
             skipped.append(name)
             print(f"{name}: skipped: {exc}", flush=True)
             continue
-        except Exception:  # one failing suite does not stop the others
+        except Exception:  # noqa: BLE001 - one failing suite (any error) does not stop the others
             failed.append(name)
             traceback.print_exc()
             print(f"{name}: FAILED", flush=True)

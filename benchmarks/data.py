@@ -21,8 +21,8 @@ import numpy as np
 
 from .harness import REPO
 
-__all__ = ["photos", "photo_paths", "photos_tree", "photos_rec", "faces_rec", "index_files", "jpeg_blobs",
-           "describe_rec", "SPACING", "REAL_RECORDS"]
+__all__ = ["photos", "photo_paths", "photos_tree", "photos_rec", "faces_rec", "index_files",
+           "jpeg_blobs", "describe_rec", "SPACING", "REAL_RECORDS"]
 
 SPACING = 7168
 REAL_RECORDS = 256

@@ -18,7 +18,8 @@ render a result. ``run_suite`` does the rest, the same way for every suite:
   paired ratios (``recpipe.decode.timing``), never absolute times compared across runs;
 - the result records the machine (CPU model, cores, the load seen, ``busy`` when other
   processes took the cores), the data, the options (and which differ from the defaults), the
-  git commit and the date, and is written as JSON to ``benchmarks/results/<suite>/<date>-<commit>.json``.
+  git commit and the date, and is written as JSON to
+  ``benchmarks/results/<suite>/<date>-<commit>.json``.
 
 A contender that cannot run here (a peer that is not installed, no compiler) raises ``Skip``
 with the reason, which the result keeps; any other error fails the suite.
@@ -315,7 +316,7 @@ def run_suite(cls, *, quick: bool = False, sets: Optional[Dict[str, str]] = None
                     point_runs[name].append(run)
                     say(f"{cls.name} {_label(point)} round {round_index + 1}/{repeats} "
                         f"{name}: {_brief(run)}")
-        for (point, contenders), point_runs in zip(built, runs):
+        for (point, _contenders), point_runs in zip(built, runs):
             point_runs = {n: r for n, r in point_runs.items() if n not in instance.skipped}
             points_out.append({
                 "params": point,

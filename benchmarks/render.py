@@ -43,8 +43,8 @@ ratio the median of the rounds' paired ratios). The machine these ran on is 2 co
 other work: read the ratios, not the absolute rates, and mind the load each section reports.
 
     python -m benchmarks --list            # the suites and their options
-    python -m benchmarks faces             # one suite: writes benchmarks/results/faces/<date>-<commit>.json
-    python -m benchmarks --quick           # every suite at smoke size (CI runs this; no result is kept)
+    python -m benchmarks faces             # one suite: benchmarks/results/faces/DATE-COMMIT.json
+    python -m benchmarks --quick           # every suite at smoke size (CI runs it; keeps no result)
     python -m benchmarks.render            # this file, from the newest results
 
 One-off investigations (GIL probes, the integrity experiment, the C loops, remote CPU splits,
@@ -160,7 +160,7 @@ def render_markdown(results: Path = RESULTS, quick: bool = False) -> str:
 def render_docs(results: Path = RESULTS, quick: bool = False) -> str:
     """The docs page's results block: the headline tables, charted, each with its command."""
     out = []
-    for cls, result, tables in _sections(latest(results, quick), DOCS_FIRST):
+    for _cls, result, tables in _sections(latest(results, quick), DOCS_FIRST):
         headline = [t for t in tables if t.headline]
         if not headline:
             continue

@@ -1,7 +1,9 @@
-"""ruff over the package and its tests: the rule set of ``[tool.ruff]`` in pyproject.toml
-(pycodestyle, pyflakes, bugbear, blind excepts; lines of 100) is kept at zero findings. Skipped
+"""ruff over the package, its tests, the benchmarks and the CI scripts' Python: the rule set of
+``[tool.ruff]`` in pyproject.toml (pycodestyle, pyflakes, bugbear, blind excepts; lines of 100)
+is kept at zero findings. Skipped
 where ruff is not installed, except under CI, where that is a failure (``pip install
-'recpipe[test]'`` installs it)."""
+'recpipe[test]'`` installs it). ``experiments/`` is left out: dated snapshots of one-off
+investigations, kept as they were run."""
 
 import importlib.util
 import os
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+LINTED = ["recpipe", "tests", "benchmarks", "ci"]
 
 
 def test_ruff_finds_nothing():
@@ -19,6 +22,6 @@ def test_ruff_finds_nothing():
         if os.environ.get("CI"):
             pytest.fail("CI must run ruff: pip install 'recpipe[test]'")
         pytest.skip("ruff is not installed (pip install 'recpipe[test]' installs it)")
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "recpipe", "tests"],
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *LINTED],
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"ruff found problems:\n{done.stdout}{done.stderr}"

@@ -23,7 +23,8 @@ TRAIN = {
     "name": "train", "size": 224, "area": (0.08, 1.0), "aspect": (3 / 4, 4 / 3),
     "mirror": True, "dtype": "uint8", "layout": "NCHW",
 }
-VAL = {"name": "val", "size": 224, "resize": 256, "mirror": False, "dtype": "uint8", "layout": "NCHW"}
+VAL = {"name": "val", "size": 224, "resize": 256, "mirror": False, "dtype": "uint8",
+       "layout": "NCHW"}
 IMAGENET_MEAN = (123.68, 116.28, 103.53)
 IMAGENET_STD = (58.395, 57.12, 57.375)
 
@@ -38,7 +39,8 @@ def parse_args(description, extra=None):
     parser.add_argument("--batches", type=int, default=20, help="timed batches")
     parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (at least)")
     parser.add_argument("--steady-wait", type=float, default=0.005,
-                        help="warm-up ends on a fetch that waited this long (s): the queue is empty")
+                        help="warm-up ends on a fetch that waited this long (s): the queue is "
+                             "empty")
     parser.add_argument("--max-extra-warmup", type=int, default=40,
                         help="give up waiting for steady state after this many more batches")
     parser.add_argument("--rec", help="path of the .rec (its .idx beside it)")

@@ -2,8 +2,9 @@
 
 Built with ``device_id=None`` (no GPU touched) and ``num_threads=--threads``. Train:
 ``fn.readers.mxnet`` -> ``fn.decoders.image_random_crop`` (ROI decode) -> ``fn.resize(224x224)`` ->
-``fn.crop_mirror_normalize(mirror=coin_flip, CHW)``. Val: ``fn.decoders.image`` -> ``fn.resize(shorter=256)``
--> ``fn.crop_mirror_normalize(crop 224, CHW)``. uint8 output unless ``--dtype float32`` (mean/std normalised).
+``fn.crop_mirror_normalize(mirror=coin_flip, CHW)``. Val: ``fn.decoders.image`` ->
+``fn.resize(shorter=256)`` -> ``fn.crop_mirror_normalize(crop 224, CHW)``. uint8 output unless
+``--dtype float32`` (mean/std normalised).
 """
 
 import os
@@ -21,11 +22,13 @@ def build_pipeline(args, threads):
 
     @pipeline_def(batch_size=args.batch, num_threads=threads, device_id=None, seed=args.seed + 1)
     def pipeline():
-        jpegs, labels = fn.readers.mxnet(path=[rec], index_path=[idx], random_shuffle=False, name="reader")
+        jpegs, labels = fn.readers.mxnet(path=[rec], index_path=[idx], random_shuffle=False,
+                                         name="reader")
         if spec["name"] == "train":
             images = fn.decoders.image_random_crop(
                 jpegs, device="cpu", output_type=types.RGB,
-                random_area=list(spec["area"]), random_aspect_ratio=list(spec["aspect"]), num_attempts=10)
+                random_area=list(spec["area"]), random_aspect_ratio=list(spec["aspect"]),
+                num_attempts=10)
             images = fn.resize(images, resize_x=size, resize_y=size)
             mirror = fn.random.coin_flip(probability=0.5)
         else:
@@ -33,7 +36,8 @@ def build_pipeline(args, threads):
             images = fn.resize(images, resize_shorter=spec["resize"])
             mirror = 0
         if args.dtype == "float32":
-            normalise = {"dtype": types.FLOAT, "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD)}
+            normalise = {"dtype": types.FLOAT, "mean": list(IMAGENET_MEAN),
+                         "std": list(IMAGENET_STD)}
         else:
             normalise = {"dtype": types.UINT8}
         images = fn.crop_mirror_normalize(images, crop=(size, size), mirror=mirror,
@@ -64,9 +68,11 @@ def main():
 
     spec = args.config_spec
     crop = f"decoders.image_random_crop(area={spec.get('area')}, aspect={spec.get('aspect')})"
-    ops = (["readers.mxnet", crop, "resize(224x224)", "crop_mirror_normalize(mirror=coin_flip, CHW)"]
+    ops = (["readers.mxnet", crop, "resize(224x224)",
+            "crop_mirror_normalize(mirror=coin_flip, CHW)"]
            if spec["name"] == "train" else
-           ["readers.mxnet", "decoders.image", "resize(shorter=256)", "crop_mirror_normalize(crop=224, CHW)"])
+           ["readers.mxnet", "decoders.image", "resize(shorter=256)",
+            "crop_mirror_normalize(crop=224, CHW)"])
     used = {"num_threads": threads, "device_id": None, "ops": ops, "output_dtype": args.dtype,
             "dali": dali.__version__}
     measure(args, fetch, consume, contender="dali", used=used, threads_used=threads)

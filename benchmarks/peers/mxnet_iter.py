@@ -1,7 +1,9 @@
-"""Peer runner: MXNet 1.9.1 ``mx.io.ImageRecordIter`` on the .rec/.idx (run by .venv-mxnet's python).
+"""Peer runner: MXNet 1.9.1 ``mx.io.ImageRecordIter`` on the .rec/.idx (run by .venv-mxnet's
+python).
 
-``--threads default`` leaves ``preprocess_threads`` at MXNet's default (4) with ``ctx='gpu'`` (the default),
-which MXNet caps at ``max(nprocs/2, 1)``; ``--threads N`` passes ``preprocess_threads=N`` (same cap).
+``--threads default`` leaves ``preprocess_threads`` at MXNet's default (4) with ``ctx='gpu'``
+(the default), which MXNet caps at ``max(nprocs/2, 1)``; ``--threads N`` passes
+``preprocess_threads=N`` (same cap).
 """
 
 import os
@@ -12,7 +14,8 @@ MXNET_DEFAULT_PREPROCESS_THREADS = 4
 
 
 def effective_threads(requested):
-    """MXNet's OpenMP decode threads for ``ctx='gpu'``: min(preprocess_threads, max(nprocs/2, 1))."""
+    """MXNet's OpenMP decode threads for ``ctx='gpu'``:
+    min(preprocess_threads, max(nprocs/2, 1))."""
     asked = MXNET_DEFAULT_PREPROCESS_THREADS if requested is None else requested
     return min(asked, max((os.cpu_count() or 1) // 2, 1))
 
@@ -71,7 +74,8 @@ def main():
             for key, value in kwargs.items() if not key.startswith("path_")}
     used.update(ctx="gpu (default)", output_dtype=str(data_iter.provide_data[0].dtype),
                 mxnet=mx.__version__)
-    measure(args, fetch, consume, contender="mxnet", used=used, threads_used=effective_threads(requested))
+    measure(args, fetch, consume, contender="mxnet", used=used,
+            threads_used=effective_threads(requested))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Modes (run by .venv-peers' python, or any python with recpipe installed):
 - default: ``recpipe.ImageLoader`` with ``threads=--threads``; train = random-resized crop 224
   (area 0.08-1, aspect 3/4-4/3) + rand_mirror, val = resize 256 + center crop 224; uint8 NCHW,
   or ``--dtype float32`` normalised with the ImageNet mean/std.
-- ``--bare``: the baseline of the 0.9x target: ``--threads`` threads decode every JPEG payload of the
-  .rec at full size (``get_decoder().decode(data)`` of ``RecordDecoder.image_bytes``), bytes already in memory.
+- ``--bare``: the baseline of the 0.9x target: ``--threads`` threads decode every JPEG payload
+  of the .rec at full size (``get_decoder().decode(data)`` of ``RecordDecoder.image_bytes``),
+  bytes already in memory.
 - ``--epochs K``: K full epochs of the loader; the JSON line adds peak/current RSS after each epoch.
 """
 
@@ -20,7 +21,8 @@ RECPIPE_DEFAULT_THREADS = 2  # ImageLoader's own default
 
 def extra_arguments(parser):
     parser.add_argument("--bare", action="store_true", help="time bare full-size decode instead")
-    parser.add_argument("--epochs", type=int, default=0, help="run K epochs and report RSS per epoch")
+    parser.add_argument("--epochs", type=int, default=0,
+                        help="run K epochs and report RSS per epoch")
     parser.add_argument("--last-batch", default="pad", choices=("pad", "drop"))
     parser.add_argument("--decoder", default="auto")
 
@@ -90,7 +92,8 @@ def run_epochs(args, threads):
             for batch, _labels in loader:
                 images += batch.shape[0]
                 checksum += touch(batch)
-            rss.append({"peak_mb": round(peak_rss_mb(), 1), "current_mb": round(current_rss_mb(), 1)})
+            rss.append({"peak_mb": round(peak_rss_mb(), 1),
+                        "current_mb": round(current_rss_mb(), 1)})
         seconds = time.perf_counter() - start
         used = dict(kwargs, decoder=type(loader.decoder).__name__, batches_per_epoch=len(loader))
     emit({"contender": "recpipe-epochs", "config": args.config, "dtype": args.dtype,
@@ -111,7 +114,8 @@ def load_payload_images(rec):
 
 
 def run_bare(args, threads):
-    """``threads`` free-running threads decode full-size JPEGs; a 'batch' = ``--batch`` more decodes done."""
+    """``threads`` free-running threads decode full-size JPEGs; a 'batch' = ``--batch`` more
+    decodes done."""
     from recpipe.decode.decoders import get_decoder
 
     decoder = get_decoder(args.decoder)

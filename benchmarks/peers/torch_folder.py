@@ -1,8 +1,9 @@
 """Peer runner: PyTorch DataLoader over torchvision ImageFolder (run by .venv-peers' python).
 
-``--threads N`` = ``num_workers=N`` worker processes (``persistent_workers=True``, so epoch turns cost no
-respawn). Train: RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor -> uint8 NCHW batches.
-Val: Resize(256) + CenterCrop(224) + PILToTensor. ``--dtype float32`` adds ToDtype(scale) + Normalize.
+``--threads N`` = ``num_workers=N`` worker processes (``persistent_workers=True``, so epoch
+turns cost no respawn). Train: RandomResizedCrop(224) + RandomHorizontalFlip + PILToTensor ->
+uint8 NCHW batches. Val: Resize(256) + CenterCrop(224) + PILToTensor. ``--dtype float32`` adds
+ToDtype(scale) + Normalize.
 """
 
 from _common import IMAGENET_MEAN, IMAGENET_STD, measure, parse_args, thread_count
@@ -15,14 +16,16 @@ def build_transform(spec, dtype):
     from torchvision import transforms
 
     if spec["name"] == "train":
-        steps = [transforms.RandomResizedCrop(spec["size"], scale=spec["area"], ratio=spec["aspect"]),
+        steps = [transforms.RandomResizedCrop(spec["size"], scale=spec["area"],
+                                              ratio=spec["aspect"]),
                  transforms.RandomHorizontalFlip()]
     else:
         steps = [transforms.Resize(spec["resize"]), transforms.CenterCrop(spec["size"])]
     steps.append(transforms.PILToTensor())
     if dtype == "float32":
         steps += [transforms.ConvertImageDtype(torch.float32),
-                  transforms.Normalize([m / 255 for m in IMAGENET_MEAN], [s / 255 for s in IMAGENET_STD])]
+                  transforms.Normalize([m / 255 for m in IMAGENET_MEAN],
+                                       [s / 255 for s in IMAGENET_STD])]
     return transforms.Compose(steps)
 
 

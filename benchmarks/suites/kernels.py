@@ -124,7 +124,7 @@ class KernelsSuite(Suite):
                 self.diffs[f"{name}: {path}"] = {"max": float(diff.max()) / gain,
                                                  "mean": float(diff.mean()) / gain}
 
-                def apply(aug=aug, these=these):
+                def apply(aug=aug, these=these, name=name):
                     out = np.empty(aug.out_shape, aug.dtype)
                     start = time.perf_counter()
                     for img, plan, window in these:

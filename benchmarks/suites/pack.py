@@ -65,7 +65,8 @@ class Pack(Suite):
                 found = subprocess.run([python, "-c", code], capture_output=True, text=True)
                 script = found.stdout.strip()
                 if found.returncode != 0 or not os.path.exists(script):
-                    self.skip("im2rec", f"mxnet's tools/im2rec.py not found ({script or found.stderr[-200:]})")
+                    why = script or found.stderr[-200:]
+                    self.skip("im2rec", f"mxnet's tools/im2rec.py not found ({why})")
                 else:
                     self.im2rec = [python, script]
                     run_command(self.im2rec + ["--list", "--recursive",

@@ -28,7 +28,8 @@ RUNNER_TIMEOUT_S = 900
 
 
 def mxnet_effective_threads(requested):
-    """ImageRecordIter's decode threads with ctx='gpu' (the default): min(asked, max(nprocs/2, 1))."""
+    """ImageRecordIter's decode threads with ctx='gpu' (the default):
+    min(asked, max(nprocs/2, 1))."""
     return min(requested, max((os.cpu_count() or 1) // 2, 1))
 
 
@@ -68,8 +69,8 @@ def run_runner(python, argv, timeout=RUNNER_TIMEOUT_S):
 class Peers(Suite):
     name = "peers"
     title = "Decoding ImageNet-style photos: recpipe against MXNet, DALI and PyTorch"
-    options = {"configs": "train,val", "threads": "", "batch": 128, "batches": 16, "steady_warmup": 3,
-               "rss_epochs": 10, "skip": "", "photos": 1000, "iter_threads": 2,
+    options = {"configs": "train,val", "threads": "", "batch": 128, "batches": 16,
+               "steady_warmup": 3, "rss_epochs": 10, "skip": "", "photos": 1000, "iter_threads": 2,
                "iter_batches": 8}
     quick = {"configs": "train", "threads": "1", "batches": 2, "steady_warmup": 1, "rss_epochs": 0,
              "skip": "dali,torch,float32", "photos": 200, "iter_batches": 2}
