@@ -68,7 +68,7 @@ def unpack_header(s: bytes, *, path: Optional[str] = None,
 
 def _header_error(s, flag, status, path, record):
     size = len(s)
-    if status == _C.HEADER_SHORT:
+    if status == _records().HEADER_SHORT:
         reason = f"payload of {size} bytes is shorter than the {HEADER_SIZE}-byte image header"
     else:
         reason = f"header says {flag} labels but the payload has {size} bytes"
