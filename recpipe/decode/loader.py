@@ -24,6 +24,7 @@ from .epoch import Batch, Epoch, check_process
 from .options import ON_ERROR, LoaderOptions, decoder_for
 from .order import epoch_order, split_batches
 from .pool import shut_down
+from .provenance import check_log_path
 from .records import record_decoder
 from .tune.tuner import AutoTuner, TunerOptions
 
@@ -84,7 +85,8 @@ class ImageLoader:
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
     record positions, seeds, digests of the options and the file; the labels too under a
     ``label_rule``): ``recpipe.replay`` rebuilds any logged batch from it with every option
-    that decides records, pixels or labels (``recpipe.decode.provenance``).
+    that decides records, pixels or labels (``recpipe.decode.provenance``). Its folder must
+    exist and be writable: checked when the loader is created, before the file is opened.
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -100,6 +102,8 @@ class ImageLoader:
                  storage_options: Optional[dict] = None, *,
                  options: Optional[LoaderOptions] = None, **keywords) -> None:
         self.options = o = _loader_options(batch_size, data_shape, options, keywords)
+        if o.provenance is not None:
+            check_log_path(o.provenance)  # not at the first batch, after the file was read
         warn_no_effect(o.augment)  # a setting the others leave without effect: said once
         self.augmenter = Augmenter(o.augment)
         self.decoder = decoder_for(o)
