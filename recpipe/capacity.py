@@ -274,16 +274,22 @@ def measure_workload(url: str, recipe: dict, *, images: int = 256, batch_size: i
     """Decode about ``images`` shuffled images of ``url`` with ``recipe`` (keywords of
     ``ImageLoader``, ``data_shape`` included, e.g. ``recpipe.decode.bench.TRAIN``) on one
     thread, and time reading up to 64 MiB of it in 4 MiB blocks (first, before the decoding
-    caches it; ``storage_source`` says whether the page cache served it): the ``Workload``."""
+    caches it; ``storage_source`` says whether the page cache served it): the ``Workload``.
+    The first batch warms up and is not measured, so the file needs more than ``batch_size``
+    images (ValueError saying how many it has otherwise)."""
     from .decode.loader import ImageLoader
 
     # storage first: the decoding below reads the file into the page cache
     storage, source = _storage_rate(url, storage_options, seed=seed)
     settings = dict(recipe)
     data_shape = settings.pop("data_shape")
+    # prefetch 1: no batch is decoded ahead, so the measured batches are decoded after the
+    # warm-up's snapshot and the ones handed out (with prefetch 2 the second batch was decoded
+    # during the warm-up, and a file of two batches measured nothing)
     with ImageLoader(url, batch_size, data_shape, storage_options=storage_options, threads=1,
-                     dtype=dtype, shuffle=True, seed=seed, lookahead=False,
+                     prefetch=1, dtype=dtype, shuffle=True, seed=seed, lookahead=False,
                      last_batch="partial", **settings) as loader:
+        served = loader.num_samples
         stream = iter(loader)
         next(stream)  # warm-up: caches, first-use imports
         before = loader.stats()
@@ -298,8 +304,9 @@ def measure_workload(url: str, recipe: dict, *, images: int = 256, batch_size: i
         bytes_per_image = loader.reader.size / max(1, len(loader.reader))
     samples = after["samples"] - before["samples"]
     if samples < 1:
-        raise ValueError(f"{url}: too few images to measure (use a file of more than "
-                         f"{batch_size} images)")
+        raise ValueError(f"{url}: too few images to measure: it has {served}, and the first "
+                         f"batch of {batch_size} only warms up (use a file of more than "
+                         f"{batch_size} images, or a smaller batch size, --batch-size)")
     cpu = (after["cpu_seconds"] - before["cpu_seconds"]) / samples
     gil = (after["gil_seconds"] - before["gil_seconds"] + consumer) / samples
     log.info("measured %d images of %s: %.2f ms CPU, %.0f us GIL-held, %.0f bytes per image",

@@ -1,6 +1,7 @@
 """``recpipe plan``: the model's arithmetic on given inputs, and the command end to end."""
 
 import json
+import time
 import math
 
 import pytest
@@ -80,6 +81,34 @@ def test_measured_workload_is_sane(rec):
                          batch_size=8)
     assert 0 < w.gil_seconds <= w.cpu_seconds < 1.0
     assert 1000 < w.bytes_per_image < 1e6 and w.storage_bytes_per_s > 0
+
+
+def test_plan_measures_a_file_of_48_images_with_batches_of_32(rec, capsys, monkeypatch):
+    """The first batch (32) warms up and the 16 after it are measured, however late the
+    consumer takes its snapshot after the warm-up: here it waits for the decode thread to
+    have done all it was given (a batch decoded ahead during the warm-up was never measured,
+    and the file "needed more than 32 images")."""
+    from recpipe.decode.loader import ImageLoader
+
+    stats, waited = ImageLoader.stats, []
+
+    def late_first_snapshot(loader):
+        if not waited:  # the consumer descheduled after the warm-up: the workers go on
+            deadline = time.monotonic() + 1.0
+            while stats(loader)["samples"] < 48 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            waited.append(stats(loader)["samples"])
+        return stats(loader)
+
+    monkeypatch.setattr(ImageLoader, "stats", late_first_snapshot)
+    assert main(["plan", rec, "--gpus", "1", "--gpu-rate", "100", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert waited == [32] and plan["workload"]["cpu_seconds"] > 0
+
+
+def test_plan_on_a_file_of_one_batch_says_how_many_images_it_has(rec):
+    with pytest.raises(ValueError, match="it has 48, and the first batch of 48 only warms up"):
+        measure_workload(rec, {"data_shape": (3, 32, 32)}, batch_size=48)
 
 
 def test_cli_plan_json_end_to_end(rec, capsys):

@@ -52,6 +52,27 @@ def test_bench_table(rec, capsys):
     assert "GIL us" in out and "ceiling/s" in out
 
 
+def test_bench_on_a_file_in_insightface_layout_measures_its_images(tmp_path, capsys):
+    """Record 0 (the header) and the identity records hold no image: bench leaves them out of
+    its bare-decode set, as the loader leaves them out of its epochs."""
+    from recpipe.decode.bench import load_images
+
+    from .test_face_layout import write_faces
+
+    rec, labels = write_faces(tmp_path)
+    images = load_images(rec)
+    assert len(images) == len(labels) and all(len(image) for image in images)
+    with recpipe.RecordReader(rec) as reader:
+        assert images[0] == recpipe.unpack(reader[1])[1] and len(reader) > len(labels) + 1
+    assert len(load_images(rec, limit=3)) == 3
+    status = main(["bench", rec, "--seconds", "0.2", "--batch-size", "4", "--configs", "faces",
+                   "--json"])
+    assert status == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["bare_decode_images_per_s"] > 0
+    assert result["configs"]["faces"]["images_per_s"] > 0
+
+
 def test_bench_unknown_config(rec, capsys):
     assert main(["bench", rec, "--seconds", "0.1", "--configs", "nope"]) == 2
 

@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..system.host import node_share
+from ..io.format.layout import image_positions
 from ..io.reader import RecordReader
 from .cpu_meter import CpuMeter, CpuShare
 from .decoders import get_decoder
@@ -45,11 +46,17 @@ def peak_rss_mb():
 
 
 def load_images(url, limit=None, storage_options=None):
-    """The image bytes of the first ``limit`` records, in memory (so decode is timed alone)."""
+    """The image bytes of the first ``limit`` records the loader serves, in memory (so decode
+    is timed alone): in a file in InsightFace's layout its images, not the header and identity
+    records, which hold none (``io.format.layout.image_positions``, as the loader)."""
     with RecordReader(url, storage_options=storage_options, note_unprotected=True) as reader:
-        count = len(reader) if limit is None else min(limit, len(reader))
+        positions = image_positions(reader)
+        if positions is None:
+            positions = range(len(reader))
+        if limit is not None:
+            positions = positions[:limit]
         records = RecordDecoder(reader, decoder=None)  # reads and strips headers only
-        return [records.image_bytes(position)[1] for position in range(count)]
+        return [records.image_bytes(int(position))[1] for position in positions]
 
 
 def bare_decode(images, threads, *, decoder="auto", seconds=2.0, scale=(1, 1), cores=None):

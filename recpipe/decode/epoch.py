@@ -105,14 +105,17 @@ class Epoch:
     """The consumer side of one epoch: issues batches ahead and hands them out in order.
 
     ``batches`` are the epoch's batches (``order.split_batches``), ``start`` the first one to
-    hand out (a resumed epoch); ``next_epoch(batches)``, when given, is called once the
+    hand out (a resumed epoch), ``stop`` the one before which it ends (None: the epoch's end;
+    ``ImageLoader.batch`` hands out one); ``next_epoch(batches)``, when given, is called once the
     prefetch window reaches past the end, to start decoding that many batches of the next
     epoch (``lookahead``)."""
 
     def __init__(self, parts: EpochParts, batches, epoch: int, start: int = 0,
-                 next_epoch: Optional[Callable[[int], None]] = None):
+                 next_epoch: Optional[Callable[[int], None]] = None,
+                 stop: Optional[int] = None):
         self.parts = parts
         self.batches = batches
+        self.stop = len(batches) if stop is None else min(stop, len(batches))
         self.epoch = epoch
         self.next_epoch = next_epoch
         self.issued: Dict[int, PendingBatch] = {}
@@ -124,7 +127,7 @@ class Epoch:
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
         reader = parts.reader
         self.reads = reader.prefetch(()) if not reader.remote else \
-            reader.prefetch(parts.record_positions(batches.flat(start)),
+            reader.prefetch(parts.record_positions(batches.flat(start, self.stop)),
                             runs=parts.runs if parts.records is None else None)
 
     def __iter__(self):
@@ -161,7 +164,7 @@ class Epoch:
 
     def issue_until(self, count):
         """Submit the samples of every batch before index ``count``."""
-        limit = min(len(self.batches), count)
+        limit = min(self.stop, count)
         while self.issue_index < limit:
             batch = self._allocate(self.batches[self.issue_index])
             self.issued[self.issue_index] = batch
@@ -194,7 +197,7 @@ class Epoch:
     def __next__(self):
         check_process(self.parts.pid)
         self._check_running()
-        if self.next_index >= len(self.batches):
+        if self.next_index >= self.stop:
             self.reads.cancel()
             raise StopIteration
         t0 = time.perf_counter()

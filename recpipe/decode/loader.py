@@ -24,6 +24,7 @@ from .epoch import Batch, Epoch, check_process
 from .options import ON_ERROR, LoaderOptions, decoder_for
 from .order import epoch_order, split_batches
 from .pool import shut_down
+from .provenance import check_log_path
 from .records import record_decoder
 from .tune.tuner import AutoTuner, TunerOptions
 
@@ -44,7 +45,8 @@ class ImageLoader:
     ``shuffle``: False, True ('full' with an index, 'block' without), 'full' or 'block'.
     ``last_batch``: 'pad' (fill from the start, count in ``batch.pad``), 'drop', 'partial'.
     Each batch is a ``Batch``: it unpacks as ``images, labels`` and has ``pad`` and
-    ``positions`` (record positions of its samples).
+    ``positions`` (record positions of its samples). ``loader.batch(epoch, index)`` gives any
+    one batch of any epoch as iterating delivers it, without decoding those before it.
     ``max_pixels``: images declaring more pixels are refused before decoding (a DecodeError
     under ``on_error``; default 89.5 MP, Pillow's limit; None: no limit). Work and memory per
     sample are bounded by it and by the output size (an image far smaller than the output is
@@ -83,7 +85,8 @@ class ImageLoader:
     ``provenance``: a file to append one JSON line to per batch handed out (epoch, batch,
     record positions, seeds, digests of the options and the file; the labels too under a
     ``label_rule``): ``recpipe.replay`` rebuilds any logged batch from it with every option
-    that decides records, pixels or labels (``recpipe.decode.provenance``).
+    that decides records, pixels or labels (``recpipe.decode.provenance``). Its folder must
+    exist and be writable: checked when the loader is created, before the file is opened.
 
     The keywords are checked, all of them and before the file is opened, into a frozen
     ``LoaderOptions`` (``loader.options``); ``ImageLoader(url, options=LoaderOptions...)``
@@ -99,6 +102,8 @@ class ImageLoader:
                  storage_options: Optional[dict] = None, *,
                  options: Optional[LoaderOptions] = None, **keywords) -> None:
         self.options = o = _loader_options(batch_size, data_shape, options, keywords)
+        if o.provenance is not None:
+            check_log_path(o.provenance)  # not at the first batch, after the file was read
         warn_no_effect(o.augment)  # a setting the others leave without effect: said once
         self.augmenter = Augmenter(o.augment)
         self.decoder = decoder_for(o)
@@ -114,6 +119,7 @@ class ImageLoader:
         self.epoch = -1
         self._current = self._next = None
         self._resume_batch = 0
+        self._planned = None  # (epoch, its batch plan): the latest one made
         self.autotuner: Optional[AutoTuner] = None
         if o.threads == "auto":
             self.enable_autotune()
@@ -190,12 +196,45 @@ class ImageLoader:
         """Make the next ``iter(loader)`` epoch number ``epoch``."""
         self.epoch = epoch - 1
 
+    def batch(self, epoch: int, index: int) -> Batch:
+        """Batch ``index`` of epoch ``epoch`` exactly as iterating that epoch hands it out (its
+        records, order, rank part, seeds, quarantine, ``on_error`` handling and pixels; a
+        provenance line is written for it, which ``recpipe.replay`` rebuilds), without decoding
+        the batches before it: the epoch is resumed at ``index`` (as ``load_state_dict`` does)
+        for that one batch. Where iteration goes on is left as it is, and the arrays are the
+        caller's. The plan of the latest epoch asked for is kept, so batch after batch of one
+        epoch does not permute its records again. IndexError for a batch the epoch does not
+        have; a bad record raises (or is skipped/replaced) as in an epoch."""
+        check_process(self._pid)
+        if self._pool is None:
+            raise RuntimeError("the loader is closed: batch() needs an open loader")
+        for name, value in (("epoch", epoch), ("index", index)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"batch(): {name}={value!r}, expected an integer >= 0")
+        if index >= len(self):
+            raise IndexError(f"no batch {index}: an epoch has {len(self)} batches "
+                             f"(0..{len(self) - 1}) of {self.options.batch_size}")
+        one = Epoch(self._parts, self._batches(int(epoch)), int(epoch), int(index),
+                    stop=int(index) + 1)
+        try:
+            return next(one)
+        finally:
+            one.cancel()
+
     def _batches(self, epoch):
+        """The batch plan of ``epoch`` (an immutable ``order.EpochBatches``); the latest one
+        made is kept (the running epoch holds it anyway)."""
+        kept = self._planned
+        if kept is not None and kept[0] == epoch:
+            return kept[1]
+        self._planned = None  # the old order goes before the new one is made
         o = self.options
         order = epoch_order(self.num_samples, shuffle=self.shuffle, seed=o.seed, epoch=epoch,
                             part_index=o.part_index, num_parts=o.num_parts,
                             run_starts=self._runs)
-        return split_batches(order, o.batch_size, o.last_batch)
+        batches = split_batches(order, o.batch_size, o.last_batch)
+        self._planned = (epoch, batches)
+        return batches
 
     def __len__(self):
         """Batches per epoch (the same on every part)."""
@@ -288,7 +327,7 @@ class ImageLoader:
         for epoch in (self._current, self._next):
             if epoch is not None:
                 epoch.cancel("the loader was closed")
-        self._current = self._next = None
+        self._current = self._next = self._planned = None
         pool, self._pool = self._pool, None
         self._finalizer.detach()
         if self._parts.provenance is not None:

@@ -170,15 +170,17 @@ class EpochBatches(Sequence):
         fill = np.take(self.order, np.arange(pad), mode="wrap")
         return BatchPositions(np.concatenate([positions, fill]), pad)
 
-    def flat(self, start=0):
-        """Positions of batches ``start..`` (padding included), in order, as one array."""
-        if start >= self._count:
+    def flat(self, start=0, stop=None):
+        """Positions of batches ``start..stop`` (``stop`` excluded; None: to the end; padding
+        included), in order, as one array."""
+        stop = self._count if stop is None else min(stop, self._count)
+        if start >= stop:
             return np.zeros(0, np.int64)
-        if self._count == self._full:
-            return self.order[start * self.batch_size:self._full * self.batch_size]
-        last = self[self._count - 1].positions
-        return np.concatenate([self.order[start * self.batch_size:self._full * self.batch_size],
-                               last])
+        full = min(stop, self._full)
+        head = self.order[start * self.batch_size:full * self.batch_size]
+        if stop <= self._full:
+            return head
+        return np.concatenate([head, self[self._count - 1].positions])
 
 
 def check_batching(batch_size, last_batch):

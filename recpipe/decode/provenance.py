@@ -43,9 +43,10 @@ from ..io.sources import local_path, url_to_fs
 from ..io.sidecars.sums import sums_url_for
 
 __all__ = ["NO_EFFECT_FIELDS", "PER_BATCH_FIELDS", "ProvenanceLog", "absolute_url",
-           "decode_indices", "decode_labels", "describe_label_rule", "encode_indices",
-           "encode_labels", "file_fingerprint", "fingerprint_digest", "identity_changes",
-           "options_digest", "options_from_json", "options_to_json", "recorded_fields"]
+           "check_log_path", "decode_indices", "decode_labels", "describe_label_rule",
+           "encode_indices", "encode_labels", "file_fingerprint", "fingerprint_digest",
+           "identity_changes", "options_digest", "options_from_json", "options_to_json",
+           "recorded_fields"]
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +282,28 @@ def identity_changes(then, now):
                     for field in fields
                     if field in then[name] and then[name][field] != now[name].get(field)]
     return changes
+
+
+def check_log_path(path):
+    """Raise, naming ``path``, unless a provenance log can be appended there: its folder exists,
+    is a folder and is writable, and ``path``, when it exists, is a writable file
+    (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError). The loader
+    checks this when it is created, before it reads the ``.rec``, rather than at its first
+    batch."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    where = f"provenance={path!r}"
+    if not os.path.exists(folder):
+        raise FileNotFoundError(f"{where}: the folder {folder} does not exist (create it, or "
+                                "give a log path in an existing folder)")
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(f"{where}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"{where}: the folder {folder} is not writable")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{where}: {os.path.abspath(path)} is a folder, not a log file")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise PermissionError(f"{where}: {os.path.abspath(path)} is not writable")
 
 
 class ProvenanceLog:

@@ -9,14 +9,13 @@ loader's own and not a re-implementation of them:
   included), and its plan is the loader's planner on the same random stream
   (``augmenter.plan`` with ``augmenter.sample_rng(aug_seed, e, sample)``), so the crop box,
   flip, angle and colour factors shown are those that made the pixels;
-- a batch is what iterating the loader delivers: the loader is resumed at epoch ``E``, batch
-  ``K`` (``state_dict`` / ``load_state_dict``, the loader's own resume, which yields exactly the
-  batch an uninterrupted run would) and one batch is taken, so its records, order, seeds, rank
-  split, quarantine, ``on_error`` handling and pixels are the loader's; ``recpipe replay`` of a
-  provenance line for that batch decodes the same records with the same ``RecordDecoder``. The
-  one change: the viewer's loader keeps the batch plans of the latest epoch it planned
-  (``_BatchKeepingLoader``), so asking for batch after batch of one epoch does not make its
-  17M-record permutation again each time (resuming plans the epoch anew).
+- a batch is what iterating the loader delivers: ``loader.batch(epoch, index)``, the loader's
+  public way to one batch (it resumes the epoch at that batch, as ``load_state_dict`` does,
+  which yields exactly the batch an uninterrupted run would), so its records, order, seeds,
+  rank split, quarantine, ``on_error`` handling and pixels are the loader's; ``recpipe replay``
+  of a provenance line for that batch decodes the same records with the same
+  ``RecordDecoder``. The loader keeps the batch plan of the latest epoch it planned, so asking
+  for batch after batch of one epoch does not make its 17M-record permutation again each time.
 
 Only the runtime settings that change no pixel are fixed here (threads, prefetch 1, no
 lookahead, a wait of at most ``batch_wait`` for a sample), as ``recpipe.decode.provenance``
@@ -88,9 +87,9 @@ class ModelView:
                 raise RuntimeError("the viewer is closing")
             if self._loader is None:
                 d = self.dataset
-                loader = _BatchKeepingLoader(d.url, index_url=d.reader.index_url or None,
-                                            storage_options=d.storage_options,
-                                            options=self.options)
+                loader = ImageLoader(d.url, index_url=d.reader.index_url or None,
+                                     storage_options=d.storage_options,
+                                     options=self.options)
                 self._samples = image_positions(loader.reader, self.options.keys)
                 self._loader = loader
             return self._loader
@@ -170,31 +169,9 @@ class ModelView:
         try:
             if self._closed:
                 raise RuntimeError("the viewer is closing")
-            state = loader.state_dict()
-            state.update(epoch=epoch, batch=index)
-            loader.load_state_dict(state)
-            epoch_batches = iter(loader)
-            try:
-                delivered = next(epoch_batches)
-            finally:
-                epoch_batches.cancel()
+            delivered = loader.batch(epoch, index)
             return (np.array(delivered.images), np.array(delivered.labels), delivered.pad,
                     np.array(delivered.positions, dtype=np.int64))
         finally:
             self._batch_lock.release()
 
-
-class _BatchKeepingLoader(ImageLoader):
-    """``ImageLoader`` keeping the batch plans of the latest epoch it planned: every batch the
-    viewer asks for resumes the loader, and resuming plans the epoch again (a permutation of
-    every record when shuffled). The plans are an immutable ``order.EpochBatches``; everything
-    else is the loader's own."""
-
-    _kept = None
-
-    def _batches(self, epoch):
-        kept = self._kept
-        if kept is None or kept[0] != epoch:
-            self._kept = None  # the old order goes before the new one is made
-            kept = self._kept = (epoch, super()._batches(epoch))
-        return kept[1]

@@ -6,7 +6,9 @@ import pytest
 
 import recpipe
 from recpipe._optional import extension
+from recpipe.decode import loader as loader_module
 from recpipe.decode.loader import ImageLoader
+from recpipe.decode.order import epoch_order
 from recpipe.io import IRHeader, pack
 
 N_IMAGES = 20
@@ -290,6 +292,44 @@ def test_resume_mid_epoch_yields_exactly_the_remaining_batches(rec):
     assert len(tail[0]) == len(uninterrupted[0]) - 2
     assert all(np.array_equal(a, b) for a, b in zip(tail[0], uninterrupted[0][2:]))
     assert all(np.array_equal(a, b) for a, b in zip(tail[1], uninterrupted[1][2:]))
+
+
+def test_batch_at_epoch_and_index_is_the_batch_iteration_delivers(rec, monkeypatch):
+    """``loader.batch(epoch, index)``, the public way to one batch (``recpipe view``'s), gives
+    the pixels, labels, pad and positions of iterating to it, leaves iteration where it was,
+    and plans an epoch once for batch after batch of it."""
+    kwargs = dict(random_resized_crop=True, min_random_area=0.3, rand_mirror=True,
+                  shuffle=True, seed=5)
+    with ImageLoader(rec, 3, (3, 16, 16), threads=2, **kwargs) as loader:
+        iterated = [[(b.images.copy(), b.labels.copy(), b.pad, np.array(b.positions))
+                     for b in loader] for _ in range(2)]
+    with ImageLoader(rec, 3, (3, 16, 16), threads=3, **kwargs) as loader:
+        it = iter(loader)
+        next(it)  # epoch 0 under way
+        for epoch, index in ((1, 6), (1, 0), (0, 3), (1, 2)):
+            got = loader.batch(epoch, index)
+            images, labels, pad, positions = iterated[epoch][index]
+            np.testing.assert_array_equal(got.images, images)
+            np.testing.assert_array_equal(got.labels, labels)
+            assert got.pad == pad and np.array_equal(got.positions, positions)
+        made = []
+        monkeypatch.setattr(loader_module, "epoch_order",
+                            lambda *a, **k: made.append(k["epoch"]) or epoch_order(*a, **k))
+        for index in (4, 5, 1):
+            loader.batch(1, index)
+        assert made == []  # epoch 1 was planned already: its order is not made again
+        loader.batch(0, 1)
+        loader.batch(0, 2)
+        assert made == [0]
+        rest = [b.images.copy() for b in it]  # the running epoch goes on, untouched
+        assert all(np.array_equal(a, b[0]) for a, b in zip(rest, iterated[0][1:]))
+        assert len(rest) == len(iterated[0]) - 1
+        with pytest.raises(IndexError, match="no batch 7"):
+            loader.batch(0, 7)
+        with pytest.raises(ValueError, match="epoch=-1"):
+            loader.batch(-1, 0)
+    with pytest.raises(RuntimeError, match="closed"):
+        loader.batch(0, 0)
 
 
 def test_resume_refuses_a_different_configuration(rec):

@@ -24,6 +24,37 @@ def rec(tmp_path_factory):
     return str(path)
 
 
+def test_a_log_folder_that_is_not_there_is_refused_at_construction(rec, tmp_path):
+    """Checked when the loader is made, before the .rec is read (here there is none), with the
+    path named: not at the first batch."""
+    missing = tmp_path / "missing" / "folder" / "log.jsonl"
+    no_rec = str(tmp_path / "absent.rec")
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'missing' / 'folder'} does not"):
+        ImageLoader(no_rec, 4, (3, 16, 16), provenance=str(missing))
+    a_file = tmp_path / "plain"
+    a_file.write_text("")
+    with pytest.raises(NotADirectoryError, match=f"{a_file} is not a folder"):
+        ImageLoader(no_rec, 4, (3, 16, 16), provenance=str(a_file / "log.jsonl"))
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path} is a folder"):
+        ImageLoader(no_rec, 4, (3, 16, 16), provenance=str(tmp_path))
+    assert not missing.parent.exists()
+    with ImageLoader(rec, 4, (3, 16, 16), provenance=str(tmp_path / "log.jsonl")) as loader:
+        next(iter(loader))
+    assert (tmp_path / "log.jsonl").stat().st_size > 0
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_log_folder_is_refused_at_construction(rec, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(PermissionError, match=f"{folder} is not writable"):
+            ImageLoader(rec, 4, (3, 16, 16), provenance=str(folder / "log.jsonl"))
+    finally:
+        folder.chmod(0o755)
+
+
 def test_index_encoding_round_trips_and_is_compact():
     rng = np.random.default_rng(0)
     for values in (np.arange(5, 133), np.r_[0:10, 20:30], rng.permutation(10**6)[:128],

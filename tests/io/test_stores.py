@@ -80,6 +80,7 @@ def test_write_index_and_read_back(store, tmp_path, choice):
         assert [reader[i] for i in range(len(reader))] == payloads
 
 
+@pytest.mark.filterwarnings("error::recpipe.decode.augment.effect.NoEffectWarning")
 @pytest.mark.parametrize("shuffle", [False, "block", "full"])
 def test_the_loader_runs_natively_over_prefetched_windows(store, tmp_path, shuffle):
     from recpipe.decode.loader import ImageLoader
@@ -88,13 +89,16 @@ def test_the_loader_runs_natively_over_prefetched_windows(store, tmp_path, shuff
     url, local = store.url("img.rec"), str(tmp_path / "img.rec")
     _write(url, payloads, store.options)
     _write(local, payloads)
+    # a random-resized crop that draws crops (MXNet's default area and aspect make it a no-op)
     kwargs = dict(batch_size=8, data_shape=(3, 32, 32), threads=2, seed=3, rand_mirror=True,
-                  random_resized_crop=True, run_bytes=8 * KIB, lookahead=False, shuffle=shuffle)
+                  random_resized_crop=True, min_random_area=0.08, max_aspect_ratio=0.25,
+                  run_bytes=8 * KIB, lookahead=False, shuffle=shuffle)
     samples = {}
     for name, target, options in (("store", url, store.options), ("local", local, None)):
         with ImageLoader(target, storage_options=options, **kwargs) as loader:
             if name == "store":
                 assert loader.records.native and loader.reader.remote
+                assert loader.options.augment.random_resized_active
             samples[name] = {int(p): (x.copy(), float(y))
                              for batch in loader
                              for p, x, y in zip(batch.positions, batch.images, batch.labels)}
