@@ -269,6 +269,7 @@ def _is_head(window, pos):
 class _NoPrefetch:
     planned_requests = 0
     planned_bytes = 0
+    all_sent = True
 
     def cancel(self):
         pass

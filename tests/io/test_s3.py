@@ -6,6 +6,7 @@ nothing here measures speed.
 
 import math
 import os
+import time
 
 import fsspec
 import numpy as np
@@ -338,3 +339,37 @@ def test_take_windows_serves_planned_spans_by_request_and_leaves_the_rest():
     assert [(bytes(buffer), start) for buffer, start in windows] == [(data[100:104], 100)]
     assert missing == []
     assert prefetcher.held_bytes == 0
+
+
+def test_the_next_epochs_reads_are_sent_while_this_epoch_runs(s3, tmp_path):
+    """With ``lookahead`` the next epoch's reads are announced as soon as every request of this
+    epoch's plan is sent (its order is known from the seed), not a prefetch depth before the end:
+    its first windows arrive while this epoch is decoded. The batches are those of a loader
+    that announces nothing ahead."""
+    from recpipe.decode.loader import ImageLoader
+    from recpipe.io import IRHeader, pack
+
+    base, options = s3
+    payloads = [pack(IRHeader(0, float(i % 3), i, 0), jpeg(i, shape=(40, 48, 3)))
+                for i in range(48)]
+    url, _ = _upload(base, options, payloads, tmp_path)
+    kwargs = dict(batch_size=8, data_shape=(3, 32, 32), threads=1, prefetch=1, seed=5,
+                  rand_mirror=True, run_bytes=8 * KIB, shuffle="block", storage_options=options)
+    with ImageLoader(url, lookahead=False, **kwargs) as loader:
+        want = [[(x.copy(), y.copy()) for x, y in loader] for _ in range(2)]
+    with ImageLoader(url, **kwargs) as loader:
+        runs = len(loader._runs)
+        first = iter(loader)
+        got = [[tuple(a.copy() for a in next(first))]]
+        deadline = time.monotonic() + 30  # requests are counted when a fetch thread sends them
+        while (sent := loader.reader.source_stats()["requests"]) < 1 + 2 * runs and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        got[0] += [(x.copy(), y.copy()) for x, y in first]
+        got.append([(x.copy(), y.copy()) for x, y in loader])
+    # one request at open (record 0: InsightFace's layout?), one per run for each epoch
+    assert runs > 2 and sent == 1 + 2 * runs
+    assert len(got[0]) == len(got[1]) == 6
+    for mine, theirs in zip(got, want):
+        for (xm, ym), (xt, yt) in zip(mine, theirs):
+            assert np.array_equal(xm, xt) and np.array_equal(ym, yt)

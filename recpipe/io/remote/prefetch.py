@@ -10,7 +10,8 @@ serves a planned span as a memoryview of its request's buffer (waiting for the r
 issuing it at once when it is still queued), ``take_windows(spans)`` a run of them as the
 requests holding them; the prefetcher drops its reference to a request's
 bytes when the last span has been taken. ``PrefetchRequests.cancel()`` forgets the requests
-an announcement has not used yet.
+an announcement has not used yet; ``PrefetchRequests.all_sent`` says when none of them waits for
+the budget any more (the time to announce what comes next: its requests queue behind).
 """
 
 import threading
@@ -48,6 +49,17 @@ class PrefetchRequests:
         self.requests = requests
         self.planned_requests = len(requests)
         self.planned_bytes = sum(r.size for r in requests)
+        self._unsent = 0  # requests[:_unsent] have been sent (or dropped)
+
+    @property
+    def all_sent(self):
+        """True once every planned request has been sent, taken in full or dropped: nothing of
+        this plan waits for the budget any more (a following plan's requests go next)."""
+        requests = self.requests
+        while self._unsent < len(requests) and (requests[self._unsent].issued
+                                                or requests[self._unsent].done):
+            self._unsent += 1
+        return self._unsent == len(requests)
 
     def cancel(self):
         if self._prefetcher is not None:
