@@ -142,11 +142,16 @@ class Epoch:
         images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
         label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
         records = parts.record_positions(plan.positions)
-        # C reads a local file's records by these spans (a remote file's windows come through
-        # the reader instead)
-        spans = parts.reader.spans(records) if parts.native and not parts.reader.remote else None
+        # C reads a local file's records by these spans; a remote file's come from windows of
+        # its prefetched requests, taken from the plan here (in reading order, while the decode
+        # threads run C) and waited for on the decode thread
+        spans = windows = None
+        if parts.native:
+            spans = parts.reader.spans(records)
+            if parts.reader.remote:
+                windows = parts.reader.claim_windows(records, spans)
         return PendingBatch(plan, images, np.zeros(label_shape, dtype=np.float32), records,
-                            spans)
+                            spans, windows)
 
     def _run_samples(self, size):
         """Samples per worker task: 8, or for the native decoder as many as still give every
