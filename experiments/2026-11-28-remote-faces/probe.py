@@ -70,7 +70,6 @@ def run(url, options, epochs, seed, threads, profile=None):
             for e in range(epochs):
                 before = loader.reader.source_stats()
                 s0 = loader.stats()
-                wait0 = loader.stats().get("wait_s", 0.0)
                 windows.take(), announce.take(), waits.take()
                 cpu0, t0 = time.process_time(), time.perf_counter()
                 first = None
@@ -92,9 +91,9 @@ def run(url, options, epochs, seed, threads, profile=None):
                                  requests=after.get("requests", 0) - before.get("requests", 0),
                                  stats=_delta(s0, loader.stats())))
     finally:
-        setattr(RecordReader, "claim_windows", windows.original)
-        setattr(Prefetcher, "announce", announce.original)
-        setattr(WindowClaim, "windows", waits.original)
+        RecordReader.claim_windows = windows.original
+        Prefetcher.announce = announce.original
+        WindowClaim.windows = waits.original
     return rows
 
 
