@@ -189,7 +189,7 @@ class Prefetcher:
         ``(n, 2)`` array), grouped by ``groups`` (one key per span) when given."""
         table = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
         request = np.zeros(len(table), dtype=np.int64)  # index in ``planned`` of each span's
-        planned = []
+        planned: List[_Announced] = []
         for batch in self._batches(table[:, 1], None if groups is None else np.asarray(groups)):
             for r in coalesce(table[batch, 0], table[batch, 1], max_gap=self.max_gap,
                               max_block=self.max_block):
