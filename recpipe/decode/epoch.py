@@ -108,7 +108,8 @@ class Epoch:
     hand out (a resumed epoch), ``stop`` the one before which it ends (None: the epoch's end;
     ``ImageLoader.batch`` hands out one); ``next_epoch(batches)``, when given, is called once the
     prefetch window reaches past the end, to start decoding that many batches of the next
-    epoch (``lookahead``)."""
+    epoch (``lookahead``), and for a remote file with 0 as soon as this epoch's reads are all
+    sent, to announce the next epoch's reads."""
 
     def __init__(self, parts: EpochParts, batches, epoch: int, start: int = 0,
                  next_epoch: Optional[Callable[[int], None]] = None,
@@ -124,6 +125,7 @@ class Epoch:
         self.stopped: Optional[str] = None
         self.next_index = start
         self.issue_index = start
+        self._next_announced = False
         # remote files: fetch the epoch's records ahead, coalesced (per run with a block shuffle)
         reader = parts.reader
         self.reads = reader.prefetch(()) if not reader.remote else \
@@ -143,11 +145,16 @@ class Epoch:
         images = parts.buffers.array((size,) + parts.sample_shape, parts.dtype)
         label_shape = (size,) if parts.label_width == 1 else (size, parts.label_width)
         records = parts.record_positions(plan.positions)
-        # C reads a local file's records by these spans (a remote file's windows come through
-        # the reader instead)
-        spans = parts.reader.spans(records) if parts.native and not parts.reader.remote else None
+        # C reads a local file's records by these spans; a remote file's come from windows of
+        # its prefetched requests, taken from the plan here (in reading order, while the decode
+        # threads run C) and waited for on the decode thread
+        spans = windows = None
+        if parts.native:
+            spans = parts.reader.spans(records)
+            if parts.reader.remote:
+                windows = parts.reader.claim_windows(records, spans)
         return PendingBatch(plan, images, np.zeros(label_shape, dtype=np.float32), records,
-                            spans)
+                            spans, windows)
 
     def _run_samples(self, size):
         """Samples per worker task: 8, or for the native decoder as many as still give every
@@ -161,6 +168,17 @@ class Epoch:
         self.issue_until(wanted)
         if wanted > len(self.batches) and self.next_epoch is not None:
             self.next_epoch(wanted - len(self.batches))
+
+    def _announce_next(self):
+        """A remote file: once every request of this epoch's plan is sent (none waits for the
+        budget), have the next epoch's reads announced (``next_epoch(0)``: its order is known
+        from the seed), so that its first windows arrive while this epoch ends instead of
+        after. Its requests queue behind this epoch's: the prefetch budget holds for both."""
+        if self._next_announced or self.next_epoch is None or not self.parts.reader.remote:
+            return
+        if self.reads.all_sent:
+            self._next_announced = True
+            self.next_epoch(0)
 
     def issue_until(self, count):
         """Submit the samples of every batch before index ``count``."""
@@ -202,6 +220,7 @@ class Epoch:
             raise StopIteration
         t0 = time.perf_counter()
         self._issue_ahead()
+        self._announce_next()
         batch = self.issued.get(self.next_index)
         if batch is None:  # cancel() from another thread emptied ``issued`` meanwhile
             self._check_running()

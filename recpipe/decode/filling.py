@@ -27,12 +27,15 @@ REPLACE_TRIES = 10
 class PendingBatch:
     """One batch being filled: buffers, slots left to fill, and the first error. ``records``
     (the record position of each slot) and ``spans`` (their byte spans, or None) are computed
-    once for the batch, so that a worker's run takes slices of them."""
+    once for the batch, so that a worker's run takes slices of them; ``windows`` (a remote
+    file's, or None) the batch's records taken from the prefetch plan
+    (``RecordReader.claim_windows``), whose ``windows()`` every run of the batch decodes from."""
 
-    def __init__(self, plan, images, labels, records, spans=None):
+    def __init__(self, plan, images, labels, records, spans=None, windows=None):
         self.positions = plan.positions
         self.records = records
         self.spans = spans
+        self.windows = windows
         self.slots = np.arange(len(plan.positions), dtype=np.int64)
         self.pad = plan.pad
         self.images = images
@@ -99,7 +102,7 @@ class Filler:
             samples = np.asarray(samples, dtype=np.int64)[keep]
             spans = None if spans is None else (spans[0][keep], spans[1][keep])
         failures = self.records.fill(batch.images, batch.labels, slots, positions, samples,
-                                     epoch, clock, spans)
+                                     epoch, clock, spans, batch.windows)
         for slot, exc in failures:
             self.quarantine.record(exc)
             self._on_sample_error(batch, slot, epoch, exc, clock)

@@ -173,13 +173,16 @@ class RecordDecoder:
 
     # -- a run of samples ---------------------------------------------------------------------
 
-    def fill(self, images, labels, slots, positions, samples, epoch, clock=None, spans=None):
+    def fill(self, images, labels, slots, positions, samples, epoch, clock=None, spans=None,
+             windows=None):
         """Fill ``images[slot]``/``labels[slot]`` for each ``slot`` of ``slots`` from the record
         at the matching ``positions``, as sample ``samples`` (keys of the random draws).
         ``images``: the batch (C-contiguous, the augmenter's sample shape and dtype); ``labels``:
         float32 ``(batch,)`` or ``(batch, label_width)``. ``spans``: the records' ``(starts,
         ends)`` when the caller has them (``reader.spans(positions)``, e.g. computed once per
-        batch). Returns ``[(slot, exception)]`` of the samples that failed, for the caller's
+        batch); ``windows``: for a file that is not local, the records' bytes claimed from the
+        reader's prefetch plan (``reader.claim_windows``, e.g. once per batch, with ``spans``).
+        Returns ``[(slot, exception)]`` of the samples that failed, for the caller's
         error policy."""
         slots = np.asarray(slots, dtype=np.int64)
         positions = np.asarray(positions, dtype=np.int64)
@@ -188,7 +191,7 @@ class RecordDecoder:
         if (self._native is not None and len(slots) and images.flags.c_contiguous
                 and labels.flags.c_contiguous and labels.dtype == np.float32):
             left = self._fill_native(images, labels, slots, positions, samples, epoch, clock,
-                                     spans)
+                                     spans, windows)
         failures = []
         for i in left:
             slot = int(slots[i])
@@ -199,11 +202,16 @@ class RecordDecoder:
                 failures.append((slot, exc))
         return failures
 
-    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock, spans):
+    def _fill_native(self, images, labels, slots, positions, samples, epoch, clock, spans,
+                     windows=None):
         """The C path over the run; returns the indices it left to the Python path."""
         t0 = time.perf_counter()
         source = self.reader.local_descriptor()
-        if source is None:  # not a local file: windows of its bytes, through the readahead
+        if source is None and windows is not None and spans is not None:  # claimed already
+            source, (starts, ends) = windows.windows(), spans
+            if not source:
+                return range(len(slots))
+        elif source is None:  # not a local file: windows of its bytes, through the readahead
             source, starts, ends = self.reader.windows(positions)
             if not source:  # no record could be read here: the Python path reports why
                 return range(len(slots))

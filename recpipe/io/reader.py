@@ -152,13 +152,14 @@ class RecordReader:
         the reader of the windows). A record longer than a read block, or whose read fails, is
         in no window: ``read`` it for its bytes or its precise error."""
         starts, ends = self.spans(np.asarray(positions, dtype=np.int64))
-        spans = [(start, end - start) for start, end in zip(starts.tolist(), ends.tolist())
-                 if HEAD_SIZE < end - start <= DEFAULT_BLOCK_SIZE]
+        lengths = ends - starts
+        wanted = (lengths > HEAD_SIZE) & (lengths <= DEFAULT_BLOCK_SIZE)
+        spans = np.stack((starts[wanted], lengths[wanted]), axis=1)  # (n, 2): offset, length
         read_windows = getattr(self._source, "read_windows", None)
         if read_windows is not None:
             return read_windows(spans), starts, ends
         windows = []
-        for start, span in spans:
+        for start, span in spans.tolist():
             try:
                 data = self._source.read(start, span)
             except Exception:  # noqa: BLE001 - ``read`` raises it again, with its context
@@ -166,6 +167,20 @@ class RecordReader:
             if len(data) == span:
                 windows.append((data, start))
         return windows, starts, ends
+
+    def claim_windows(self, positions, spans=None):
+        """``windows`` in two steps, for a remote source with a prefetch plan (else None): the
+        records at ``positions`` (``spans``: their ``(starts, ends)`` when the caller has them)
+        are taken from the plan now, where batches are issued; the returned claim's
+        ``windows()`` waits for their bytes where they are decoded (the ``(buffer, offset)``
+        windows of ``windows``, read once however many threads ask)."""
+        claim_windows = getattr(self._source, "claim_windows", None)
+        if claim_windows is None:
+            return None
+        starts, ends = self.spans(positions) if spans is None else spans
+        lengths = ends - starts
+        wanted = (lengths > HEAD_SIZE) & (lengths <= DEFAULT_BLOCK_SIZE)
+        return claim_windows(np.stack((starts[wanted], lengths[wanted]), axis=1))
 
     def local_descriptor(self) -> Optional[int]:
         """The file descriptor of a local ``.rec`` (this process's own after a fork), for
@@ -201,11 +216,10 @@ class RecordReader:
         positions = np.asarray(positions, dtype=np.int64)
         starts = self._table.offsets[positions]
         lengths = np.minimum(self._table.ends(self.size)[positions] - starts, DEFAULT_BLOCK_SIZE)
-        spans = list(zip(starts.tolist(), lengths.tolist()))
         groups = None
         if runs is not None:
-            groups = np.searchsorted(np.asarray(runs), positions, side="right").tolist()
-        return prefetch(spans, groups)
+            groups = np.searchsorted(np.asarray(runs), positions, side="right")
+        return prefetch(np.stack((starts, lengths), axis=1), groups)
 
     def position_of_key(self, key: Hashable) -> int:
         """The position of the record stored under ``key`` (the last one if repeated)."""
@@ -269,6 +283,7 @@ def _is_head(window, pos):
 class _NoPrefetch:
     planned_requests = 0
     planned_bytes = 0
+    all_sent = True
 
     def cancel(self):
         pass

@@ -6,6 +6,7 @@ nothing here measures speed.
 
 import math
 import os
+import time
 
 import fsspec
 import numpy as np
@@ -337,4 +338,108 @@ def test_take_windows_serves_planned_spans_by_request_and_leaves_the_rest():
     windows, missing = prefetcher.take_windows([(100, 4)])
     assert [(bytes(buffer), start) for buffer, start in windows] == [(data[100:104], 100)]
     assert missing == []
+    assert prefetcher.held_bytes == 0
+
+
+def test_the_next_epochs_reads_are_sent_while_this_epoch_runs(s3, tmp_path):
+    """With ``lookahead`` the next epoch's reads are announced as soon as every request of this
+    epoch's plan is sent (its order is known from the seed), not a prefetch depth before the end:
+    its first windows arrive while this epoch is decoded. The batches are those of a loader
+    that announces nothing ahead."""
+    from recpipe.decode.loader import ImageLoader
+    from recpipe.io import IRHeader, pack
+
+    base, options = s3
+    payloads = [pack(IRHeader(0, float(i % 3), i, 0), jpeg(i, shape=(40, 48, 3)))
+                for i in range(48)]
+    url, _ = _upload(base, options, payloads, tmp_path)
+    kwargs = dict(batch_size=8, data_shape=(3, 32, 32), threads=1, prefetch=1, seed=5,
+                  rand_mirror=True, run_bytes=8 * KIB, shuffle="block", storage_options=options)
+    with ImageLoader(url, lookahead=False, **kwargs) as loader:
+        want = [[(x.copy(), y.copy()) for x, y in loader] for _ in range(2)]
+    with ImageLoader(url, **kwargs) as loader:
+        runs = len(loader._runs)
+        first = iter(loader)
+        got = [[tuple(a.copy() for a in next(first))]]
+        deadline = time.monotonic() + 30  # requests are counted when a fetch thread sends them
+        while (sent := loader.reader.source_stats()["requests"]) < 1 + 2 * runs and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        got[0] += [(x.copy(), y.copy()) for x, y in first]
+        got.append([(x.copy(), y.copy()) for x, y in loader])
+    # one request at open (record 0: InsightFace's layout?), one per run for each epoch
+    assert runs > 2 and sent == 1 + 2 * runs
+    assert len(got[0]) == len(got[1]) == 6
+    for mine, theirs in zip(got, want):
+        for (xm, ym), (xt, yt) in zip(mine, theirs):
+            assert np.array_equal(xm, xt) and np.array_equal(ym, yt)
+
+
+def test_a_batch_claims_its_windows_where_it_is_issued(s3, tmp_path):
+    """``RecordReader.claim_windows``: the records are taken from the prefetch plan when the
+    claim is made (where batches are issued), their bytes waited for by ``windows()`` (where
+    they are decoded, once however many threads ask): the same windows as ``windows``, no
+    request beyond the plan's, and what the claim took is no longer the plan's."""
+    import threading
+
+    base, options = s3
+    payloads = _payloads(64)
+    url, local = _upload(base, options, payloads, tmp_path)
+    with open(local, "rb") as f:
+        file = f.read()
+    order = [int(p) for p in np.random.default_rng(5).permutation(len(payloads))]
+    with RecordReader(url, storage_options=options) as reader:
+        plan = reader.prefetch(order)
+        claims = [reader.claim_windows(order[first:first + 16]) for first in range(0, 64, 16)]
+        assert plan.all_sent  # every span claimed: the plan's requests are all out
+        got = {}
+        threads = [threading.Thread(target=lambda i=i: got.setdefault(i, claims[i].windows()))
+                   for i in range(len(claims))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(got) == list(range(len(claims)))
+        assert claims[0].windows() is got[0]  # waited for once
+        for i, windows in got.items():
+            starts, ends = reader.spans(order[16 * i:16 * i + 16])
+            held = [_held(windows, s, e) for s, e in zip(starts.tolist(), ends.tolist())]
+            assert held == [file[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+        assert reader.source_stats()["requests"] == plan.planned_requests
+        windows, starts, ends = reader.windows(order[:4])  # claimed before: read on its own
+        assert len(windows) == 4
+        assert reader.source_stats()["requests"] == plan.planned_requests + 4
+
+
+def test_a_span_announced_twice_is_served_twice_oldest_plan_first():
+    """The prefetcher's plans are searched oldest first, each span of a plan served once: a
+    span repeated in a plan (a padded last batch) or announced by two plans (two epochs) is
+    taken as often as announced, from the older plan's request first."""
+    from concurrent.futures import Future
+
+    from recpipe.io.remote.prefetch import Prefetcher
+
+    data = bytes(range(256)) * 4
+    sent = []
+
+    def submit(start, end):
+        sent.append((start, end))
+        future = Future()
+        future.set_result(data[start:end])
+        return future
+
+    prefetcher = Prefetcher(submit, budget=1 << 20, max_gap=0, max_block=1 << 20,
+                            plan_window=8, timeout=5)
+    first = prefetcher.announce([(0, 10), (0, 10), (40, 8)])
+    second = prefetcher.announce(np.array([[40, 8], [0, 10]]))
+    assert sent == [(0, 10), (40, 48)] * 2  # each plan coalesced in offset order
+    windows, missing = prefetcher.take_windows([(0, 10), (40, 8), (0, 10)])
+    assert missing == [] and [(bytes(b), s) for b, s in windows] == [(data[0:10], 0),
+                                                                      (data[40:48], 40)]
+    assert all(item.done for item in first.requests)  # the older plan served all three
+    windows, missing = prefetcher.take_windows([(0, 10), (0, 10), (40, 9)])
+    assert [(bytes(b), s) for b, s in windows] == [(data[0:10], 0)]
+    assert missing == [(0, 10), (40, 9)]  # announced twice, asked three times; another length
+    second.cancel()
+    assert prefetcher.take_windows([(40, 8)]) == ([], [(40, 8)])
     assert prefetcher.held_bytes == 0

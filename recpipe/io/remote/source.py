@@ -15,6 +15,8 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ...system.fork import after_fork_in_child
 from .cache import BlockCache
 from .prefetch import Prefetcher
@@ -22,7 +24,7 @@ from .readahead import ReadAhead
 from .retry import ShortReadError, call_with_retry
 from ..source import Source
 
-__all__ = ["ReadStats", "RemoteSource"]
+__all__ = ["ReadStats", "RemoteSource", "WindowClaim"]
 
 log = logging.getLogger(__name__)
 _STREAM_MIN_READ = 1 << 20  # forward reads at least this big switch to streaming
@@ -63,6 +65,30 @@ class ReadStats:
                     "bytes_fetched": self.bytes_fetched,
                     "bytes_returned": self.bytes_returned, "retries": self.retries,
                     "max_inflight": self.max_inflight}
+
+
+class WindowClaim:
+    """Spans of a ``RemoteSource`` taken from its prefetch plan (``claim_windows``);
+    ``windows()`` waits for them once (thread-safe: every caller gets the same list)."""
+
+    def __init__(self, source, claimed, nbytes):
+        self._source, self._claimed, self._nbytes = source, claimed, nbytes
+        self._lock = threading.Lock()
+        self._windows = None
+
+    def windows(self):
+        with self._lock:
+            if self._windows is None:
+                windows, missing = self._claimed.windows()
+                source = self._source
+                source.counters.add("bytes_returned", self._nbytes
+                                    - sum(length for _, length in missing))
+                for offset, length in missing:
+                    data = source._read_or_empty(offset, length)
+                    if len(data) == length:
+                        windows.append((data, offset))
+                self._windows = windows
+            return self._windows
 
 
 class RemoteSource(Source):
@@ -157,17 +183,19 @@ class RemoteSource(Source):
 
     def read_windows(self, spans):
         """The bytes holding each ``(offset, length)`` of ``spans`` (a run of records, each
-        within the file), as ``(buffer, offset)`` windows of the file: the prefetched requests
-        holding them, taken under one lock, and one window for each other span, read on its own
-        (none for a span whose read fails: the caller's own read of it reports the error)."""
-        windows, missing = self._prefetcher.take_windows(spans)
-        self.counters.add("bytes_returned", sum(length for _, length in spans)
-                          - sum(length for _, length in missing))
-        for offset, length in missing:
-            data = self._read_or_empty(offset, length)
-            if len(data) == length:
-                windows.append((data, offset))
-        return windows
+        within the file: pairs or an ``(n, 2)`` array), as ``(buffer, offset)`` windows of the
+        file: the prefetched requests holding them, taken under one lock, and one window for
+        each other span, read on its own (none for a span whose read fails: the caller's own
+        read of it reports the error)."""
+        return self.claim_windows(spans).windows()
+
+    def claim_windows(self, spans):
+        """``read_windows`` in two steps: the spans are taken from the prefetch plan now (in
+        the order of reading, e.g. by the thread that issues batches), their bytes waited for
+        and the rest read by the returned ``WindowClaim``'s ``windows()`` (e.g. on the thread
+        that decodes them)."""
+        spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+        return WindowClaim(self, self._prefetcher.claim(spans), int(spans[:, 1].sum()))
 
     def _read_or_empty(self, offset, length):
         try:
