@@ -41,7 +41,7 @@ class _Announced:
         return self.end - self.start
 
 
-class _Plan:
+class _SpanTable:
     """One announcement's spans sorted by ``(offset, length)`` (int64 arrays), the index in
     ``items`` of the request serving each, which were taken, and how many are left: a run's
     spans are found by one ``searchsorted``, not a Python step each."""
@@ -153,7 +153,7 @@ class Prefetcher:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._queue: Deque[Any] = deque()
-        self._plans: List[_Plan] = []  # the announcements with spans left, oldest first
+        self._plans: List[_SpanTable] = []  # the announcements with spans left, oldest first
         self._held = 0
 
     def _batches(self, lengths, groups):
@@ -195,7 +195,7 @@ class Prefetcher:
                               max_block=self.max_block):
                 request[batch[r.members]] = len(planned)
                 planned.append(_Announced(r.start, r.end, len(r.members)))
-        plan = _Plan(table[:, 0], table[:, 1], request, planned)
+        plan = _SpanTable(table[:, 0], table[:, 1], request, planned)
         with self._lock:
             if plan.left:
                 self._plans.append(plan)
