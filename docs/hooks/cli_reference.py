@@ -81,7 +81,8 @@ def _row(formatter, action):
     else:
         names = f"`{_metavar(formatter, action)}`"
     help_text = formatter._expand_help(action) if action.help else ""
-    if action.choices is not None and not isinstance(action.choices, dict) and action.option_strings:
+    listed = action.choices is not None and not isinstance(action.choices, dict)
+    if listed and action.option_strings:
         help_text += f" (one of: {', '.join(map(str, action.choices))})"
     return f"| {names} | {_default(action)} | {_cell(help_text)} |"
 

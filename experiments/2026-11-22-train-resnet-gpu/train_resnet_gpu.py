@@ -10,7 +10,8 @@ Each training step copies the uint8 NCHW batch to the GPU, normalises it there, 
 backward and an SGD step, and synchronises (``loss.item()``), so the loader's wait is the GPU
 waiting for input. Images/s is measured after ``--warmup`` steps over ``--seconds``.
 
-    python experiments/2026-11-22-train-resnet-gpu/train_resnet_gpu.py --rec .bench/data/photos-1000.rec --fixed 2,4,8,12,16 \\
+    python experiments/2026-11-22-train-resnet-gpu/train_resnet_gpu.py \\
+        --rec .bench/data/photos-1000.rec --fixed 2,4,8,12,16 \\
         --json out/train_resnet_gpu.json
 
 Needs torch and torchvision with CUDA; exits with status 2 and a message when they are missing.
@@ -128,7 +129,8 @@ def recpipe_run(trainer, args, threads):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rec", default=".bench/data/photos-1000.rec",
-                        help="RecordIO file (`python -m benchmarks autotune` packs one under .bench/data/)")
+                        help="RecordIO file (`python -m benchmarks autotune` packs one under "
+                             ".bench/data/)")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--fixed", default="1,2,4,8,12,16", help="comma list of fixed threads")
     parser.add_argument("--seconds", type=float, default=30.0, help="timed seconds per run")

@@ -10,7 +10,8 @@ loader);
 - ``getitem``: ``recpipe.torch.RecordDataset[i]`` (val), one sample a call, map-style; where it
   decodes through ``_batch.fill``, ``python us`` is the consumer's CPU outside those calls.
 
-    python experiments/2026-11-25-gil-probes/gil_inter.py /tmp/photos.rec --recipes area,cubic,imglist,getitem \\
+    python experiments/2026-11-25-gil-probes/gil_inter.py /tmp/photos.rec \\
+        --recipes area,cubic,imglist,getitem \\
         --trees before=/tmp/before,after=. --rounds 2 --seconds 3
 """
 

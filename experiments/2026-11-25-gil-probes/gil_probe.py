@@ -20,7 +20,8 @@ batches while three measures run:
   from CPython's ``last_holder``, which still names a thread inside a GIL-releasing C call, so
   this share over-counts (an upper bound).
 
-    python experiments/2026-11-25-gil-probes/gil_probe.py /tmp/photos.rec --config train --threads 1,2 \\
+    python experiments/2026-11-25-gil-probes/gil_probe.py /tmp/photos.rec --config train \\
+        --threads 1,2 \\
         --trees before=/tmp/before,after=. --rounds 3 --seconds 4 --py-spy
 
 Trees alternate ABBA (the order reverses every other round); ``ratio`` is the median over rounds
@@ -257,7 +258,8 @@ def main(argv=None):
     if args.json:
         print(json.dumps({"rows": table, "runs": {f"{n}/{t}": r for (n, t), r in results.items()}}))
         return
-    print(f"{args.rec} {args.config}: medians of {args.rounds} alternated rounds, {args.seconds} s each")
+    print(f"{args.rec} {args.config}: medians of {args.rounds} alternated rounds, "
+          f"{args.seconds} s each")
     print("tree      threads  images/s  ratio  library us  probe us  consumer cpu us  py-spy us")
     for row in table:
         print(f"{row['tree']:9} {row['threads']:7} {row['images_per_s']:9.0f} {row['ratio']:6.3f} "

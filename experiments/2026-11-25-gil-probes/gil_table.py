@@ -18,7 +18,8 @@ contrast/illumination, and the non-bilinear ``inter_method`` values. Data: ``--p
 (ImageNet-like photos), ``--faces REC`` (112 px crops) and ``--cifar REC`` (32 px images; made
 from the photos when the file does not exist).
 
-    python experiments/2026-11-25-gil-probes/gil_table.py --photos /tmp/photos.rec --faces /tmp/faces.rec \\
+    python experiments/2026-11-25-gil-probes/gil_table.py --photos /tmp/photos.rec \\
+        --faces /tmp/faces.rec \\
         --cifar /tmp/cifar.rec --threads 1 --rounds 2 --seconds 3 [--trees before=A,after=B]
 """
 

@@ -6,7 +6,8 @@ single decision.
 Each tree plans the same draws in a child process (``PYTHONPATH`` = the tree) and prints one
 digest a draw; the first draw whose digests differ is planned again in both and shown.
 
-    python experiments/2026-11-25-one-planner/check_planner.py --trees before=/tmp/base,after=. --draws 100000
+    python experiments/2026-11-25-one-planner/check_planner.py --trees before=/tmp/base,after=. \\
+        --draws 100000
 """
 
 import argparse

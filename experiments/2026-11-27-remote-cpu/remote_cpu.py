@@ -1,13 +1,15 @@
 """Where a remote run's client CPU goes: thread CPU per epoch of each stage, s3 against local.
 
 Serves the faces (or photos) recipe's ``.rec`` from SeaweedFS on loopback (as
-the stores suite, ``benchmarks/suites/stores.py``) and runs one loader over the local file and one over ``s3://``,
+the stores suite, ``benchmarks/suites/stores.py``) and runs one loader over the local file and
+one over ``s3://``,
 alternated, timing epochs 2..N. Each stage's thread CPU (``time.thread_time`` around the call,
 summed over threads) is added up per epoch: ``fetch`` (a range request's body read, in the fetch
 threads), ``windows`` (a run's prefetched bytes taken from the plan), ``fill`` (a whole native
 run, ``windows`` included), ``plan`` (an epoch's prefetch plan).
 
-    python experiments/2026-11-27-remote-cpu/remote_cpu.py --recipe faces --count 20000 --threads 2 --rounds 2
+    python experiments/2026-11-27-remote-cpu/remote_cpu.py --recipe faces --count 20000 \\
+        --threads 2 --rounds 2
 """
 
 import argparse

@@ -14,8 +14,8 @@ Targets: first open <= 1 s at 17.1M records (2.5 s at 42M), later <= 0.5 s, load
 shuffled epoch plan <= 1 s, every process <= 400 MB RSS at 17.1M, 4 forked processes <= 1.5x
 the PSS of one.
 
-    python experiments/2026-11-28-idx-in-c/bench_index_trees.py                       # 17.1M records
-    python experiments/2026-11-28-idx-in-c/bench_index_trees.py --records 42000000    # WebFace42M's size, if memory allows
+    python experiments/2026-11-28-idx-in-c/bench_index_trees.py                     # 17.1M records
+    python experiments/2026-11-28-idx-in-c/bench_index_trees.py --records 42000000  # WebFace42M
     python experiments/2026-11-28-idx-in-c/bench_index_trees.py --json
 
 ``--trees before=/path/to/old/checkout,after=.`` measures source trees against each other in one

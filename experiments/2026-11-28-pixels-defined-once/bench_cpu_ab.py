@@ -2,12 +2,13 @@
 for each recipe, in source trees alternated ABBA (each point a fresh child process with
 ``PYTHONPATH`` = the tree): a per-image cost that a loaded machine moves much less than images/s.
 
-    python experiments/2026-11-28-pixels-defined-once/bench_cpu_ab.py --trees before=/tmp/before,after=. \\
+    python experiments/2026-11-28-pixels-defined-once/bench_cpu_ab.py \\
+        --trees before=/tmp/before,after=. \\
         --recipes faces,train,val,aug3,train_f32 --rounds 4 --faces FACES.rec --photos PHOTOS.rec
 
-FACES.rec / PHOTOS.rec: ``experiments/2026-11-25-gil-probes/gil_table.py`` makes them (112 px faces cut from the shared
-photos, and the photos themselves). Prints, per recipe, each tree's median CPU us per image and
-its ratio to the first tree's (below 1: less CPU an image).
+FACES.rec / PHOTOS.rec: ``experiments/2026-11-25-gil-probes/gil_table.py`` makes them (112 px
+faces cut from the shared photos, and the photos themselves). Prints, per recipe, each tree's
+median CPU us per image and its ratio to the first tree's (below 1: less CPU an image).
 """
 
 import argparse
