@@ -18,7 +18,7 @@ def test_the_meter_counts_this_process_cpu_against_the_wall():
         pass
     threading.Event().wait(0.2)  # then idle: wall time without CPU
     share = meter.read()
-    assert 0.45 <= share.wall_seconds < 5
+    assert share.cpu_seconds < share.wall_seconds  # the idle wait counts on the wall only
     assert 0 < share.cores_used <= 1.05  # one thread busy part of the time, never two cores
     assert share.to_dict()["cores_used"] == share.cores_used and share.cores == 2
 

@@ -27,7 +27,7 @@ from ..buffers import shared_pool
 from ..retry import ShortReadError
 from .fsspec import ObjectChangedError
 
-__all__ = ["HttpRanges", "SignedUrl", "StatusError", "http_status_error"]
+__all__ = ["HttpRanges", "SignedUrl", "StatusError", "http_status_error", "unquoted_etag"]
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class HttpRanges:
         return response.getheader("ETag")
 
     def _same_version(self, seen):
-        return _unquoted(seen) == _unquoted(self.version)
+        return unquoted_etag(seen) == unquoted_etag(self.version)
 
     def _status_error(self, status, body):
         return http_status_error(status, f"{status} {body[:300]!r} ({self.url})")
@@ -336,5 +336,6 @@ class HttpRanges:
             self.fallback.close()
 
 
-def _unquoted(etag):
+def unquoted_etag(etag):
+    """An ETag without its quotes (stores quote them, or not, inconsistently), "" for None."""
     return (etag or "").strip().strip('"')

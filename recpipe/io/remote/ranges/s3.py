@@ -25,7 +25,7 @@ import urllib.parse
 
 from ....system.fork import after_fork_in_child
 from .fsspec import FsspecRanges, ObjectChangedError
-from .http import HttpRanges, SignedUrl, StatusError, _unquoted
+from .http import HttpRanges, SignedUrl, StatusError, unquoted_etag
 
 __all__ = ["S3_RANGES", "S3FsspecRanges", "S3HttpRanges", "StatusError", "s3_http_context",
            "s3_ranges", "status_error"]
@@ -178,7 +178,7 @@ class S3FsspecRanges(FsspecRanges):
             raise
         try:
             etag = response.get("ETag")
-            if self.etag and etag and _unquoted(etag) != _unquoted(self.etag):
+            if self.etag and etag and unquoted_etag(etag) != unquoted_etag(self.etag):
                 raise self._changed(etag, start)
             return await response["Body"].read()
         finally:
